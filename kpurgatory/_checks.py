@@ -1,0 +1,72 @@
+"""Argument checks shared by every public constructor and method.
+
+Each check names the offending argument in its message, so a caller who passes
+``tick_ms=0`` reads ``tick_ms must be >= 1, got 0`` and not a bare error. ``bool``
+is rejected wherever an ``int`` is expected: ``True`` as a delay is a bug, not 1 ms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+
+
+def require_int(name: str, value: object) -> int:
+    """Return ``value`` if it is an ``int`` (and not a ``bool``), else raise ``TypeError``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return value
+
+
+def require_at_least(name: str, value: object, minimum: int) -> int:
+    """Return ``value`` if it is an ``int`` >= ``minimum``; else ``TypeError``/``ValueError``."""
+    number = require_int(name, value)
+    if number < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {number}")
+    return number
+
+
+def require_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a ``bool``, else raise ``TypeError``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def require_str(name: str, value: object) -> str:
+    """Return ``value`` if it is a ``str``, else raise ``TypeError``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
+def require_hashable(name: str, value: object) -> Hashable:
+    """Return ``value`` if ``hash(value)`` works, else raise ``TypeError`` naming ``name``."""
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"{name} must be hashable, not {type(value).__name__}") from None
+    return value
+
+
+def watch_key_list(watch_keys: Iterable[Hashable]) -> list[Hashable]:
+    """Validate ``watch_keys`` and return its distinct keys in first-occurrence order.
+
+    A lone ``str`` or ``bytes`` is refused: iterating it would silently watch one key
+    per character.
+    """
+    if isinstance(watch_keys, (str, bytes, bytearray)):
+        raise TypeError(
+            "watch_keys must be an iterable of keys, not a single "
+            f"{type(watch_keys).__name__}; wrap it in a list"
+        )
+    try:
+        items = list(watch_keys)
+    except TypeError:
+        raise TypeError(
+            f"watch_keys must be an iterable of keys, not {type(watch_keys).__name__}"
+        ) from None
+    for key in items:
+        require_hashable("each watch key", key)
+    if not items:
+        raise ValueError("watch_keys must contain at least one key")
+    return list(dict.fromkeys(items))

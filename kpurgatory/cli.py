@@ -1,0 +1,39 @@
+"""The ``kpurgatory`` command: one subcommand per module, each registered here.
+
+Each command module exposes ``add_parser(subparsers)``, which registers its parser
+and sets ``func`` (``args -> exit code``) as the handler. Modules must not import
+heavy optional dependencies (pyspark, matplotlib) at import time: only inside ``func``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMAND_MODULES: tuple[str, ...] = ("kpurgatory.demo",)
+"""Modules that register subcommands, in the order ``--help`` lists them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="kpurgatory",
+        description="Kafka's delayed-operation purgatory and timing wheel: demo, tools, checks.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Clocks: a monotonic real-time clock and a manual clock for deterministic tests.
+
+Both satisfy ``kpurgatory.spec.protocols.Clock``. A timer reads ``now_ms`` when a task
+is added and lets time pass through ``wait`` inside ``advance_clock`` (rule R7).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from kpurgatory._checks import require_at_least, require_int
+
+__all__ = ["ManualClock", "MonotonicClock"]
+
+
+class MonotonicClock:
+    """Milliseconds from ``time.monotonic_ns()``: Kafka's ``hiResClockMs`` in Python."""
+
+    __slots__ = ()
+
+    def now_ms(self) -> int:
+        """The current reading, in whole milliseconds (truncated)."""
+        return time.monotonic_ns() // 1_000_000
+
+    def wait(
+        self,
+        condition: threading.Condition,
+        timeout_ms: int,
+        next_due: Callable[[], int | None],
+    ) -> int:
+        """Block on ``condition`` until ``next_due()`` is reached or ``timeout_ms`` passes.
+
+        Called with ``condition`` held. Re-reads ``next_due`` after every wake-up, so a
+        task added with an earlier due time (which notifies ``condition``) shortens the
+        wait. Returns the reading at which the caller should drain.
+        """
+        deadline = self.now_ms() + timeout_ms
+        while True:
+            now = self.now_ms()
+            due = next_due()
+            if now >= deadline or (due is not None and due <= now):
+                return now
+            wake_at = deadline if due is None else min(deadline, due)
+            condition.wait((wake_at - now) / 1000.0)
+
+    def __repr__(self) -> str:
+        return "MonotonicClock()"
+
+
+class ManualClock:
+    """A clock that moves only when told to: ``advance`` or a timer's ``advance_clock``.
+
+    ``wait`` moves it forward by exactly ``timeout_ms`` and returns at once, so
+    ``SystemTimer.advance_clock(t)`` on a manual clock means "let t ms pass, then run
+    everything due" on every implementation (R7). Thread-safe.
+    """
+
+    __slots__ = ("_lock", "_now")
+
+    def __init__(self, start_ms: int = 0) -> None:
+        self._now = require_int("start_ms", start_ms)
+        self._lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        """The current reading."""
+        return self._now
+
+    def advance(self, ms: int) -> None:
+        """Move the clock forward by ``ms`` >= 0 milliseconds."""
+        step = require_at_least("ms", ms, 0)
+        with self._lock:
+            self._now += step
+
+    def wait(
+        self,
+        condition: threading.Condition,
+        timeout_ms: int,
+        next_due: Callable[[], int | None],
+    ) -> int:
+        """Advance by exactly ``timeout_ms`` without blocking; return the new reading."""
+        self.advance(timeout_ms)
+        return self._now
+
+    def __repr__(self) -> str:
+        return f"ManualClock(now_ms={self._now})"

@@ -1,0 +1,303 @@
+"""The reference ``DelayedOperationPurgatory``: watcher lists per key, one lock for all.
+
+Operations wait here until ``check_and_complete`` on one of their keys finds their
+condition true, or the timer expires them. One re-entrant lock guards the watcher
+map and the estimate; it is never held while an operation's ``try_complete`` runs
+(KAFKA-3994), and it is always taken after an operation's lock, never before.
+
+Rules implemented here: R22-R34.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+from kpurgatory._checks import (
+    require_at_least,
+    require_bool,
+    require_hashable,
+    require_int,
+    require_str,
+    watch_key_list,
+)
+from kpurgatory.clock import ManualClock
+from kpurgatory.reference.operation import DelayedOperation
+from kpurgatory.reference.timer import SystemTimer
+
+__all__ = ["REAPER_STEP_MS", "DelayedOperationPurgatory"]
+
+logger = logging.getLogger(__name__)
+
+REAPER_STEP_MS = 200
+"""How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
+
+T = TypeVar("T", bound=DelayedOperation)
+
+
+class DelayedOperationPurgatory(Generic[T]):
+    """Holds delayed operations until they complete or expire (Kafka's purgatory).
+
+    ``timer`` defaults to ``SystemTimer(purgatory_name)``; the purgatory owns it and
+    closes it at ``shutdown``. With ``reaper_enabled`` a thread named
+    ``ExpirationReaper-<broker_id>-<purgatory_name>`` loops ``advance_clock(200)``
+    (R31); on a ``ManualClock`` disable it and call ``advance_clock`` yourself. With
+    ``timer_enabled=False`` operations are never added to the timer and never expire
+    (R33). ``purge_interval`` bounds how many completed operations may linger in
+    watcher lists before the reaper purges them (R30).
+    """
+
+    def __init__(
+        self,
+        purgatory_name: str,
+        timer: SystemTimer | None = None,
+        broker_id: int = 0,
+        purge_interval: int = 1000,
+        reaper_enabled: bool = True,
+        timer_enabled: bool = True,
+    ) -> None:
+        self._name = require_str("purgatory_name", purgatory_name)
+        if timer is not None and not isinstance(timer, SystemTimer):
+            raise TypeError(f"timer must be a reference SystemTimer, not {type(timer).__name__}")
+        self._broker_id = require_int("broker_id", broker_id)
+        self._purge_interval = require_at_least("purge_interval", purge_interval, 0)
+        self._reaper_enabled = require_bool("reaper_enabled", reaper_enabled)
+        self._timer_enabled = require_bool("timer_enabled", timer_enabled)
+        if reaper_enabled and timer is not None and isinstance(timer.clock, ManualClock):
+            raise ValueError(
+                "reaper_enabled=True needs a real clock: the reaper would advance the "
+                "ManualClock on its own; pass reaper_enabled=False and call advance_clock"
+            )
+        self._timer = SystemTimer(purgatory_name) if timer is None else timer
+        self._lock = threading.RLock()
+        self._watchers: dict[Hashable, list[T]] = {}
+        self._estimated_total_operations = 0
+        self._num_purged = 0
+        self._num_completed_by_purgatory = 0
+        self._is_shut_down = False
+        self._stop_reaper = threading.Event()
+        self._reaper: threading.Thread | None = None
+        if reaper_enabled:
+            self._reaper = threading.Thread(
+                target=self._reap,
+                name=f"ExpirationReaper-{broker_id}-{purgatory_name}",
+                daemon=True,
+            )
+            self._reaper.start()
+
+    # -- read-only state -------------------------------------------------------------
+
+    @property
+    def purgatory_name(self) -> str:
+        """The name given at construction."""
+        return self._name
+
+    @property
+    def timer(self) -> SystemTimer:
+        """The timer operations wait in."""
+        return self._timer
+
+    @property
+    def watched(self) -> int:
+        """Number of (key, operation) pairs in watcher lists, completed ones included (R27)."""
+        with self._lock:
+            return sum(len(ops) for ops in self._watchers.values())
+
+    @property
+    def num_delayed(self) -> int:
+        """Tasks scheduled in the timer: the pending operations (R28)."""
+        return self._timer.size
+
+    @property
+    def watched_keys(self) -> int:
+        """Number of keys that have a watcher list (empty lists are dropped, R26)."""
+        with self._lock:
+            return len(self._watchers)
+
+    @property
+    def estimated_total_operations(self) -> int:
+        """The purge estimate: operations watched since the last purge, plus the timer size then."""
+        with self._lock:
+            return self._estimated_total_operations
+
+    @property
+    def num_purged(self) -> int:
+        """Completed operations removed from watcher lists by purges so far (R30)."""
+        with self._lock:
+            return self._num_purged
+
+    @property
+    def num_completed(self) -> int:
+        """Operations completed by this purgatory's own calls (a True from
+        ``try_complete_else_watch``, or counted by ``check_and_complete``)."""
+        with self._lock:
+            return self._num_completed_by_purgatory
+
+    # -- operations ------------------------------------------------------------------
+
+    def try_complete_else_watch(self, operation: T, watch_keys: Iterable[Hashable]) -> bool:
+        """Complete ``operation`` now if it can; otherwise watch it on every key and time it.
+
+        The sequence (R22): holding the operation's lock, ``try_complete``; if that
+        fails, watch the operation on each distinct key while it is not completed
+        (KAFKA-18027), count it once in the purge estimate, and ``try_complete`` again.
+        Then, without the lock: if still not completed, add it to the timer (when
+        ``timer_enabled``), and cancel that timer entry if it completed meanwhile.
+        Returns True iff this call completed the operation (R23). An operation goes
+        through this method at most once (R34). Raises ``TypeError``/``ValueError`` on
+        bad arguments (R36) and ``RuntimeError`` after ``shutdown``.
+        """
+        if not isinstance(operation, DelayedOperation):
+            raise TypeError(
+                f"operation must be a reference DelayedOperation, not {type(operation).__name__}"
+            )
+        keys = watch_key_list(watch_keys)
+        if self._is_shut_down:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        if not operation._claim_submission():
+            raise ValueError(
+                f"operation {operation!r} was already passed to try_complete_else_watch"
+            )
+
+        def watch_all() -> None:
+            for key in keys:
+                if operation.is_completed:
+                    break
+                with self._lock:
+                    self._watchers.setdefault(key, []).append(operation)
+            with self._lock:
+                self._estimated_total_operations += 1
+
+        if operation.safe_try_complete_or_else(watch_all):
+            with self._lock:
+                self._num_completed_by_purgatory += 1
+            return True
+        if not operation.is_completed:
+            if self._timer_enabled:
+                self._timer.add(operation)
+            if operation.is_completed:
+                operation.cancel()
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try to complete every operation watched on ``key``; return how many this call completed.
+
+        Operations are tried in the order they were watched, each under its own lock
+        (``safe_try_complete``), with no purgatory lock held. Operations found already
+        completed are unlinked but not counted (R25). A key left with no operation is
+        dropped (R26). An unknown key is not created. ``TypeError`` if unhashable.
+        """
+        require_hashable("key", key)
+        with self._lock:
+            snapshot = list(self._watchers.get(key, ()))
+        completed = 0
+        for operation in snapshot:
+            if operation.is_completed:
+                self._unwatch(key, operation)
+            elif operation.safe_try_complete():
+                completed += 1
+                self._unwatch(key, operation)
+        if completed:
+            with self._lock:
+                self._num_completed_by_purgatory += completed
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[T]:
+        """Stop watching ``key``: cancel each operation's timer entry and return them (R29).
+
+        The operations are neither completed nor expired; they stay on their other keys.
+        The list is in watch order and includes operations already completed.
+        """
+        require_hashable("key", key)
+        with self._lock:
+            operations = self._watchers.pop(key, [])
+        for operation in operations:
+            operation.cancel()
+        return operations
+
+    def advance_clock(self, timeout_ms: int) -> None:
+        """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
+
+        ``RuntimeError`` after ``shutdown``.
+        """
+        require_at_least("timeout_ms", timeout_ms, 0)
+        if self._is_shut_down:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        self._timer.advance_clock(timeout_ms)
+        self._purge_if_due()
+
+    def shutdown(self) -> None:
+        """Stop the reaper and close the timer (R32): idempotent.
+
+        Pending operations are neither completed nor expired.
+        """
+        with self._lock:
+            if self._is_shut_down:
+                return
+            self._is_shut_down = True
+        self._stop_reaper.set()
+        reaper = self._reaper
+        if reaper is not None:
+            self._timer.wakeup()
+            if reaper is not threading.current_thread():
+                reaper.join()
+        self._timer.close()
+
+    def __enter__(self) -> DelayedOperationPurgatory[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (
+            f"DelayedOperationPurgatory({self._name!r}, watched={self.watched}, "
+            f"num_delayed={self.num_delayed})"
+        )
+
+    # -- internals -------------------------------------------------------------------
+
+    def _unwatch(self, key: Hashable, operation: T) -> None:
+        with self._lock:
+            operations = self._watchers.get(key)
+            if operations is None:
+                return
+            for index, watched in enumerate(operations):
+                if watched is operation:
+                    del operations[index]
+                    break
+            if not operations:
+                del self._watchers[key]
+
+    def _purge_if_due(self) -> None:
+        with self._lock:
+            delayed = self._timer.size
+            if self._estimated_total_operations - delayed <= self._purge_interval:
+                return
+            self._estimated_total_operations = delayed
+            purged = 0
+            for key in list(self._watchers):
+                operations = self._watchers[key]
+                pending = [operation for operation in operations if not operation.is_completed]
+                purged += len(operations) - len(pending)
+                if pending:
+                    self._watchers[key] = pending
+                else:
+                    del self._watchers[key]
+            self._num_purged += purged
+        if purged:
+            logger.debug("purgatory %r purged %d completed operations", self._name, purged)
+
+    def _reap(self) -> None:
+        while not self._stop_reaper.is_set():
+            try:
+                if self._timer.closed:  # closed under us: idle instead of spinning
+                    self._stop_reaper.wait(REAPER_STEP_MS / 1000)
+                    continue
+                self._timer.advance_clock(REAPER_STEP_MS)
+                self._purge_if_due()
+            except Exception:
+                logger.exception("expiration reaper of %r failed a step; it carries on", self._name)
+                self._stop_reaper.wait(REAPER_STEP_MS / 1000)

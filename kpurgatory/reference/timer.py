@@ -1,0 +1,274 @@
+"""The reference timer: ``TimerTask`` and ``SystemTimer``, written to be obviously correct.
+
+Scheduled tasks live in one insertion-ordered dict per timer; ``advance_clock`` scans
+it, sorts what is due, and hands it over. Every reference timer and task shares one
+process-wide re-entrant lock, so moving a task between timers, cancelling it, and
+draining are trivially atomic. The cost is O(n log n) per ``advance_clock``; the
+optimized package exists for speed and must behave exactly like this module.
+
+Rules implemented here: R1-R15 (see ``kpurgatory.spec.rules`` and docs/spec.md).
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import threading
+from concurrent.futures import Executor
+
+from kpurgatory._checks import require_at_least, require_int, require_str
+from kpurgatory.clock import MonotonicClock
+from kpurgatory.executors import SingleThreadExecutor, run_logged
+from kpurgatory.spec.arithmetic import (
+    due_time,
+    expiration_ms,
+    is_due,
+    next_current_time,
+    round_down,
+)
+from kpurgatory.spec.protocols import Clock
+
+__all__ = ["SystemTimer", "TimerTask"]
+
+logger = logging.getLogger(__name__)
+
+_STATE_LOCK = threading.RLock()
+"""Guards every reference timer's schedule and every reference task's entry."""
+
+_WAKE_NOW = -(1 << 62)
+"""A due time already passed on any clock: returned by ``next_due`` to end a wait."""
+
+
+class _Entry:
+    """One scheduling of a task in a timer; a re-add or cancel makes it stale."""
+
+    __slots__ = ("due", "task", "timer")
+
+    def __init__(self, timer: SystemTimer, task: TimerTask, due: int) -> None:
+        self.timer = timer
+        self.task = task
+        self.due = due
+
+
+class TimerTask(abc.ABC):
+    """A task a ``SystemTimer`` runs once its delay has passed (Kafka's ``TimerTask``).
+
+    ``delay_ms`` is relative to the clock reading at ``add``; any int is accepted and a
+    due time at or before the timer's current time means "due at once" (R3). A task is
+    scheduled in at most one timer at a time: adding it again, to the same or another
+    timer, replaces the earlier schedule (R10).
+    """
+
+    def __init__(self, delay_ms: int) -> None:
+        self._delay_ms = require_int("delay_ms", delay_ms)
+        self._entry: _Entry | None = None
+
+    @property
+    def delay_ms(self) -> int:
+        """The delay given at construction, in milliseconds."""
+        return self._delay_ms
+
+    def cancel(self) -> None:
+        """Remove the task from its timer's schedule (R9).
+
+        Idempotent. ``size`` drops at once. A run already handed over to the executor is
+        not stopped; a task that has left the schedule but whose turn in the hand-over
+        has not come yet is not handed over (R11).
+        """
+        with _STATE_LOCK:
+            entry = self._entry
+            if entry is not None:
+                entry.timer._pending.pop(entry, None)
+                self._entry = None
+
+    @abc.abstractmethod
+    def run(self) -> None:
+        """The work to do when the task is due. Runs on the timer's executor."""
+
+
+class SystemTimer:
+    """A timer that hands tasks to an executor when they are due (Kafka's ``SystemTimer``).
+
+    ``tick_ms`` is the resolution (due times are multiples of it, R1); ``wheel_size``
+    is accepted and validated for API parity with the optimized wheel but shapes
+    nothing here. ``start_ms`` sets the initial current time (default: the clock's
+    reading). By default the timer reads a ``MonotonicClock`` and runs tasks on one
+    worker thread named ``executor-<executor_name>`` (R15); pass ``clock`` and
+    ``executor`` (e.g. ``ManualClock`` and ``InlineExecutor``) for determinism.
+    """
+
+    def __init__(
+        self,
+        executor_name: str,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        start_ms: int | None = None,
+        *,
+        clock: Clock | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self._name = require_str("executor_name", executor_name)
+        self._tick_ms = require_at_least("tick_ms", tick_ms, 1)
+        self._wheel_size = require_at_least("wheel_size", wheel_size, 2)
+        if clock is not None and not isinstance(clock, Clock):
+            raise TypeError(f"clock must provide now_ms() and wait(), not {type(clock).__name__}")
+        if executor is not None and not isinstance(executor, Executor):
+            raise TypeError(
+                f"executor must be a concurrent.futures.Executor, not {type(executor).__name__}"
+            )
+        self._clock: Clock = MonotonicClock() if clock is None else clock
+        start = self._clock.now_ms() if start_ms is None else require_int("start_ms", start_ms)
+        self._current_time = round_down(start, self._tick_ms)
+        self._owns_executor = executor is None
+        self._executor: Executor = (
+            SingleThreadExecutor(f"executor-{self._name}") if executor is None else executor
+        )
+        self._pending: dict[_Entry, None] = {}
+        self._condition = threading.Condition(_STATE_LOCK)
+        self._wake_requested = False
+        self._closed = False
+
+    # -- read-only state -------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Number of tasks scheduled and not yet due-drained or cancelled (R12)."""
+        return len(self._pending)
+
+    @property
+    def tick_ms(self) -> int:
+        """The timer's resolution in milliseconds."""
+        return self._tick_ms
+
+    @property
+    def wheel_size(self) -> int:
+        """Buckets per wheel level (validated; unused by the reference)."""
+        return self._wheel_size
+
+    @property
+    def current_time(self) -> int:
+        """The time against which ``add`` judges "due at once" (R2)."""
+        return self._current_time
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this timer reads."""
+        return self._clock
+
+    @property
+    def executor(self) -> Executor:
+        """The executor due tasks are handed to."""
+        return self._executor
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has been called."""
+        return self._closed
+
+    # -- scheduling ------------------------------------------------------------------
+
+    def add(self, task: TimerTask) -> None:
+        """Schedule ``task`` at its due time, or hand it over now if already due (R1, R3, R10).
+
+        Pre: the timer is open (else ``RuntimeError``); ``task`` is a reference
+        ``TimerTask`` (else ``TypeError``). Post: either ``task`` is scheduled here (and
+        nowhere else) with due time ``round_down(now + delay_ms)``, or that due time is
+        at or before ``current_time`` and the task has been handed to the executor.
+        """
+        if not isinstance(task, TimerTask):
+            raise TypeError(f"task must be a reference TimerTask, not {type(task).__name__}")
+        with _STATE_LOCK:
+            if self._closed:
+                raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
+            due = due_time(expiration_ms(self._clock.now_ms(), task.delay_ms), self._tick_ms)
+            old = task._entry
+            if old is not None:
+                old.timer._pending.pop(old, None)
+                task._entry = None
+            if not is_due(due, self._current_time):
+                entry = _Entry(self, task, due)
+                task._entry = entry
+                self._pending[entry] = None
+                self._condition.notify_all()
+                return
+        self._hand_over(task)
+
+    def advance_clock(self, timeout_ms: int) -> bool:
+        """Let up to ``timeout_ms`` pass, then hand over every task due (R4-R8, R11).
+
+        On a virtual clock time moves by exactly ``timeout_ms``; on a real clock the
+        call returns as soon as a task is due or ``timeout_ms`` has passed (R7). Tasks
+        leave the schedule in non-decreasing due order and the current time becomes
+        the drain reading rounded down (R2). Returns True iff at least one task was
+        handed over. On a closed timer it does nothing and returns False (R14).
+        """
+        timeout = require_at_least("timeout_ms", timeout_ms, 0)
+        with _STATE_LOCK:
+            if self._closed:
+                return False
+            now = self._clock.wait(self._condition, timeout, self._next_due)
+            self._wake_requested = False
+            if self._closed:
+                return False
+            due_entries = sorted(
+                (entry for entry in self._pending if is_due(entry.due, now)),
+                key=lambda entry: entry.due,
+            )
+            for entry in due_entries:
+                del self._pending[entry]
+            self._current_time = next_current_time(self._current_time, now, self._tick_ms)
+        handed_over = False
+        for entry in due_entries:
+            with _STATE_LOCK:
+                if entry.task._entry is not entry:
+                    continue  # cancelled or re-added before its turn (R11)
+                entry.task._entry = None
+            self._hand_over(entry.task)
+            handed_over = True
+        return handed_over
+
+    def wakeup(self) -> None:
+        """End a blocked ``advance_clock`` early (it drains at the current reading)."""
+        with _STATE_LOCK:
+            self._wake_requested = True
+            self._condition.notify_all()
+
+    def close(self) -> None:
+        """Stop the timer (R14): idempotent; scheduled tasks will never run.
+
+        A blocked ``advance_clock`` returns False. An executor the timer created is
+        shut down after finishing what was already handed over; a caller's executor
+        is left running.
+        """
+        with _STATE_LOCK:
+            if self._closed:
+                return
+            self._closed = True
+            self._condition.notify_all()
+        if self._owns_executor:
+            self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> SystemTimer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"SystemTimer({self._name!r}, tick_ms={self._tick_ms}, size={self.size}, "
+            f"current_time={self._current_time}{', closed' if self._closed else ''})"
+        )
+
+    # -- internals -------------------------------------------------------------------
+
+    def _next_due(self) -> int | None:
+        if self._closed or self._wake_requested:
+            return _WAKE_NOW
+        return min((entry.due for entry in self._pending), default=None)
+
+    def _hand_over(self, task: TimerTask) -> None:
+        try:
+            self._executor.submit(run_logged, task, logger)
+        except RuntimeError:
+            logger.error("timer %r could not hand over %r: executor is shut down", self._name, task)

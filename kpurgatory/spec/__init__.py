@@ -1,0 +1,13 @@
+"""The specification of kpurgatory, as executable Python.
+
+- ``rules``: the numbered rule catalog (R1, R2, ...), mirrored in prose by docs/spec.md.
+- ``protocols``: the interfaces every implementation provides (``Clock``, ``Timer``, ...).
+- ``arithmetic``: the time arithmetic the rules are stated in, with PEP 316 contracts.
+- ``events``: the event model that machines, replays and conformance vectors record.
+
+Nothing here implements a timer or a purgatory, and nothing here imports one.
+"""
+
+from kpurgatory.spec.rules import RULES, SPEC_VERSION, Rule, rule
+
+__all__ = ["RULES", "SPEC_VERSION", "Rule", "rule"]

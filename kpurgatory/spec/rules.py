@@ -1,0 +1,349 @@
+"""The rule catalog: every behaviour the implementations promise, numbered.
+
+docs/spec.md explains each rule in prose with Kafka's behaviour beside it; tests cite
+rules by id (``R7``), and a meta-test checks that every rule here is cited by at least
+one test and described in docs/spec.md. Rule ids are stable: a rule that changes
+meaning gets a new id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RULES", "SPEC_VERSION", "Rule", "rule"]
+
+SPEC_VERSION = "1.0"
+"""Version of these semantics; conformance vectors record it."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One numbered rule: its id, area, short title and normative text."""
+
+    id: str
+    area: str
+    title: str
+    text: str
+
+
+RULES: tuple[Rule, ...] = (
+    # ---- time ------------------------------------------------------------------------
+    Rule(
+        "R1",
+        "timer",
+        "Expiration and due time",
+        "A task added when the clock reads t expires at t + delay_ms. Its due time is that "
+        "expiration rounded down (floor) to a multiple of tick_ms. A task never runs before "
+        "its due time, and may run up to tick_ms - 1 ms before its expiration.",
+    ),
+    Rule(
+        "R2",
+        "timer",
+        "Current time",
+        "The timer's current time starts at start_ms (default: the clock reading at "
+        "construction) rounded down to the tick. At the end of every advance_clock it becomes "
+        "max(current time, round_down(now)), where now is the reading at which that call "
+        "drained. Nothing else moves it. (Kafka moves it only to the expiration of a bucket it "
+        "dequeues, so it can be stale; this rule is deterministic and identical on every "
+        "implementation.)",
+    ),
+    Rule(
+        "R3",
+        "timer",
+        "Due at once",
+        "add hands the task over within the add call iff its due time is at or before the "
+        "current time. Otherwise the task is scheduled and size grows by one. In particular a "
+        "task whose due time has passed on the clock but lies after the current time waits for "
+        "the next advance_clock.",
+    ),
+    Rule(
+        "R4",
+        "timer",
+        "Never early",
+        "A scheduled task leaves the schedule only in an advance_clock whose drain reading now "
+        "is at or after its due time.",
+    ),
+    Rule(
+        "R5",
+        "timer",
+        "Never late",
+        "When advance_clock returns, every task that was scheduled with a due time at or before "
+        "its drain reading has left the schedule, and has been handed over unless R11 applies.",
+    ),
+    Rule(
+        "R6",
+        "timer",
+        "Hand-over order",
+        "The tasks that leave the schedule in one advance_clock are handed over in "
+        "non-decreasing due time. The order among tasks with the same due time is unspecified "
+        "(tests compare those as multisets). Tasks added while the hand-over is under way are "
+        "judged by R3 on their own.",
+    ),
+    Rule(
+        "R7",
+        "timer",
+        "Letting time pass",
+        "On a ManualClock, advance_clock(t) moves the clock forward by exactly t and then "
+        "drains at the new reading; it never sleeps. On a real clock it waits until the "
+        "earliest due time or until t ms have passed, whichever is first (an add with an "
+        "earlier due time, wakeup or close end the wait early), then drains at a fresh reading.",
+    ),
+    Rule(
+        "R8",
+        "timer",
+        "advance_clock result",
+        "advance_clock returns True iff it handed over at least one task. (Kafka's SystemTimer "
+        "returns True iff it dequeued a bucket, which the reference cannot observe.) "
+        "timeout_ms < 0 is a ValueError.",
+    ),
+    Rule(
+        "R9",
+        "timer",
+        "Cancel",
+        "cancel is idempotent, removes the task from size at once, and is a no-op on a task "
+        "that is not scheduled. It does not stop a run already handed over to the executor.",
+    ),
+    Rule(
+        "R10",
+        "timer",
+        "Re-add",
+        "Adding a task that is scheduled (in this timer or another) replaces the old schedule: "
+        "the old timer's size drops, the expiration is recomputed from the new clock reading. "
+        "Adding a cancelled task, or one that already ran, schedules it again.",
+    ),
+    Rule(
+        "R11",
+        "timer",
+        "Cancelled before its turn",
+        "A task that has left the schedule in an advance_clock is handed over when its turn "
+        "in that call's hand-over comes, unless it was cancelled or re-added in between (e.g. "
+        "by a task handed over before it on an InlineExecutor); then it is not handed over by "
+        "this call.",
+    ),
+    Rule(
+        "R12",
+        "timer",
+        "Size",
+        "size is the number of tasks scheduled in the timer: added, not yet due-drained, not "
+        "cancelled, not moved elsewhere. Tasks handed over at once by add are never counted.",
+    ),
+    Rule(
+        "R13",
+        "timer",
+        "Task exceptions",
+        "An exception raised by a task's run is logged (logger 'kpurgatory...', with the task's "
+        "repr) and swallowed; it never stops the timer, the reaper or other tasks.",
+    ),
+    Rule(
+        "R14",
+        "timer",
+        "Close",
+        "close is idempotent; scheduled tasks never run after it; a blocked advance_clock "
+        "returns False; advance_clock on a closed timer returns False at once; add raises "
+        "RuntimeError. An executor the timer created is shut down after finishing what was "
+        "already handed over; a caller's executor is left running. SystemTimer is a context "
+        "manager that closes on exit.",
+    ),
+    Rule(
+        "R15",
+        "timer",
+        "Defaults",
+        "SystemTimer(name) reads a MonotonicClock (milliseconds of time.monotonic_ns) and runs "
+        "tasks on one worker thread named executor-<name>; tick_ms defaults to 1 and "
+        "wheel_size to 20.",
+    ),
+    # ---- operations ------------------------------------------------------------------
+    Rule(
+        "R16",
+        "operation",
+        "force_complete exactly once",
+        "force_complete sets the completed flag by compare-and-set; the single caller that "
+        "succeeds cancels the operation's timer entry, then calls on_complete, then returns "
+        "True. All other calls return False and do nothing. If on_complete raises, the "
+        "operation stays completed and the exception propagates to that caller.",
+    ),
+    Rule(
+        "R17",
+        "operation",
+        "Expiry",
+        "run (the timer callback) holds the operation's lock and calls force_complete; iff that "
+        "returns True it then calls on_expiration. So on_complete precedes on_expiration, "
+        "on_expiration runs at most once and only if expiry won, and on_complete never "
+        "overlaps a try_complete under the same lock (Kafka 4.1, KAFKA-19312).",
+    ),
+    Rule(
+        "R18",
+        "operation",
+        "safe_try_complete",
+        "safe_try_complete holds the lock; if the operation is already completed it returns "
+        "False without calling try_complete (Kafka 4.0), otherwise it returns try_complete().",
+    ),
+    Rule(
+        "R19",
+        "operation",
+        "safe_try_complete_or_else",
+        "safe_try_complete_or_else(f) holds the lock throughout: if try_complete() is True it "
+        "returns True without calling f; otherwise it calls f() once and returns a second "
+        "try_complete().",
+    ),
+    Rule(
+        "R20",
+        "operation",
+        "maybe_try_complete",
+        "maybe_try_complete never blocks: it runs Kafka 1.1-2.6's try-lock loop with the "
+        "pending flag, so at least one try_complete starts after each call began, provided the "
+        "lock holder is itself in maybe_try_complete. A lock held by any other code loses the "
+        "retry (KAFKA-8334). It returns True iff a try_complete run by this call returned True. "
+        "The purgatory does not use it: both of its paths take the lock blocking (R22, R25).",
+    ),
+    Rule(
+        "R21",
+        "operation",
+        "Operation lock",
+        "An operation's lock defaults to a fresh re-entrant lock; a caller may supply one, "
+        "shared by several operations. The purgatory takes an operation's lock before any "
+        "purgatory or timer lock, never after, and never calls try_complete while holding a "
+        "purgatory or timer lock (KAFKA-3994).",
+    ),
+    # ---- purgatory -------------------------------------------------------------------
+    Rule(
+        "R22",
+        "purgatory",
+        "try_complete_else_watch sequence",
+        "Holding the operation's lock: try_complete; if False, for each distinct watch key in "
+        "first-occurrence order, stop if the operation is completed, else append it to that "
+        "key's watcher list; add one to the purge estimate; try_complete again. Then, without "
+        "the lock: if the operation is not completed, add it to the timer (if timer_enabled), "
+        "and if it is completed by then, cancel its timer entry.",
+    ),
+    Rule(
+        "R23",
+        "purgatory",
+        "try_complete_else_watch result",
+        "try_complete_else_watch returns True iff one of its own try_complete calls completed "
+        "the operation. An operation completed on the first try is never watched, counted or "
+        "timed; one completed on the second try stays in the watcher lists until "
+        "check_and_complete or a purge removes it.",
+    ),
+    Rule(
+        "R24",
+        "purgatory",
+        "Watch keys",
+        "watch_keys is taken in first-occurrence order with duplicates dropped, so an "
+        "operation is watched at most once per key. Keys are compared by hash and equality.",
+    ),
+    Rule(
+        "R25",
+        "purgatory",
+        "check_and_complete",
+        "check_and_complete(key) visits the operations watched on key in watch order; an "
+        "operation already completed is unlinked and not counted; otherwise safe_try_complete "
+        "runs, and if it returns True the operation is unlinked and counted. It returns the "
+        "count (only operations this call completed) and never creates a key.",
+    ),
+    Rule(
+        "R26",
+        "purgatory",
+        "Empty watcher lists",
+        "A key whose watcher list becomes empty is dropped, whether by check_and_complete or "
+        "by a purge; it is created again by the next watch.",
+    ),
+    Rule(
+        "R27",
+        "purgatory",
+        "watched",
+        "watched is the number of (key, operation) pairs in watcher lists, including completed "
+        "operations not yet unlinked.",
+    ),
+    Rule(
+        "R28",
+        "purgatory",
+        "num_delayed",
+        "num_delayed is the timer's size: pending operations in the timer (plus any other task "
+        "scheduled in a shared timer). It drops as soon as an operation completes, because "
+        "force_complete cancels the timer entry.",
+    ),
+    Rule(
+        "R29",
+        "purgatory",
+        "cancel_for_key",
+        "cancel_for_key(key) removes the key's watcher list, cancels each operation's timer "
+        "entry (no on_complete, no on_expiration), and returns those operations in watch order, "
+        "completed ones included. They stay on their other keys; the purge estimate is "
+        "unchanged. An unknown key returns an empty list.",
+    ),
+    Rule(
+        "R30",
+        "purgatory",
+        "Purge",
+        "After the timer step of every purgatory advance_clock (and every reaper step): if "
+        "estimate - num_delayed > purge_interval (strictly), first set estimate := num_delayed, "
+        "then unlink every completed operation from every watcher list, dropping lists that "
+        "become empty.",
+    ),
+    Rule(
+        "R31",
+        "purgatory",
+        "Reaper",
+        "With reaper_enabled, a thread named ExpirationReaper-<broker_id>-<purgatory_name> "
+        "repeats advance_clock(200) and the purge check until shutdown, which wakes it "
+        "promptly. An exception in a step is logged and the reaper carries on. A reaper on a "
+        "ManualClock is refused with ValueError.",
+    ),
+    Rule(
+        "R32",
+        "purgatory",
+        "Shutdown",
+        "shutdown is idempotent: it stops and joins the reaper, then closes the timer (the "
+        "purgatory owns it). Pending operations are neither completed nor expired. Afterwards "
+        "try_complete_else_watch and advance_clock raise RuntimeError. The purgatory is a "
+        "context manager that shuts down on exit.",
+    ),
+    Rule(
+        "R33",
+        "purgatory",
+        "timer_enabled",
+        "With timer_enabled=False, operations are never added to the timer, so they never "
+        "expire and num_delayed does not count them.",
+    ),
+    Rule(
+        "R34",
+        "purgatory",
+        "One submission per operation",
+        "An operation may be passed to try_complete_else_watch once in its life (in any "
+        "purgatory); a second call raises ValueError and changes nothing.",
+    ),
+    # ---- inputs ----------------------------------------------------------------------
+    Rule(
+        "R35",
+        "inputs",
+        "Numeric and type arguments",
+        "tick_ms < 1, wheel_size < 2, purge_interval < 0, timeout_ms < 0 and ManualClock "
+        "advance by < 0 raise ValueError; a non-int where an int is expected (bool included), "
+        "a non-str name, a non-bool flag, a task or timer of the wrong kind raise TypeError. "
+        "Every message names the argument.",
+    ),
+    Rule(
+        "R36",
+        "inputs",
+        "Keys",
+        "Empty watch_keys raises ValueError; an unhashable key, a non-iterable watch_keys, or "
+        "a single str/bytes passed as watch_keys raises TypeError.",
+    ),
+    Rule(
+        "R37",
+        "concurrency",
+        "Thread safety",
+        "Every public method may be called from any thread. Lock order is operation lock, then "
+        "purgatory (shard) lock, then timer lock; tasks are handed over with no timer lock "
+        "held, so an InlineExecutor may run a task that calls back into the timer or "
+        "purgatory.",
+    ),
+)
+
+_BY_ID = {r.id: r for r in RULES}
+
+
+def rule(rule_id: str) -> Rule:
+    """The rule with id ``rule_id`` (``KeyError`` if there is none)."""
+    return _BY_ID[rule_id]

@@ -1,0 +1,113 @@
+"""Test doubles shared by the whole suite: recording tasks and operations for any implementation.
+
+Every implementation package (``kpurgatory.reference``, ``kpurgatory.optimized``) exports
+the same names, so one suite runs against each (as CPython tests ``heapq`` with and
+without its C accelerator). The classes here are built per implementation and cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from kpurgatory.spec.events import (
+    CompletionVia,
+    Event,
+    OperationCompleted,
+    OperationExpired,
+    TaskRan,
+)
+
+
+def implementation_names() -> list[str]:
+    """The implementation packages present in this checkout (a present one must import)."""
+    names = ["reference"]
+    if importlib.util.find_spec("kpurgatory.optimized") is not None:
+        names.append("optimized")
+    return names
+
+
+def load(name: str) -> ModuleType:
+    """The implementation package called ``name``."""
+    return importlib.import_module(f"kpurgatory.{name}")
+
+
+@dataclass
+class Recorder:
+    """Collects the events of a run, stamped with a clock's reading."""
+
+    clock: Any
+    events: list[Event] = field(default_factory=list)
+    via: CompletionVia = "force_complete"
+
+    def ran(self, name: str) -> None:
+        self.events.append(TaskRan(name, self.clock.now_ms()))
+
+    def completed(self, name: str) -> None:
+        self.events.append(OperationCompleted(name, self.clock.now_ms(), self.via))
+
+    def expired(self, name: str) -> None:
+        self.events.append(OperationExpired(name, self.clock.now_ms()))
+
+    def names(self, kind: type[Event]) -> list[str]:
+        """Names of the recorded events of one kind, in order."""
+        return [_subject(event) for event in self.events if isinstance(event, kind)]
+
+
+def _subject(event: Event) -> str:
+    return event.task if isinstance(event, TaskRan) else event.operation
+
+
+@functools.cache
+def task_class(impl: ModuleType) -> type[Any]:
+    """A ``TimerTask`` of ``impl`` that records ``TaskRan`` when it runs."""
+
+    class RecordingTask(impl.TimerTask):  # type: ignore[misc,name-defined]
+        def __init__(self, delay_ms: int, name: str, recorder: Recorder) -> None:
+            super().__init__(delay_ms)
+            self.name = name
+            self.recorder = recorder
+
+        def run(self) -> None:
+            self.recorder.ran(self.name)
+
+        def __repr__(self) -> str:
+            return f"RecordingTask({self.name!r}, delay_ms={self.delay_ms})"
+
+    return RecordingTask
+
+
+@functools.cache
+def operation_class(impl: ModuleType) -> type[Any]:
+    """A ``DelayedOperation`` of ``impl`` whose condition is the attribute ``ready``.
+
+    ``try_complete`` counts its calls and completes iff ``ready``; the callbacks
+    record ``OperationCompleted`` / ``OperationExpired``.
+    """
+
+    class FlagOperation(impl.DelayedOperation):  # type: ignore[misc,name-defined]
+        def __init__(self, delay_ms: int, name: str, recorder: Recorder, lock: Any = None) -> None:
+            super().__init__(delay_ms, lock)
+            self.name = name
+            self.recorder = recorder
+            self.ready = False
+            self.try_calls = 0
+
+        def try_complete(self) -> bool:
+            self.try_calls += 1
+            return bool(self.ready and self.force_complete())
+
+        def on_complete(self) -> None:
+            self.recorder.completed(self.name)
+
+        def on_expiration(self) -> None:
+            self.recorder.expired(self.name)
+
+        def __repr__(self) -> str:
+            return f"FlagOperation({self.name!r}, delay_ms={self.delay_ms})"
+
+    return FlagOperation
