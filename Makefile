@@ -3,14 +3,15 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-dev
+EXTRAS ?= dev,pipeline,bench,docs
+STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck unit clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 run: $(STAMP)
