@@ -1,0 +1,1 @@
+"""Tests that run the programs under examples/ as a user would."""
