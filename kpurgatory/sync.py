@@ -1,8 +1,9 @@
 """The synchronization primitives the timer and purgatory are built from.
 
-Every lock and flag that matters for correctness is created through this module's
-factories (``new_lock``, ``new_flag``) and used only through ``acquire``/``release``
-and the ``AtomicFlag`` methods. Tests of the concurrent paths replace the factories
+Every lock, condition and flag that matters for correctness is created through this
+module's factories (``new_lock``, ``new_condition``, ``new_flag``) and used only through
+``acquire``/``release``, the condition's ``wait``/``notify_all`` and the ``AtomicFlag``
+methods. Tests of the concurrent paths replace the factories
 with instrumented versions that yield to a scheduler at each of these points, so the
 exact interleavings that broke Kafka (KAFKA-6653, KAFKA-8334, ...) can be replayed on
 the real code.
@@ -11,11 +12,22 @@ the real code.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from kpurgatory.spec.protocols import AbstractLock
 
-__all__ = ["AtomicFlag", "flag_factory", "lock_factory", "new_flag", "new_lock"]
+__all__ = [
+    "AtomicFlag",
+    "condition_factory",
+    "flag_factory",
+    "lock_factory",
+    "new_condition",
+    "new_flag",
+    "new_lock",
+    "override",
+]
 
 
 class AtomicFlag:
@@ -63,11 +75,21 @@ def _default_flag(value: bool) -> AtomicFlag:
     return AtomicFlag(value)
 
 
+def _default_condition(lock: AbstractLock) -> threading.Condition:
+    # threading.Condition accepts any lock with acquire/release (and uses an RLock's
+    # ownership helpers when present); typeshed only lists the threading lock types.
+    held: Any = lock
+    return threading.Condition(held)
+
+
 lock_factory: Callable[[], AbstractLock] = _default_lock
 """Creates every operation lock; tests may rebind it to an instrumented lock."""
 
 flag_factory: Callable[[bool], AtomicFlag] = _default_flag
 """Creates every atomic flag; tests may rebind it to an instrumented flag."""
+
+condition_factory: Callable[[AbstractLock], threading.Condition] = _default_condition
+"""Creates every condition variable over a given lock; tests may rebind it."""
 
 
 def new_lock() -> AbstractLock:
@@ -78,3 +100,36 @@ def new_lock() -> AbstractLock:
 def new_flag(value: bool = False) -> AtomicFlag:
     """A fresh atomic flag from ``flag_factory``."""
     return flag_factory(value)
+
+
+def new_condition(lock: AbstractLock) -> threading.Condition:
+    """A fresh condition variable over ``lock`` from ``condition_factory``."""
+    return condition_factory(lock)
+
+
+@contextmanager
+def override(
+    *,
+    lock: Callable[[], AbstractLock] | None = None,
+    flag: Callable[[bool], AtomicFlag] | None = None,
+    condition: Callable[[AbstractLock], threading.Condition] | None = None,
+) -> Iterator[None]:
+    """Rebind the given factories for the duration of a ``with`` block, then restore them.
+
+    Only objects created inside the block get the substitutes; the controlled-schedule
+    tests (tests/concurrency) create the timer, purgatory and operations inside it so
+    that every synchronization point of theirs yields to a scheduler. Not thread-safe:
+    call it from the test's main thread while no other thread creates primitives.
+    """
+    global lock_factory, flag_factory, condition_factory
+    saved = (lock_factory, flag_factory, condition_factory)
+    if lock is not None:
+        lock_factory = lock
+    if flag is not None:
+        flag_factory = flag
+    if condition is not None:
+        condition_factory = condition
+    try:
+        yield
+    finally:
+        lock_factory, flag_factory, condition_factory = saved

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
+from kpurgatory import sync
 from kpurgatory._checks import (
     require_at_least,
     require_bool,
@@ -71,7 +72,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 "ManualClock on its own; pass reaper_enabled=False and call advance_clock"
             )
         self._timer = SystemTimer(purgatory_name) if timer is None else timer
-        self._lock = threading.RLock()
+        self._lock = sync.new_lock()
         self._watchers: dict[Hashable, list[T]] = {}
         self._estimated_total_operations = 0
         self._num_purged = 0

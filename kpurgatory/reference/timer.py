@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import abc
 import logging
-import threading
 from concurrent.futures import Executor
 
+from kpurgatory import sync
 from kpurgatory._checks import require_at_least, require_int, require_str
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, run_logged
@@ -26,14 +26,17 @@ from kpurgatory.spec.arithmetic import (
     next_current_time,
     round_down,
 )
-from kpurgatory.spec.protocols import Clock
+from kpurgatory.spec.protocols import AbstractLock, Clock
 
 __all__ = ["SystemTimer", "TimerTask"]
 
 logger = logging.getLogger(__name__)
 
-_STATE_LOCK = threading.RLock()
-"""Guards every reference timer's schedule and every reference task's entry."""
+_STATE_LOCK: AbstractLock = sync.new_lock()
+"""Guards every reference timer's schedule and every reference task's entry.
+
+A re-entrant lock from ``kpurgatory.sync`` (a ``threading.RLock`` by default); the
+controlled-schedule tests rebind this module attribute to an instrumented lock."""
 
 _WAKE_NOW = -(1 << 62)
 """A due time already passed on any clock: returned by ``next_due`` to end a wait."""
@@ -124,7 +127,7 @@ class SystemTimer:
             SingleThreadExecutor(f"executor-{self._name}") if executor is None else executor
         )
         self._pending: dict[_Entry, None] = {}
-        self._condition = threading.Condition(_STATE_LOCK)
+        self._condition = sync.new_condition(_STATE_LOCK)
         self._wake_requested = False
         self._closed = False
 
