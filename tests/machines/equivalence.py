@@ -1,0 +1,1105 @@
+"""Equivalence machines: drive two implementations in step and compare everything observable.
+
+``make_timer_machine(ref_pkg, other_pkg)`` and ``make_purgatory_machine(ref_pkg, other_pkg)``
+build Hypothesis ``RuleBasedStateMachine`` classes. Each side of a machine is one
+implementation package (``kpurgatory.reference``, ``kpurgatory.optimized``, a mypyc build,
+or any object exporting the same four names: ``SystemTimer``, ``TimerTask``,
+``DelayedOperation``, ``DelayedOperationPurgatory``) on its own ``ManualClock`` and
+``InlineExecutor``, so both sides are fully deterministic and every call can be replayed
+on both. After every step the machines compare return values, raised exception types, the
+tasks handed over (with due time, clock reading, timer and nesting), sizes and counters,
+and run the optional ``_check()`` representation invariant of each side.
+
+Where the spec leaves a choice open, the comparison is canonical instead of literal: the
+order among tasks with the same due time is unspecified (R6), so hand-overs are compared
+as a multiset per due time; everything else is compared in order. The machines also check
+a few spec rules directly on both sides (never early R4, never late R5, hand-over order R6,
+size R12), so a bug shared by both implementations is caught too.
+
+The factories take the packages as parameters because the same machines compare the
+reference against the optimized package, a compiled build and external ports; the seeded
+mutants in ``tests/mutants`` are judged by these machines as well.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import event, target
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from kpurgatory.clock import ManualClock
+from kpurgatory.executors import InlineExecutor
+
+__all__ = [
+    "ADVANCE_KINDS",
+    "DELAY_KINDS",
+    "KEY_POOL",
+    "MachineStats",
+    "advance_amount",
+    "delay_from",
+    "make_purgatory_machine",
+    "make_timer_machine",
+    "wheel_level",
+]
+
+ImplPackage = Any
+"""An implementation package: any object exporting the four public names of the API."""
+
+MAX_MAGNITUDE = 1 << 50
+"""Delays and advances are clamped to +-2**50 ms (~35,000 years): beyond every level the
+machines aim at, and still inside a signed 64-bit range for compiled builds."""
+
+YEARS_MS = 30_000_000_000
+"""About 0.95 years in milliseconds: the "years" delay and the huge clock jump."""
+
+DELAY_KINDS = (
+    "negative",
+    "zero",
+    "within_tick",
+    "span",
+    "span",
+    "span",
+    "span_edge",
+    "random",
+    "years",
+)
+"""How a delay is shaped; ``span`` kinds are repeated to weight multi-level delays."""
+
+ADVANCE_KINDS = (
+    "zero",
+    "one",
+    "tick",
+    "span",
+    "span",
+    "span_edge",
+    "random",
+    "to_due",
+    "to_due",
+    "huge",
+)
+"""How an ``advance_clock`` amount is shaped (``to_due`` lands on or beside a due time)."""
+
+_MISSING_DUE = -(1 << 80)
+"""Stands for "no due time known" in logs: a run the model did not expect (compared as is)."""
+
+
+def _clamp(value: int) -> int:
+    return max(-MAX_MAGNITUDE, min(MAX_MAGNITUDE, value))
+
+
+def _jitter_ms(jitter: int, tick: int) -> int:
+    """Map a small jitter code to an offset: -2 -> -tick, -1 -> -1, 0, 1 -> +1, 2 -> +tick."""
+    return {-2: -tick, -1: -1, 0: 0, 1: 1, 2: tick}[jitter]
+
+
+def delay_from(
+    kind: str, level: int, mult: int, jitter: int, raw: int, tick: int, wheel: int
+) -> int:
+    """A task delay of shape ``kind`` for a wheel of ``tick`` x ``wheel`` (pure, for replays).
+
+    ``span`` is ``mult`` spans of wheel level ``level`` (``tick * wheel**level``) plus a
+    jitter of +-1 ms or +-1 tick, so delays land exactly on and beside the boundaries
+    where a task moves up a level; ``span_edge`` is the last millisecond of a level's
+    range. ``years`` is ~3e10 ms. The result is clamped to +-2**50.
+    """
+    span = tick * int(wheel**level)
+    times = 1 + mult % (wheel + 1)
+    offset = _jitter_ms(jitter, tick)
+    if kind == "negative":
+        return _clamp(-(span * times) + offset)
+    if kind == "zero":
+        return 0
+    if kind == "within_tick":
+        return raw % tick
+    if kind == "span":
+        return _clamp(span * times + offset)
+    if kind == "span_edge":
+        return _clamp(span * wheel - 1 + offset)
+    if kind == "random":
+        return _clamp(raw % (tick * wheel**4 + 1))
+    if kind == "years":
+        return YEARS_MS + offset
+    raise ValueError(f"kind must be one of {sorted(set(DELAY_KINDS))}, got {kind!r}")
+
+
+def advance_amount(
+    kind: str,
+    level: int,
+    mult: int,
+    jitter: int,
+    raw: int,
+    tick: int,
+    wheel: int,
+    next_due: int | None,
+    now: int,
+) -> int:
+    """A non-negative ``advance_clock`` amount of shape ``kind`` (pure, for replays).
+
+    ``span`` moves by exact multiples of a level's span (``tick * wheel**level``);
+    ``to_due`` moves to ``next_due`` (a scheduled due time picked by the machine) or one
+    millisecond before or after it; ``huge`` jumps ~3e10 ms.
+    """
+    span = tick * int(wheel**level)
+    times = 1 + mult % (wheel + 1)
+    if kind == "zero":
+        return 0
+    if kind == "one":
+        return 1
+    if kind == "tick":
+        return tick
+    if kind == "span":
+        return min(MAX_MAGNITUDE, span * times)
+    if kind == "span_edge":
+        return max(0, min(MAX_MAGNITUDE, span * times + _jitter_ms(jitter, tick)))
+    if kind == "random":
+        return raw % (tick * wheel**3 + 1)
+    if kind == "to_due":
+        if next_due is None:
+            return raw % (tick * wheel + 1)
+        return max(0, min(MAX_MAGNITUDE, next_due - now + max(-1, min(1, jitter))))
+    if kind == "huge":
+        return YEARS_MS + raw % (tick * wheel + 1)
+    raise ValueError(f"kind must be one of {sorted(set(ADVANCE_KINDS))}, got {kind!r}")
+
+
+def wheel_level(due: int, current_time: int, tick: int, wheel: int) -> int:
+    """The hierarchical-wheel level a task with ``due`` lands on when added at ``current_time``.
+
+    Level 0 covers due times less than ``tick * wheel`` ahead, level ``k`` less than
+    ``tick * wheel**(k + 1)`` ahead (Kafka's layout, up to the rounding of each overflow
+    wheel's current time). Implementation-independent: used to measure how deep the
+    generated runs go, not to judge an implementation.
+    """
+    level = 0
+    span = tick * wheel
+    while due - current_time >= span:
+        span *= wheel
+        level += 1
+    return level
+
+
+@dataclass
+class MachineStats:
+    """What the generated runs reached, summed over the examples of one test run.
+
+    ``drained_levels[k]`` counts examples in which at least one task added at wheel level
+    ``>= k`` was later handed over by ``advance_clock`` (it cascaded all the way down);
+    ``scheduled_levels[k]`` counts examples that scheduled a task at level ``>= k``.
+    """
+
+    examples: int = 0
+    steps: int = 0
+    scheduled_levels: Counter[int] = field(default_factory=Counter)
+    drained_levels: Counter[int] = field(default_factory=Counter)
+    max_level_drained: int = -1
+    counters: Counter[str] = field(default_factory=Counter)
+
+    def record_example(self, max_scheduled: int, max_drained: int) -> None:
+        """Fold one finished example's deepest scheduled and drained levels in."""
+        self.examples += 1
+        for level in range(max_scheduled + 1):
+            self.scheduled_levels[level] += 1
+        for level in range(max_drained + 1):
+            self.drained_levels[level] += 1
+        self.max_level_drained = max(self.max_level_drained, max_drained)
+
+    def summary(self) -> str:
+        """One line per measure, for reports and ``-s`` runs."""
+        return (
+            f"examples={self.examples} steps={self.steps} "
+            f"scheduled>=level:{dict(sorted(self.scheduled_levels.items()))} "
+            f"drained>=level:{dict(sorted(self.drained_levels.items()))} "
+            f"max_drained={self.max_level_drained} counters={dict(sorted(self.counters.items()))}"
+        )
+
+
+def _outcome(call: Callable[[], object]) -> tuple[str, object]:
+    """Run ``call``; ("ok", result) or ("raise", exception type name)."""
+    try:
+        return ("ok", call())
+    except Exception as exc:  # compared between sides; both must raise the same type
+        return ("raise", type(exc).__name__)
+
+
+def _run_check(obj: object, what: str) -> None:
+    """Call ``obj._check()`` if the implementation has it (optimized structures do)."""
+    check = getattr(obj, "_check", None)
+    if check is not None:
+        try:
+            check()
+        except AssertionError as exc:
+            raise AssertionError(f"{what}._check() failed: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------------------
+# the timer machine
+# ---------------------------------------------------------------------------------------
+
+TimerLogEntry = tuple[str, int, int, str, tuple[Any, ...]]
+"""(label, due, clock reading at run, timer it was scheduled in, nested runs)."""
+
+
+@functools.cache
+def _task_class(pkg: ImplPackage) -> type[Any]:
+    """A ``TimerTask`` of ``pkg`` that reports its runs to the side that owns it."""
+
+    class EquivalenceTask(pkg.TimerTask):  # type: ignore[misc]
+        def __init__(self, delay_ms: int, label: str, side: _TimerSide) -> None:
+            super().__init__(delay_ms)
+            self.label = label
+            self.side = side
+
+        def run(self) -> None:
+            self.side.on_run(self.label)
+
+        def __repr__(self) -> str:
+            return f"EquivalenceTask({self.label!r}, delay_ms={self.delay_ms})"
+
+    return EquivalenceTask
+
+
+class _TimerSide:
+    """One implementation's world: a manual clock, timers A and B on it, and the tasks.
+
+    ``scheduled`` is the side's own model of where each task is scheduled and its due
+    time; it is updated by the side's adds, cancels and runs only, so comparing the two
+    sides compares what each implementation did.
+    """
+
+    def __init__(
+        self,
+        pkg: ImplPackage,
+        tick: int,
+        wheel: int,
+        clock_start: int,
+        starts: dict[str, int | None],
+    ) -> None:
+        self.pkg = pkg
+        self.tick = tick
+        self.clock = ManualClock(clock_start)
+        self.timers: dict[str, Any] = {
+            name: pkg.SystemTimer(
+                f"eq-{name}", tick, wheel, start, clock=self.clock, executor=InlineExecutor()
+            )
+            for name, start in starts.items()
+        }
+        self.tasks: dict[str, Any] = {}
+        self.scheduled: dict[str, tuple[str, int]] = {}
+        self.log: list[TimerLogEntry] = []
+        self.unexpected_runs: list[str] = []
+        self.agent: str | None = None
+        self.agent_action: tuple[str, str] | None = None  # (action, target label)
+
+    def new_task(self, label: str, delay: int) -> None:
+        self.tasks[label] = _task_class(self.pkg)(delay, label, self)
+
+    def due_of(self, label: str) -> int:
+        delay: int = self.tasks[label].delay_ms
+        return (self.clock.now_ms() + delay) // self.tick * self.tick
+
+    def add(self, label: str, timer_name: str) -> None:
+        self.scheduled[label] = (timer_name, self.due_of(label))
+        self.timers[timer_name].add(self.tasks[label])
+
+    def cancel(self, label: str) -> None:
+        self.scheduled.pop(label, None)
+        self.tasks[label].cancel()
+
+    def on_run(self, label: str) -> None:
+        where = self.scheduled.pop(label, None)
+        if where is None:
+            self.unexpected_runs.append(label)
+            timer_name, due = "?", _MISSING_DUE
+        else:
+            timer_name, due = where
+        now = self.clock.now_ms()
+        children: tuple[Any, ...] = ()
+        if label == self.agent and self.agent_action is not None:
+            children = self._act(due)
+        self.log.append((label, due, now, timer_name, children))
+
+    def _act(self, own_due: int) -> tuple[Any, ...]:
+        """The agent's action on its target, only if the target is due strictly later.
+
+        Restricting the target to a later due time keeps the outcome independent of the
+        unspecified order among same-due tasks (R6), while still exercising R11 (a task
+        cancelled or re-added before its turn in the same hand-over is not handed over).
+        """
+        assert self.agent_action is not None
+        action, target_label = self.agent_action
+        where = self.scheduled.get(target_label)
+        if where is None or where[1] <= own_due:
+            return ()
+        outer, self.log = self.log, []
+        try:
+            if action == "cancel":
+                self.cancel(target_label)
+            elif action == "readd":
+                self.add(target_label, where[0])
+            else:  # move to the other timer
+                self.add(target_label, "B" if where[0] == "A" else "A")
+            return tuple(self.log)
+        finally:
+            self.log = outer
+
+    def sizes(self) -> dict[str, int]:
+        return {name: timer.size for name, timer in self.timers.items()}
+
+    def model_sizes(self) -> dict[str, int]:
+        counts = Counter(timer_name for timer_name, _ in self.scheduled.values())
+        return {name: counts.get(name, 0) for name in self.timers}
+
+    def close(self) -> None:
+        for timer in self.timers.values():
+            timer.close()
+
+
+def _canonical_timer_log(log: list[TimerLogEntry]) -> list[tuple[Any, ...]]:
+    """Consecutive runs grouped by (due, reading, timer), each group sorted (R6: same-due
+    order is unspecified); nested runs are canonicalized recursively."""
+    groups: list[tuple[Any, ...]] = []
+    current_key: tuple[int, int, str] | None = None
+    members: list[tuple[Any, ...]] = []
+    for label, due, now, timer_name, children in log:
+        key = (due, now, timer_name)
+        if key != current_key and current_key is not None:
+            groups.append((current_key, tuple(sorted(members))))
+            members = []
+        current_key = key
+        members.append((label, tuple(_canonical_timer_log(list(children)))))
+    if current_key is not None:
+        groups.append((current_key, tuple(sorted(members))))
+    return groups
+
+
+def make_timer_machine(
+    ref_pkg: ImplPackage,
+    other_pkg: ImplPackage,
+    *,
+    stats: MachineStats | None = None,
+    max_tasks: int = 40,
+) -> type[RuleBasedStateMachine]:
+    """A machine that drives ``ref_pkg`` and ``other_pkg`` timers in step (R1-R12).
+
+    Each side has a ``ManualClock`` and two inline-executor timers A and B on it, with
+    ``tick_ms``, ``wheel_size`` and start time drawn by ``@initialize`` (tiny wheels of 2
+    to 4 often, so cheap runs reach 3+ overflow levels). Rules add tasks with delays from
+    negative through several wheel levels to years, cancel, re-add, move between timers,
+    advance a timer by 0, 1, exact wheel spans, up to or beside a due time and by huge
+    jumps, move the clock directly, and set up one "agent" task that cancels, re-adds or
+    moves another task when it runs (R11). After every step both sides must agree on the
+    call's outcome, the canonical hand-over log, each timer's ``size`` and
+    ``current_time``, and pass ``_check()``. ``stats`` (optional) collects how deep the
+    runs went.
+    """
+    ref_name = getattr(ref_pkg, "__name__", repr(ref_pkg))
+    other_name = getattr(other_pkg, "__name__", repr(other_pkg))
+
+    class TimerEquivalence(RuleBasedStateMachine):
+        """Reference and other timer in step; see ``make_timer_machine``."""
+
+        tasks = Bundle("tasks")
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sides: list[_TimerSide] = []
+            self.tick = 1
+            self.wheel = 2
+            self.count = 0
+            self.levels: dict[str, int] = {}
+            self.max_scheduled = -1
+            self.max_drained = -1
+
+        # -- set-up ------------------------------------------------------------------
+
+        @initialize(
+            tick=st.one_of(st.just(1), st.integers(1, 10), st.sampled_from([7, 100, 1000])),
+            wheel=st.one_of(
+                st.integers(2, 4),
+                st.integers(2, 4),
+                st.integers(5, 20),
+                st.sampled_from([32, 64, 512]),
+            ),
+            clock_start=st.one_of(
+                st.just(0),
+                st.integers(-10_000, 10_000),
+                st.just(1_700_000_000_123),
+            ),
+            start_a=st.one_of(st.none(), st.none(), st.none(), st.integers(-50, 50)),
+            start_b=st.one_of(st.none(), st.none(), st.integers(-50, 50)),
+        )
+        def set_up(
+            self,
+            tick: int,
+            wheel: int,
+            clock_start: int,
+            start_a: int | None,
+            start_b: int | None,
+        ) -> None:
+            """Build both sides; ``start_*`` offsets give a start_ms apart from the clock (R2)."""
+            self.tick, self.wheel = tick, wheel
+            starts = {
+                "A": None if start_a is None else clock_start + start_a,
+                "B": None if start_b is None else clock_start + start_b,
+            }
+            self.sides = [
+                _TimerSide(pkg, tick, wheel, clock_start, starts) for pkg in (ref_pkg, other_pkg)
+            ]
+            self._compare_state("set_up")
+
+        def teardown(self) -> None:
+            for side in self.sides:
+                side.close()
+            if self.sides:
+                event(f"timer: deepest level drained {min(self.max_drained, 6)}")
+                event(f"timer: deepest level scheduled {min(self.max_scheduled, 8)}")
+                target(float(self.max_drained), label="deepest level drained")
+                if stats is not None:
+                    stats.record_example(self.max_scheduled, self.max_drained)
+
+        # -- the comparison ------------------------------------------------------------
+
+        def _step(self, what: str, action: Callable[[_TimerSide], object]) -> object:
+            """Run ``action`` on each side and compare outcome, runs and state."""
+            if stats is not None:
+                stats.steps += 1
+            outcomes = []
+            logs = []
+            for side in self.sides:
+                side.log = []
+                outcomes.append(_outcome(functools.partial(action, side)))
+                logs.append(side.log)
+            ref_out, other_out = outcomes
+            assert ref_out == other_out, (
+                f"{what}: {ref_name} -> {ref_out}, {other_name} -> {other_out}"
+            )
+            canon = [_canonical_timer_log(log) for log in logs]
+            assert canon[0] == canon[1], (
+                f"{what}: hand-over differs\n  {ref_name}: {logs[0]}\n  {other_name}: {logs[1]}"
+            )
+            for side, log in zip(self.sides, logs, strict=True):
+                self._check_spec(what, side, log)
+            self._compare_state(what)
+            return ref_out[1]
+
+        def _check_spec(self, what: str, side: _TimerSide, log: list[TimerLogEntry]) -> None:
+            """Rules checked on each side on its own: R4 never early, R6 order, no stray run."""
+            name = getattr(side.pkg, "__name__", "?")
+            assert not side.unexpected_runs, (
+                f"{what}: {name} ran tasks that were not scheduled: {side.unexpected_runs}"
+            )
+            dues = [due for _, due, _, _, _ in log]
+            assert dues == sorted(dues), f"{what}: {name} handed over out of due order (R6): {log}"
+            for label, due, now, _, _ in log:
+                assert due <= max(
+                    now, side.timers["A"].current_time, side.timers["B"].current_time
+                ), f"{what}: {name} ran {label} early (R4): due {due} at reading {now}"
+
+        def _compare_state(self, what: str) -> None:
+            ref, other = self.sides
+            assert ref.sizes() == other.sizes(), (
+                f"{what}: size differs: {ref_name} {ref.sizes()} vs {other_name} {other.sizes()}"
+            )
+            for side in self.sides:
+                assert side.sizes() == side.model_sizes(), (
+                    f"{what}: {getattr(side.pkg, '__name__', '?')} size {side.sizes()} but "
+                    f"scheduled tasks {side.model_sizes()} (R12)"
+                )
+            for name in ref.timers:
+                ref_ct = ref.timers[name].current_time
+                other_ct = other.timers[name].current_time
+                assert ref_ct == other_ct, (
+                    f"{what}: timer {name} current_time {ref_name} {ref_ct} vs "
+                    f"{other_name} {other_ct} (R2)"
+                )
+            for side in self.sides:
+                for name, timer in side.timers.items():
+                    _run_check(timer, f"{getattr(side.pkg, '__name__', '?')} timer {name}")
+
+        # -- rules ---------------------------------------------------------------------
+
+        @precondition(lambda self: self.count < max_tasks)
+        @rule(
+            target=tasks,
+            kind=st.sampled_from(DELAY_KINDS),
+            level=st.integers(0, 7),
+            mult=st.integers(0, 64),
+            jitter=st.integers(-2, 2),
+            raw=st.integers(0, 1 << 40),
+            timer_name=st.sampled_from(["A", "A", "B"]),
+        )
+        def new_task(
+            self, kind: str, level: int, mult: int, jitter: int, raw: int, timer_name: str
+        ) -> str:
+            """Create a task pair with a drawn delay and add it (R1, R3)."""
+            delay = delay_from(kind, level, mult, jitter, raw, self.tick, self.wheel)
+            label = f"t{self.count}"
+            self.count += 1
+            for side in self.sides:
+                side.new_task(label, delay)
+            self._add(label, timer_name)
+            return label
+
+        def _add(self, label: str, timer_name: str) -> None:
+            ref = self.sides[0]
+            due = ref.due_of(label)
+            current = ref.timers[timer_name].current_time
+            if due > current:
+                level = wheel_level(due, current, self.tick, self.wheel)
+                self.levels[label] = level
+                self.max_scheduled = max(self.max_scheduled, level)
+            else:
+                self.levels.pop(label, None)
+            self._step(f"add({label} -> {timer_name})", lambda side: side.add(label, timer_name))
+
+        @rule(label=tasks, timer_name=st.sampled_from(["A", "B"]))
+        def add(self, label: str, timer_name: str) -> None:
+            """Re-add a task: scheduled (replace), cancelled, run, or in the other timer (R10)."""
+            self._add(label, timer_name)
+
+        @rule(label=tasks)
+        def cancel(self, label: str) -> None:
+            """Cancel a task, scheduled or not (R9)."""
+            self._step(f"cancel({label})", lambda side: side.cancel(label))
+
+        @rule(
+            timer_name=st.sampled_from(["A", "A", "A", "B"]),
+            kind=st.sampled_from(ADVANCE_KINDS),
+            level=st.integers(0, 7),
+            mult=st.integers(0, 64),
+            jitter=st.integers(-2, 2),
+            raw=st.integers(0, 1 << 40),
+            pick=st.integers(0, 1 << 16),
+        )
+        def advance(
+            self,
+            timer_name: str,
+            kind: str,
+            level: int,
+            mult: int,
+            jitter: int,
+            raw: int,
+            pick: int,
+        ) -> None:
+            """advance_clock on one timer by a drawn amount; compare result and runs (R4-R8)."""
+            ref = self.sides[0]
+            dues = sorted(due for name, due in ref.scheduled.values() if name == timer_name)
+            next_due = dues[pick % len(dues)] if dues and pick % 3 else (dues[0] if dues else None)
+            amount = advance_amount(
+                kind,
+                level,
+                mult,
+                jitter,
+                raw,
+                self.tick,
+                self.wheel,
+                next_due,
+                ref.clock.now_ms(),
+            )
+            before = {label for label, (name, _) in ref.scheduled.items() if name == timer_name}
+            self._step(
+                f"advance({timer_name}, {amount})",
+                lambda side: side.timers[timer_name].advance_clock(amount),
+            )
+            now = ref.clock.now_ms()
+            for side in self.sides:
+                late = [
+                    label
+                    for label, (name, due) in side.scheduled.items()
+                    if name == timer_name and due <= now and label in before
+                ]
+                assert not late, (
+                    f"advance({timer_name}, {amount}): "
+                    f"{getattr(side.pkg, '__name__', '?')} left due tasks scheduled (R5): {late}"
+                )
+            drained = [
+                self.levels[label]
+                for label, _, _, name, _ in ref.log
+                if name == timer_name and label in self.levels and label in before
+            ]
+            if drained:
+                self.max_drained = max(self.max_drained, max(drained))
+
+        @rule(
+            kind=st.sampled_from(["one", "tick", "span", "random", "huge"]),
+            level=st.integers(0, 5),
+            mult=st.integers(0, 64),
+            raw=st.integers(0, 1 << 40),
+        )
+        def clock_advance(self, kind: str, level: int, mult: int, raw: int) -> None:
+            """Move both clocks without draining: due tasks wait for advance_clock (R2, R3)."""
+            amount = advance_amount(kind, level, mult, 0, raw, self.tick, self.wheel, None, 0)
+            self._step(f"clock.advance({amount})", lambda side: side.clock.advance(amount))
+
+        @precondition(lambda self: self.sides and self.sides[0].agent is None)
+        @rule(
+            target=tasks,
+            kind=st.sampled_from(DELAY_KINDS),
+            level=st.integers(0, 4),
+            mult=st.integers(0, 64),
+            jitter=st.integers(-2, 2),
+            raw=st.integers(0, 1 << 40),
+            victim=tasks,
+            action=st.sampled_from(["cancel", "readd", "move"]),
+        )
+        def new_agent(
+            self,
+            kind: str,
+            level: int,
+            mult: int,
+            jitter: int,
+            raw: int,
+            victim: str,
+            action: str,
+        ) -> str:
+            """The one task that acts on another when it runs (R11); added to timer A."""
+            delay = delay_from(kind, level, mult, jitter, raw, self.tick, self.wheel)
+            label = "agent"
+            for side in self.sides:
+                side.new_task(label, delay)
+                side.agent = label
+                side.agent_action = (action, victim)
+            self._add(label, "A")
+            return label
+
+        @precondition(lambda self: self.sides and self.sides[0].agent is not None)
+        @rule(victim=tasks, action=st.sampled_from(["cancel", "readd", "move"]))
+        def retarget_agent(self, victim: str, action: str) -> None:
+            """Point the agent at another task or action."""
+            if victim == "agent":
+                return
+            for side in self.sides:
+                side.agent_action = (action, victim)
+
+        @invariant()
+        def nothing_pending_elsewhere(self) -> None:
+            """Both sides agree on which tasks are scheduled where, with which due time."""
+            if self.sides:
+                ref, other = self.sides
+                assert ref.scheduled == other.scheduled, (
+                    f"scheduled tasks differ: {ref_name} {ref.scheduled} vs "
+                    f"{other_name} {other.scheduled}"
+                )
+
+    TimerEquivalence.__name__ = TimerEquivalence.__qualname__ = (
+        f"TimerEquivalence[{ref_name.rsplit('.', 1)[-1]}-{other_name.rsplit('.', 1)[-1]}]"
+    )
+    return TimerEquivalence
+
+
+# ---------------------------------------------------------------------------------------
+# the purgatory machine
+# ---------------------------------------------------------------------------------------
+
+KEY_POOL: tuple[Hashable, ...] = (0, 1, 2, 512, -1, -2, True, "k", ("t", 3))
+"""Watch keys: -1 and -2 share a hash in CPython, 0 and 512 share a shard of 512,
+``True == 1`` (the same key, R24), plus a str and a tuple."""
+
+PurgatoryLogEntry = tuple[str, str, int]
+"""(operation name, "complete" or "expire", clock reading)."""
+
+
+@functools.cache
+def _operation_class(pkg: ImplPackage) -> type[Any]:
+    """A ``DelayedOperation`` of ``pkg`` completed by a ``ready`` flag, recording callbacks.
+
+    ``ready_on_try`` (if set) flips ``ready`` on that try_complete call, so an operation
+    can become completable between the two tries of ``try_complete_else_watch`` (R22).
+    """
+
+    class EquivalenceOperation(pkg.DelayedOperation):  # type: ignore[misc]
+        def __init__(
+            self, delay_ms: int, name: str, side: _PurgatorySide, ready_on_try: int
+        ) -> None:
+            super().__init__(delay_ms)
+            self.name = name
+            self.side = side
+            self.ready = ready_on_try == 1
+            self.ready_on_try = ready_on_try
+            self.try_calls = 0
+
+        def try_complete(self) -> bool:
+            self.try_calls += 1
+            if self.ready_on_try and self.try_calls >= self.ready_on_try:
+                self.ready = True
+            return bool(self.ready and self.force_complete())
+
+        def on_complete(self) -> None:
+            self.side.log.append((self.name, "complete", self.side.clock.now_ms()))
+
+        def on_expiration(self) -> None:
+            self.side.log.append((self.name, "expire", self.side.clock.now_ms()))
+
+        def __repr__(self) -> str:
+            return f"EquivalenceOperation({self.name!r}, delay_ms={self.delay_ms})"
+
+    return EquivalenceOperation
+
+
+_PURGATORY_COUNTERS = (
+    "watched",
+    "num_delayed",
+    "watched_keys",
+    "num_purged",
+    "estimated_total_operations",
+    "num_completed",
+)
+"""The purgatory properties compared after every step (R26-R30)."""
+
+
+class _PurgatorySide:
+    """One implementation's purgatory on a manual clock and inline-executor timer."""
+
+    def __init__(
+        self,
+        pkg: ImplPackage,
+        tick: int,
+        wheel: int,
+        clock_start: int,
+        purge_interval: int,
+        timer_enabled: bool,
+    ) -> None:
+        self.pkg = pkg
+        self.tick = tick
+        self.clock = ManualClock(clock_start)
+        self.timer = pkg.SystemTimer(
+            "eq-purgatory", tick, wheel, clock=self.clock, executor=InlineExecutor()
+        )
+        self.purgatory = pkg.DelayedOperationPurgatory(
+            "eq",
+            timer=self.timer,
+            purge_interval=purge_interval,
+            reaper_enabled=False,
+            timer_enabled=timer_enabled,
+        )
+        self.ops: dict[str, Any] = {}
+        self.log: list[PurgatoryLogEntry] = []
+
+    def counters(self) -> dict[str, int]:
+        return {name: getattr(self.purgatory, name) for name in _PURGATORY_COUNTERS}
+
+    def op_states(self) -> dict[str, tuple[bool, int]]:
+        return {name: (op.is_completed, op.try_calls) for name, op in self.ops.items()}
+
+    def close(self) -> None:
+        self.purgatory.shutdown()
+
+
+def _canonical_expiries(log: list[PurgatoryLogEntry], due: dict[str, int]) -> list[tuple[Any, ...]]:
+    """Consecutive events grouped by the operation's due time, sorted within a group."""
+    groups: list[tuple[Any, ...]] = []
+    current: int | None = None
+    members: list[PurgatoryLogEntry] = []
+    for entry in log:
+        key = due.get(entry[0], _MISSING_DUE)
+        if key != current and members:
+            groups.append((current, tuple(sorted(members))))
+            members = []
+        current = key
+        members.append(entry)
+    if members:
+        groups.append((current, tuple(sorted(members))))
+    return groups
+
+
+def make_purgatory_machine(
+    ref_pkg: ImplPackage,
+    other_pkg: ImplPackage,
+    *,
+    stats: MachineStats | None = None,
+    max_operations: int = 40,
+) -> type[RuleBasedStateMachine]:
+    """A machine that drives ``ref_pkg`` and ``other_pkg`` purgatories in step (R16-R34).
+
+    Each side: a purgatory (reaper off, ``purge_interval`` 0..5, ``timer_enabled`` drawn,
+    False now and then) on a manual-clock inline timer. Operations complete when their
+    ``ready`` flag is set: at submission (completed on the first try), on the second try
+    (between the two tries of ``try_complete_else_watch``), on a later try, or by a keyed
+    ``event`` that marks every operation interested in the key ready and then runs
+    ``check_and_complete(key)``. Other rules: check_and_complete without an event,
+    force_complete, safe_try_complete, cancel of the timer entry, cancel_for_key, a
+    second submission (R34), advance_clock (purges included) and bare clock moves. After
+    every step both sides must agree on the return value or exception, the completion and
+    expiry events in order (same-due expiries as a multiset), every counter, and each
+    operation's completed flag and number of try_complete calls.
+    """
+    ref_name = getattr(ref_pkg, "__name__", repr(ref_pkg))
+    other_name = getattr(other_pkg, "__name__", repr(other_pkg))
+
+    class PurgatoryEquivalence(RuleBasedStateMachine):
+        """Reference and other purgatory in step; see ``make_purgatory_machine``."""
+
+        operations = Bundle("operations")
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sides: list[_PurgatorySide] = []
+            self.tick = 1
+            self.wheel = 2
+            self.count = 0
+            self.keys_of: dict[str, list[Hashable]] = {}
+            self.due: dict[str, int] = {}
+
+        @initialize(
+            tick=st.one_of(st.just(1), st.integers(1, 5)),
+            wheel=st.one_of(st.integers(2, 4), st.integers(2, 20)),
+            clock_start=st.one_of(st.just(0), st.integers(-1000, 1000)),
+            purge_interval=st.integers(0, 5),
+            timer_enabled=st.sampled_from([True, True, True, False]),
+        )
+        def set_up(
+            self,
+            tick: int,
+            wheel: int,
+            clock_start: int,
+            purge_interval: int,
+            timer_enabled: bool,
+        ) -> None:
+            """Build both purgatories (R33 when timer_enabled is False)."""
+            self.tick, self.wheel = tick, wheel
+            self.sides = [
+                _PurgatorySide(pkg, tick, wheel, clock_start, purge_interval, timer_enabled)
+                for pkg in (ref_pkg, other_pkg)
+            ]
+            self._compare_state("set_up")
+
+        def teardown(self) -> None:
+            for side in self.sides:
+                side.close()
+            if self.sides and stats is not None:
+                stats.examples += 1
+
+        def _step(
+            self, what: str, action: Callable[[_PurgatorySide], object], *, expiries: bool = False
+        ) -> object:
+            """Run ``action`` on each side, compare outcome, events and state."""
+            if stats is not None:
+                stats.steps += 1
+            outcomes = []
+            logs = []
+            for side in self.sides:
+                side.log = []
+                outcomes.append(_outcome(functools.partial(action, side)))
+                logs.append(side.log)
+            assert outcomes[0] == outcomes[1], (
+                f"{what}: {ref_name} -> {outcomes[0]}, {other_name} -> {outcomes[1]}"
+            )
+            if expiries:
+                same = _canonical_expiries(logs[0], self.due) == _canonical_expiries(
+                    logs[1], self.due
+                )
+            else:
+                same = logs[0] == logs[1]
+            assert same, (
+                f"{what}: events differ\n  {ref_name}: {logs[0]}\n  {other_name}: {logs[1]}"
+            )
+            for side, log in zip(self.sides, logs, strict=True):
+                self._check_spec(what, side, log, expiries)
+            if stats is not None:
+                for kind in ("complete", "expire"):
+                    stats.counters[kind] += sum(1 for entry in logs[0] if entry[1] == kind)
+            self._compare_state(what)
+            return outcomes[0][1]
+
+        def _check_spec(
+            self, what: str, side: _PurgatorySide, log: list[PurgatoryLogEntry], expiries: bool
+        ) -> None:
+            """R17 on each side: an expiry directly follows that operation's completion;
+            R6: expiries in non-decreasing due order."""
+            name = getattr(side.pkg, "__name__", "?")
+            for index, (op_name, kind, _) in enumerate(log):
+                if kind == "expire":
+                    assert index > 0 and log[index - 1][:2] == (op_name, "complete"), (
+                        f"{what}: {name} expired {op_name} without completing it first (R17): {log}"
+                    )
+            if expiries:
+                dues = [self.due.get(op_name, _MISSING_DUE) for op_name, kind, _ in log]
+                assert dues == sorted(dues), f"{what}: {name} expired out of due order (R6): {log}"
+
+        def _compare_state(self, what: str) -> None:
+            ref, other = self.sides
+            ref_counters, other_counters = ref.counters(), other.counters()
+            assert ref_counters == other_counters, (
+                f"{what}: counters differ: {ref_name} {ref_counters} vs "
+                f"{other_name} {other_counters}"
+            )
+            ref_ops, other_ops = ref.op_states(), other.op_states()
+            assert ref_ops == other_ops, (
+                f"{what}: operations (completed, try_complete calls) differ:\n"
+                f"  {ref_name}: {ref_ops}\n  {other_name}: {other_ops}"
+            )
+            assert ref.timer.current_time == other.timer.current_time, (
+                f"{what}: current_time {ref.timer.current_time} vs {other.timer.current_time}"
+            )
+            for side in self.sides:
+                label = getattr(side.pkg, "__name__", "?")
+                _run_check(side.timer, f"{label} timer")
+                _run_check(side.purgatory, f"{label} purgatory")
+
+        # -- rules ---------------------------------------------------------------------
+
+        @precondition(lambda self: self.count < max_operations)
+        @rule(
+            target=operations,
+            kind=st.sampled_from(DELAY_KINDS),
+            level=st.integers(0, 5),
+            mult=st.integers(0, 64),
+            jitter=st.integers(-2, 2),
+            raw=st.integers(0, 1 << 30),
+            keys=st.lists(st.sampled_from(KEY_POOL), min_size=1, max_size=4),
+            ready_on_try=st.sampled_from([0, 0, 0, 1, 2, 3]),
+        )
+        def submit(
+            self,
+            kind: str,
+            level: int,
+            mult: int,
+            jitter: int,
+            raw: int,
+            keys: list[Hashable],
+            ready_on_try: int,
+        ) -> str:
+            """try_complete_else_watch on one or many keys (R22-R24, R33).
+
+            ``ready_on_try``: 0 never by itself, 1 ready at submission (first try), 2 on the
+            second try (completed inside the call, stays watched), 3 on the next try.
+            """
+            delay = delay_from(kind, level, mult, jitter, raw, self.tick, self.wheel)
+            name = f"op{self.count}"
+            self.count += 1
+            self.keys_of[name] = list(keys)
+            ref = self.sides[0]
+            self.due[name] = (ref.clock.now_ms() + delay) // self.tick * self.tick
+            ops = []
+            for side in self.sides:
+                op = _operation_class(side.pkg)(delay, name, side, ready_on_try)
+                side.ops[name] = op
+                ops.append(op)
+            self._step(
+                f"try_complete_else_watch({name}, {keys})",
+                lambda side: side.purgatory.try_complete_else_watch(side.ops[name], list(keys)),
+            )
+            return name
+
+        @rule(op=operations, keys=st.lists(st.sampled_from(KEY_POOL), min_size=1, max_size=2))
+        def resubmit(self, op: str, keys: list[Hashable]) -> None:
+            """A second submission raises ValueError and changes nothing (R34)."""
+            self._step(
+                f"try_complete_else_watch({op}) again",
+                lambda side: side.purgatory.try_complete_else_watch(side.ops[op], list(keys)),
+            )
+
+        @rule(key=st.sampled_from(KEY_POOL))
+        def keyed_event(self, key: Hashable) -> None:
+            """Mark every operation interested in ``key`` ready, then check_and_complete (R25)."""
+            for side in self.sides:
+                for name, op in side.ops.items():
+                    if key in self.keys_of[name]:
+                        op.ready = True
+            count = self._step(
+                f"event({key!r})", lambda side: side.purgatory.check_and_complete(key)
+            )
+            event(
+                f"purgatory: event completed {min(count, 3) if isinstance(count, int) else count}"
+            )
+
+        @rule(key=st.sampled_from(KEY_POOL))
+        def check_and_complete(self, key: Hashable) -> None:
+            """check_and_complete with no new readiness: counts only what it completes (R25)."""
+            self._step(
+                f"check_and_complete({key!r})", lambda side: side.purgatory.check_and_complete(key)
+            )
+
+        @rule(op=operations)
+        def set_ready(self, op: str) -> None:
+            """Make an operation completable without telling the purgatory."""
+            for side in self.sides:
+                side.ops[op].ready = True
+
+        @rule(op=operations)
+        def force_complete(self, op: str) -> None:
+            """A direct force_complete from outside the purgatory (R16)."""
+            self._step(f"force_complete({op})", lambda side: side.ops[op].force_complete())
+
+        @rule(op=operations)
+        def safe_try_complete(self, op: str) -> None:
+            """safe_try_complete skips try_complete on a completed operation (R18)."""
+            self._step(f"safe_try_complete({op})", lambda side: side.ops[op].safe_try_complete())
+
+        @rule(op=operations)
+        def cancel_timer_entry(self, op: str) -> None:
+            """Cancel the operation's timer entry: it will not expire, stays watched (R9)."""
+            self._step(f"cancel({op})", lambda side: side.ops[op].cancel())
+
+        @rule(key=st.sampled_from(KEY_POOL))
+        def cancel_for_key(self, key: Hashable) -> None:
+            """cancel_for_key returns the watchers in watch order (R29)."""
+            self._step(
+                f"cancel_for_key({key!r})",
+                lambda side: [op.name for op in side.purgatory.cancel_for_key(key)],
+            )
+
+        @rule(
+            kind=st.sampled_from(ADVANCE_KINDS),
+            level=st.integers(0, 5),
+            mult=st.integers(0, 64),
+            jitter=st.integers(-2, 2),
+            raw=st.integers(0, 1 << 30),
+            pick=st.integers(0, 1 << 16),
+        )
+        def advance_clock(
+            self, kind: str, level: int, mult: int, jitter: int, raw: int, pick: int
+        ) -> None:
+            """Purgatory advance_clock: expiries in due order, then the purge rule (R17, R30)."""
+            ref = self.sides[0]
+            pending = sorted(
+                self.due[name]
+                for name, op in ref.ops.items()
+                if not op.is_completed and name in self.due
+            )
+            next_due = pending[pick % len(pending)] if pending else None
+            amount = advance_amount(
+                kind,
+                level,
+                mult,
+                jitter,
+                raw,
+                self.tick,
+                self.wheel,
+                next_due,
+                ref.clock.now_ms(),
+            )
+            purged_before = ref.purgatory.num_purged
+            self._step(
+                f"advance_clock({amount})",
+                lambda side: side.purgatory.advance_clock(amount),
+                expiries=True,
+            )
+            if ref.purgatory.num_purged > purged_before:
+                event("purgatory: a purge removed operations")
+                if stats is not None:
+                    stats.counters["purges"] += 1
+
+        @rule(kind=st.sampled_from(["one", "tick", "random"]), raw=st.integers(0, 1 << 20))
+        def clock_advance(self, kind: str, raw: int) -> None:
+            """Move both clocks without draining."""
+            amount = advance_amount(kind, 0, 0, 0, raw, self.tick, self.wheel, None, 0)
+            self._step(f"clock.advance({amount})", lambda side: side.clock.advance(amount))
+
+    PurgatoryEquivalence.__name__ = PurgatoryEquivalence.__qualname__ = (
+        f"PurgatoryEquivalence[{ref_name.rsplit('.', 1)[-1]}-{other_name.rsplit('.', 1)[-1]}]"
+    )
+    return PurgatoryEquivalence
