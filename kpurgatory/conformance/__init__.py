@@ -1,0 +1,32 @@
+"""Conformance: a language-neutral way to drive any implementation and compare what it does.
+
+- ``steps``: the step language, a run as a list of JSON-serializable calls (``init``,
+  ``add``, ``advance``, ``watch``, ``check_and_complete``, ...).
+- ``driver``: the interpreter that executes steps on an implementation package and
+  returns an ``Observation`` after each (return value, events, observable state), and
+  ``compare_observations``, the one definition of "these two runs agree".
+- ``vectors``: conformance vectors (steps plus the reference's expected observations,
+  with provenance), their export, loading, validation and replay.
+
+docs/vectors.md documents the format for porters; conformance/schema/ holds its JSON Schema.
+"""
+
+from kpurgatory.conformance.driver import (
+    Driver,
+    Observation,
+    compare_observations,
+    first_divergence,
+    run_steps,
+)
+from kpurgatory.conformance.steps import Step, step_from_json, step_to_json
+
+__all__ = [
+    "Driver",
+    "Observation",
+    "Step",
+    "compare_observations",
+    "first_divergence",
+    "run_steps",
+    "step_from_json",
+    "step_to_json",
+]

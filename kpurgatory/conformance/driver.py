@@ -1,0 +1,647 @@
+"""The step interpreter: runs steps on an implementation and observes what each one did.
+
+``Driver(impl)`` executes the step language (``kpurgatory.conformance.steps``) on any
+module that exports the public API (``SystemTimer``, ``TimerTask``,
+``DelayedOperation``, ``DelayedOperationPurgatory``: ``kpurgatory.reference``,
+``kpurgatory.optimized``, or a test mutant). After each step it returns an
+``Observation``:
+
+- ``result``: the call's return value as JSON (bool, int, list of labels, or null);
+- ``raised``: the class name of the exception the call raised (``ValueError``,
+  ``TypeError`` or ``RuntimeError``), or null;
+- ``events``: what the call caused, in order, as ``kpurgatory.spec.events`` events
+  (``TaskRan``, ``OperationCompleted`` with its ``via``, ``OperationExpired``) stamped
+  with the virtual time, each annotated with the *unit* it belongs to (the label of the
+  task or operation whose timer hand-over caused it, or null for a direct effect of the
+  call) and that unit's due time;
+- ``tries``: how many ``try_complete`` calls each operation received during the step;
+- ``state``: the observable state afterwards (clock reading, size of every timer,
+  ``watched``, ``num_delayed``, ``watched_keys``, ``num_purged``,
+  ``estimated_total_operations``).
+
+``compare_observations`` is the one definition of "two runs agree", reused by the
+vector replayer, the Spark pipeline and the subprocess adapter for ports: everything is
+compared exactly except that hand-overs with the same due time in one step (R6: their
+order is unspecified) are compared as a multiset of units.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from kpurgatory.clock import ManualClock
+from kpurgatory.conformance.steps import (
+    Add,
+    Advance,
+    Cancel,
+    CancelForKey,
+    CheckAndComplete,
+    ClockAdvance,
+    ForceComplete,
+    Init,
+    PurgatoryAdvance,
+    SetReady,
+    Shutdown,
+    Step,
+    Watch,
+)
+from kpurgatory.executors import InlineExecutor
+from kpurgatory.spec.arithmetic import due_time, expiration_ms
+from kpurgatory.spec.events import (
+    CompletionVia,
+    Event,
+    OperationCompleted,
+    OperationExpired,
+    TaskRan,
+    to_json,
+)
+
+__all__ = [
+    "IMPLEMENTATION_ERRORS",
+    "Driver",
+    "Observation",
+    "RecordedEvent",
+    "State",
+    "StepError",
+    "canonical_events",
+    "compare_observations",
+    "first_divergence",
+    "run_steps",
+]
+
+IMPLEMENTATION_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, RuntimeError)
+"""Exceptions an implementation may raise from a step; the driver records their class name."""
+
+
+class StepError(ValueError):
+    """A step the driver cannot execute (no ``init`` first, unknown label, ...).
+
+    This is a fault of the step list, not of the implementation, so it is raised and
+    never recorded in an observation.
+    """
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """One event plus the hand-over unit that caused it (``None`` for a direct effect)."""
+
+    event: Event
+    unit: str | None = None
+    due_ms: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The event's JSON (``kpurgatory.spec.events.to_json``) plus ``unit`` and ``due_ms``."""
+        out = to_json(self.event)
+        out["unit"] = self.unit
+        out["due_ms"] = self.due_ms
+        return out
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> RecordedEvent:
+        """Parse ``to_json``'s output; ``ValueError`` naming the field on a bad kind."""
+        kind = data.get("kind")
+        event: Event
+        if kind == "task_ran":
+            event = TaskRan(str(data["task"]), int(data["at_ms"]))
+        elif kind == "completed":
+            event = OperationCompleted(str(data["operation"]), int(data["at_ms"]), data["via"])
+        elif kind == "expired":
+            event = OperationExpired(str(data["operation"]), int(data["at_ms"]))
+        else:
+            raise ValueError(f"event.kind: unknown event kind {kind!r}")
+        due = data.get("due_ms")
+        return RecordedEvent(event, data.get("unit"), None if due is None else int(due))
+
+
+@dataclass(frozen=True)
+class State:
+    """The observable state after a step (R12, R26-R28, R30)."""
+
+    clock_ms: int
+    timer_sizes: tuple[tuple[str, int], ...]
+    watched: int
+    num_delayed: int
+    watched_keys: int
+    num_purged: int
+    estimated_total_operations: int
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON: ``timer_sizes`` becomes an object label -> size."""
+        return {
+            "clock_ms": self.clock_ms,
+            "timer_sizes": dict(self.timer_sizes),
+            "watched": self.watched,
+            "num_delayed": self.num_delayed,
+            "watched_keys": self.watched_keys,
+            "num_purged": self.num_purged,
+            "estimated_total_operations": self.estimated_total_operations,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> State:
+        """Parse ``to_json``'s output."""
+        return State(
+            clock_ms=int(data["clock_ms"]),
+            timer_sizes=tuple((str(k), int(v)) for k, v in data["timer_sizes"].items()),
+            watched=int(data["watched"]),
+            num_delayed=int(data["num_delayed"]),
+            watched_keys=int(data["watched_keys"]),
+            num_purged=int(data["num_purged"]),
+            estimated_total_operations=int(data["estimated_total_operations"]),
+        )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one step did: result or exception, events, try counts, state afterwards."""
+
+    result: Any
+    raised: str | None
+    events: tuple[RecordedEvent, ...]
+    tries: tuple[tuple[str, int], ...]
+    state: State
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (``tries`` becomes an object label -> count, sorted by label)."""
+        return {
+            "result": self.result,
+            "raised": self.raised,
+            "events": [event.to_json() for event in self.events],
+            "tries": dict(self.tries),
+            "state": self.state.to_json(),
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Observation:
+        """Parse ``to_json``'s output."""
+        return Observation(
+            result=data["result"],
+            raised=data["raised"],
+            events=tuple(RecordedEvent.from_json(e) for e in data["events"]),
+            tries=tuple(sorted((str(k), int(v)) for k, v in data["tries"].items())),
+            state=State.from_json(data["state"]),
+        )
+
+
+# ---- recording tasks and operations, built once per implementation -----------------------
+
+
+@functools.cache
+def _classes(impl: ModuleType) -> tuple[type[Any], type[Any]]:
+    """The recording task and operation classes for implementation ``impl``."""
+
+    class ConformanceTask(impl.TimerTask):  # type: ignore[misc,name-defined]
+        """A labelled task: records ``TaskRan`` and performs its ``on_run`` steps."""
+
+        def __init__(
+            self, delay_ms: int, label: str, driver: Driver, on_run: tuple[Step, ...]
+        ) -> None:
+            super().__init__(delay_ms)
+            self.label = label
+            self.driver = driver
+            self.on_run = on_run
+
+        def run(self) -> None:
+            self.driver._task_ran(self)
+
+        def __repr__(self) -> str:
+            return f"ConformanceTask({self.label!r}, delay_ms={self.delay_ms})"
+
+    class ConformanceOperation(impl.DelayedOperation):  # type: ignore[misc,name-defined]
+        """A labelled operation whose condition is the flag ``ready`` (see ``Watch``)."""
+
+        def __init__(
+            self,
+            delay_ms: int,
+            label: str,
+            driver: Driver,
+            ready: bool,
+            ready_on_try: int | None,
+            keys: tuple[Any, ...],
+        ) -> None:
+            super().__init__(delay_ms)
+            self.label = label
+            self.driver = driver
+            self.ready = ready
+            self.ready_on_try = ready_on_try
+            self.keys = keys
+            self.tries = 0
+
+        def try_complete(self) -> bool:
+            self.tries += 1
+            self.driver._step_tries[self.label] += 1
+            if self.ready_on_try is not None and self.tries == self.ready_on_try:
+                self.ready = True
+            return bool(self.ready and self.force_complete())
+
+        def on_complete(self) -> None:
+            self.driver._completed(self.label)
+
+        def on_expiration(self) -> None:
+            self.driver._expired(self.label)
+
+        def run(self) -> None:
+            self.driver._expiry_run(self, super().run)
+
+        def __repr__(self) -> str:
+            return f"ConformanceOperation({self.label!r}, delay_ms={self.delay_ms})"
+
+    return ConformanceTask, ConformanceOperation
+
+
+@dataclass
+class _World:
+    """What ``Init`` created."""
+
+    init: Init
+    clock: ManualClock
+    timers: dict[str, Any]
+    purgatory: Any
+
+
+@dataclass
+class _Unit:
+    """The hand-over currently running at the top level of a step."""
+
+    label: str
+    due_ms: int | None
+
+
+class Driver:
+    """Executes steps on one implementation and observes each (see the module docstring).
+
+    ``impl`` is a module exporting the public API. The driver is single-threaded and
+    deterministic: a ManualClock and InlineExecutors, no reaper. ``execute`` runs one
+    step; ``world`` objects (``clock``, ``timers``, ``purgatory``, ``tasks``,
+    ``operations``) are readable for callers that gather extra counters.
+    """
+
+    def __init__(self, impl: ModuleType) -> None:
+        for name in ("SystemTimer", "TimerTask", "DelayedOperation", "DelayedOperationPurgatory"):
+            if not hasattr(impl, name):
+                raise TypeError(f"impl must export {name}; {impl.__name__} does not")
+        self.impl = impl
+        self._task_cls, self._op_cls = _classes(impl)
+        self._world: _World | None = None
+        self.tasks: dict[str, Any] = {}
+        self.operations: dict[str, Any] = {}
+        self._due: dict[str, int] = {}
+        self._events: list[RecordedEvent] = []
+        self._step_tries: Counter[str] = Counter()
+        self._via: list[CompletionVia] = ["force_complete"]
+        self._unit: _Unit | None = None
+
+    # -- public ----------------------------------------------------------------------
+
+    @property
+    def clock(self) -> ManualClock:
+        """The run's clock (``StepError`` before ``init``)."""
+        return self._require_world().clock
+
+    @property
+    def timers(self) -> dict[str, Any]:
+        """The run's timers by label."""
+        return self._require_world().timers
+
+    @property
+    def purgatory(self) -> Any:
+        """The run's purgatory."""
+        return self._require_world().purgatory
+
+    def execute(self, step: Step) -> Observation:
+        """Execute ``step`` and return its observation.
+
+        ``StepError`` if the step does not fit the run (a second ``init``, a step
+        before ``init``, an unknown timer or label, a re-add with another delay).
+        """
+        self._events = []
+        self._step_tries = Counter()
+        raised: str | None = None
+        result: Any = None
+        if isinstance(step, Init):
+            if self._world is not None:
+                raise StepError("init: a run has exactly one init step, at the start")
+            self._world = self._create(step)
+        else:
+            world = self._require_world()
+            call = self._prepare(world, step)
+            try:
+                result = call()
+            except IMPLEMENTATION_ERRORS as exc:
+                raised = type(exc).__name__
+        return Observation(
+            result=result,
+            raised=raised,
+            events=tuple(self._events),
+            tries=tuple(sorted(self._step_tries.items())),
+            state=self.state(),
+        )
+
+    def state(self) -> State:
+        """The observable state now."""
+        world = self._require_world()
+        purgatory = world.purgatory
+        return State(
+            clock_ms=world.clock.now_ms(),
+            timer_sizes=tuple((label, timer.size) for label, timer in world.timers.items()),
+            watched=purgatory.watched,
+            num_delayed=purgatory.num_delayed,
+            watched_keys=purgatory.watched_keys,
+            num_purged=purgatory.num_purged,
+            estimated_total_operations=purgatory.estimated_total_operations,
+        )
+
+    def close(self) -> None:
+        """Shut the purgatory down and close every timer (idempotent)."""
+        if self._world is not None:
+            self._world.purgatory.shutdown()
+            for timer in self._world.timers.values():
+                timer.close()
+
+    # -- building the world and the calls --------------------------------------------
+
+    def _require_world(self) -> _World:
+        if self._world is None:
+            raise StepError("the first step of a run must be init")
+        return self._world
+
+    def _create(self, init: Init) -> _World:
+        clock = ManualClock(init.clock_ms)
+        timers = {
+            label: self.impl.SystemTimer(
+                label,
+                init.tick_ms,
+                init.wheel_size,
+                init.start_ms,
+                clock=clock,
+                executor=InlineExecutor(),
+            )
+            for label in init.timers
+        }
+        purgatory = self.impl.DelayedOperationPurgatory(
+            "conformance",
+            timer=timers[init.timers[0]],
+            purge_interval=init.purge_interval,
+            reaper_enabled=False,
+            timer_enabled=init.timer_enabled,
+        )
+        return _World(init, clock, timers, purgatory)
+
+    def _timer(self, world: _World, label: str) -> Any:
+        try:
+            return world.timers[label]
+        except KeyError:
+            raise StepError(
+                f"unknown timer label {label!r}; init declared {list(world.timers)}"
+            ) from None
+
+    def _operation(self, label: str) -> Any:
+        try:
+            return self.operations[label]
+        except KeyError:
+            raise StepError(f"unknown operation label {label!r}") from None
+
+    def _prepare(self, world: _World, step: Step) -> Any:
+        """Validate ``step`` against the run and return a zero-argument call performing it."""
+        if isinstance(step, Add):
+            timer = self._timer(world, step.timer)
+            if step.task in self.operations:
+                raise StepError(f"add: {step.task!r} is an operation; only tasks are added")
+            task = self.tasks.get(step.task)
+            if task is None:
+                task = self._task_cls(step.delay_ms, step.task, self, step.on_run)
+                self.tasks[step.task] = task
+            elif task.delay_ms != step.delay_ms or task.on_run != step.on_run:
+                raise StepError(f"add: re-add of {step.task!r} must repeat its delay and on_run")
+
+            def add() -> None:
+                now = world.clock.now_ms()
+                self._due[step.task] = due_time(expiration_ms(now, step.delay_ms), timer.tick_ms)
+                timer.add(task)
+
+            return add
+        if isinstance(step, Cancel):
+            target = self.tasks.get(step.task, self.operations.get(step.task))
+            if target is None:
+                raise StepError(f"cancel: unknown task or operation label {step.task!r}")
+            return lambda: target.cancel()
+        if isinstance(step, Advance):
+            timer = self._timer(world, step.timer)
+            return lambda: bool(timer.advance_clock(step.ms))
+        if isinstance(step, ClockAdvance):
+            return lambda: world.clock.advance(step.ms)
+        if isinstance(step, Watch):
+            return self._prepare_watch(world, step)
+        if isinstance(step, SetReady):
+            op = self._operation(step.operation)
+
+            def set_ready() -> None:
+                op.ready = step.ready
+
+            return set_ready
+        if isinstance(step, CheckAndComplete):
+            return lambda: self._with_via(
+                "check_and_complete", lambda: int(world.purgatory.check_and_complete(step.key))
+            )
+        if isinstance(step, ForceComplete):
+            op = self._operation(step.operation)
+            return lambda: self._with_via("force_complete", lambda: bool(op.force_complete()))
+        if isinstance(step, CancelForKey):
+            return lambda: [o.label for o in world.purgatory.cancel_for_key(step.key)]
+        if isinstance(step, PurgatoryAdvance):
+
+            def purgatory_advance() -> None:
+                world.purgatory.advance_clock(step.ms)
+
+            return purgatory_advance
+        if isinstance(step, Shutdown):
+
+            def shutdown() -> None:
+                world.purgatory.shutdown()
+
+            return shutdown
+        raise StepError(f"{step.STEP}: not allowed after init")
+
+    def _prepare_watch(self, world: _World, step: Watch) -> Any:
+        if step.operation in self.tasks:
+            raise StepError(f"watch: {step.operation!r} is a task label")
+        op = self.operations.get(step.operation)
+        if op is None:
+            op = self._op_cls(
+                step.delay_ms, step.operation, self, step.ready, step.ready_on_try, step.keys
+            )
+            self.operations[step.operation] = op
+        elif (op.delay_ms, op.keys) != (step.delay_ms, step.keys):
+            raise StepError(f"watch: a repeated watch of {step.operation!r} must repeat its fields")
+        tick = world.timers[world.init.timers[0]].tick_ms
+
+        def watch() -> bool:
+            now = world.clock.now_ms()
+            self._due.setdefault(step.operation, due_time(expiration_ms(now, op.delay_ms), tick))
+            return bool(
+                self._with_via(
+                    "try_complete_else_watch",
+                    lambda: world.purgatory.try_complete_else_watch(op, list(step.keys)),
+                )
+            )
+
+        return watch
+
+    def _with_via(self, via: CompletionVia, call: Any) -> Any:
+        self._via.append(via)
+        try:
+            return call()
+        finally:
+            self._via.pop()
+
+    # -- callbacks from the recording tasks and operations ---------------------------
+
+    def _enter_unit(self, label: str) -> bool:
+        if self._unit is not None:
+            return False
+        self._unit = _Unit(label, self._due.get(label))
+        return True
+
+    def _record(self, event: Event) -> None:
+        unit = self._unit
+        if unit is None:
+            self._events.append(RecordedEvent(event))
+        else:
+            self._events.append(RecordedEvent(event, unit.label, unit.due_ms))
+
+    def _task_ran(self, task: Any) -> None:
+        entered = self._enter_unit(task.label)
+        try:
+            self._record(TaskRan(task.label, self.clock.now_ms()))
+            for inner in task.on_run:
+                world = self._require_world()
+                call = self._prepare(world, inner)
+                # a nested step's exception is not observed (docs/vectors.md)
+                with contextlib.suppress(*IMPLEMENTATION_ERRORS):
+                    call()
+        finally:
+            if entered:
+                self._unit = None
+
+    def _expiry_run(self, op: Any, run: Any) -> None:
+        entered = self._enter_unit(op.label)
+        self._via.append("expiry")
+        try:
+            run()
+        finally:
+            self._via.pop()
+            if entered:
+                self._unit = None
+
+    def _completed(self, label: str) -> None:
+        self._record(OperationCompleted(label, self.clock.now_ms(), self._via[-1]))
+
+    def _expired(self, label: str) -> None:
+        self._record(OperationExpired(label, self.clock.now_ms()))
+
+
+def run_steps(impl: ModuleType, steps: Iterable[Step]) -> list[Observation]:
+    """Execute ``steps`` (starting with ``init``) on ``impl``; one observation per step."""
+    driver = Driver(impl)
+    try:
+        return [driver.execute(step) for step in steps]
+    finally:
+        driver.close()
+
+
+# ---- comparison ---------------------------------------------------------------------------
+
+
+def _event_key(event: RecordedEvent) -> str:
+    return json.dumps(event.to_json(), sort_keys=True)
+
+
+def canonical_events(events: Sequence[RecordedEvent]) -> list[tuple[Any, ...]]:
+    """The order-insensitive form of a step's events that R6 allows.
+
+    Consecutive events of the same unit form one unit (a tuple of events, in order);
+    consecutive units with the same due time form a group compared as a multiset
+    (sorted). Direct events (no unit) stay where they are. Two event lists are
+    equivalent iff their canonical forms are equal.
+    """
+    units: list[tuple[str | None, int | None, tuple[str, ...]]] = []
+    for event in events:
+        key = _event_key(event)
+        if event.unit is not None and units and units[-1][0] == event.unit:
+            label, due, items = units[-1]
+            units[-1] = (label, due, (*items, key))
+        else:
+            units.append((event.unit, event.due_ms, (key,)))
+    out: list[tuple[Any, ...]] = []
+    group: list[tuple[str, ...]] = []
+    group_due: int | None = None
+    for label, due, items in units:
+        if label is None:
+            if group:
+                out.append(("group", group_due, tuple(sorted(group))))
+                group = []
+            out.append(("event", items[0]))
+            continue
+        if group and due != group_due:
+            out.append(("group", group_due, tuple(sorted(group))))
+            group = []
+        group_due = due
+        group.append(items)
+    if group:
+        out.append(("group", group_due, tuple(sorted(group))))
+    return out
+
+
+def compare_observations(expected: Observation, actual: Observation) -> str | None:
+    """``None`` if the observations agree, else a one-paragraph description of the difference.
+
+    Agreement: same ``raised``, same ``result``, equivalent events (``canonical_events``:
+    exact order except hand-overs with the same due time, which form a multiset, R6),
+    same ``tries`` and same ``state``, field by field.
+    """
+    if expected.raised != actual.raised:
+        return f"raised: expected {expected.raised}, got {actual.raised}"
+    if expected.result != actual.result:
+        return f"result: expected {expected.result!r}, got {actual.result!r}"
+    if canonical_events(expected.events) != canonical_events(actual.events):
+        exp = [event.to_json() for event in expected.events]
+        act = [event.to_json() for event in actual.events]
+        return f"events differ:\n  expected {_short(exp)}\n  actual   {_short(act)}"
+    if expected.tries != actual.tries:
+        return f"tries: expected {dict(expected.tries)}, got {dict(actual.tries)}"
+    if expected.state != actual.state:
+        exp_state, act_state = expected.state.to_json(), actual.state.to_json()
+        diffs = [
+            f"{name}: expected {exp_state[name]}, got {act_state[name]}"
+            for name in exp_state
+            if exp_state[name] != act_state[name]
+        ]
+        return "state: " + "; ".join(diffs)
+    return None
+
+
+def _short(items: list[dict[str, Any]], limit: int = 12) -> str:
+    text = json.dumps(items[:limit])
+    return text if len(items) <= limit else f"{text[:-1]}, ... ({len(items)} events)]"
+
+
+def first_divergence(
+    steps: Sequence[Step],
+    expected: Sequence[Observation],
+    actual: Sequence[Observation],
+) -> tuple[int, str] | None:
+    """The first step index where ``actual`` disagrees with ``expected``, and why; else None."""
+    if len(expected) != len(actual):
+        return min(len(expected), len(actual)), "the runs have different lengths"
+    for index, (exp, act) in enumerate(zip(expected, actual, strict=True)):
+        message = compare_observations(exp, act)
+        if message is not None:
+            return index, f"step {index} {steps[index].STEP}: {message}"
+    return None

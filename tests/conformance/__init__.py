@@ -1,0 +1,1 @@
+"""Conformance tests: the step language, the driver, and the committed vectors."""
