@@ -1,0 +1,687 @@
+"""The machinery both baselines share: a ``heapq`` timer of tasks, operations, a purgatory.
+
+``HeapTimerBase`` keeps one binary heap of ``(due, seq, entry)`` tuples per timer, with
+*lazy* cancellation: ``cancel`` only marks the entry dead and counts it; dead entries
+leave the heap when they reach its head or when a subclass rebuilds the heap. The two
+baselines differ only in the hooks: what ``size`` counts, when dead entries are
+dropped, and how the purgatory purges (``heap`` and ``old`` modules).
+
+Semantics are the spec's (R1-R15): due time ``floor((now + delay) / tick) * tick``,
+current time moved only at the end of ``advance_clock`` (R2), hand-over outside the lock
+with the R11 re-check, one process-wide re-entrant lock for every baseline timer and
+task (as the reference does), so moving a task between timers is trivially atomic.
+``DelayedOperation`` and ``PurgatoryBase`` follow R16-R34 like the reference; they are
+written here (not imported) because the reference classes only accept reference timers.
+"""
+
+from __future__ import annotations
+
+import abc
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import Executor
+from typing import Generic, TypeVar
+
+from kpurgatory import sync
+from kpurgatory._checks import (
+    require_at_least,
+    require_bool,
+    require_hashable,
+    require_int,
+    require_str,
+    watch_key_list,
+)
+from kpurgatory.clock import ManualClock, MonotonicClock
+from kpurgatory.executors import SingleThreadExecutor, run_logged
+from kpurgatory.spec.protocols import AbstractLock, Clock
+
+__all__ = [
+    "REAPER_STEP_MS",
+    "DelayedOperation",
+    "HeapTimerBase",
+    "PurgatoryBase",
+    "TimerTask",
+]
+
+logger = logging.getLogger("kpurgatory.bench.baselines")
+
+REAPER_STEP_MS = 200
+"""How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
+
+_STATE_LOCK = threading.RLock()
+"""Guards every baseline timer's heap and every baseline task's entry."""
+
+_SEQUENCE = itertools.count()
+"""Tie-breaker for heap items with the same due time: insertion order, never compares entries."""
+
+_WAKE_NOW = -(1 << 62)
+"""A due time already passed on any clock: returned by ``next_due`` to end a wait."""
+
+
+class _Entry:
+    """One scheduling of a task in a timer. ``live`` is False once cancelled or drained."""
+
+    __slots__ = ("due", "live", "task", "timer")
+
+    def __init__(self, timer: HeapTimerBase, task: TimerTask, due: int) -> None:
+        self.timer = timer
+        self.task = task
+        self.due = due
+        self.live = True
+
+
+class TimerTask(abc.ABC):
+    """A task a baseline timer runs once its delay has passed (same contract as the reference).
+
+    ``cancel`` is O(1): it marks the heap entry dead instead of removing it (asyncio's
+    ``TimerHandle.cancel``); the timer counts dead entries to decide when to drop them.
+    """
+
+    __slots__ = ("_delay_ms", "_entry")
+
+    def __init__(self, delay_ms: int) -> None:
+        self._delay_ms = require_int("delay_ms", delay_ms)
+        self._entry: _Entry | None = None
+
+    @property
+    def delay_ms(self) -> int:
+        """The delay given at construction, in milliseconds."""
+        return self._delay_ms
+
+    def cancel(self) -> None:
+        """Unschedule the task (R9): idempotent, O(1), the heap slot is reclaimed lazily."""
+        with _STATE_LOCK:
+            entry = self._entry
+            if entry is not None:
+                self._entry = None
+                if entry.live:
+                    entry.live = False
+                    entry.timer._dead += 1
+
+    @abc.abstractmethod
+    def run(self) -> None:
+        """The work to do when the task is due. Runs on the timer's executor."""
+
+
+class HeapTimerBase:
+    """A timer on a binary heap of tasks (asyncio's ``loop._scheduled``), lazy cancellation.
+
+    Constructor arguments and validation are the reference ``SystemTimer``'s (R15, R35).
+    Subclasses choose ``size`` (``_live_size``), whether dead heads are dropped at each
+    ``add`` (``_drop_dead_heads``), and what happens before each drain (``_before_drain``).
+    Costs: ``add`` O(log n) (n counts dead entries still in the heap), ``cancel`` O(1),
+    draining k due tasks O(k log n).
+    """
+
+    _drop_dead_heads = True
+    """Pop dead entries off the head of the heap at every ``add`` (asyncio does it per loop)."""
+
+    def __init__(
+        self,
+        executor_name: str,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        start_ms: int | None = None,
+        *,
+        clock: Clock | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self._name = require_str("executor_name", executor_name)
+        self._tick_ms = require_at_least("tick_ms", tick_ms, 1)
+        self._wheel_size = require_at_least("wheel_size", wheel_size, 2)
+        if clock is not None and not isinstance(clock, Clock):
+            raise TypeError(f"clock must provide now_ms() and wait(), not {type(clock).__name__}")
+        if executor is not None and not isinstance(executor, Executor):
+            raise TypeError(
+                f"executor must be a concurrent.futures.Executor, not {type(executor).__name__}"
+            )
+        self._clock: Clock = MonotonicClock() if clock is None else clock
+        start = self._clock.now_ms() if start_ms is None else require_int("start_ms", start_ms)
+        self._current_time = start - start % self._tick_ms
+        self._owns_executor = executor is None
+        self._executor: Executor = (
+            SingleThreadExecutor(f"executor-{self._name}") if executor is None else executor
+        )
+        self._heap: list[tuple[int, int, _Entry]] = []
+        self._dead = 0
+        self._condition = threading.Condition(_STATE_LOCK)
+        self._wake_requested = False
+        self._closed = False
+
+    # -- read-only state -------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Scheduled tasks, as this design counts them (see ``_live_size``)."""
+        return self._live_size()
+
+    @property
+    def heap_length(self) -> int:
+        """Entries in the heap, dead ones included (what the memory really holds)."""
+        return len(self._heap)
+
+    @property
+    def tick_ms(self) -> int:
+        """The timer's resolution in milliseconds."""
+        return self._tick_ms
+
+    @property
+    def wheel_size(self) -> int:
+        """Accepted for API parity with the wheel; shapes nothing here."""
+        return self._wheel_size
+
+    @property
+    def current_time(self) -> int:
+        """The time against which ``add`` judges "due at once" (R2)."""
+        return self._current_time
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this timer reads."""
+        return self._clock
+
+    @property
+    def executor(self) -> Executor:
+        """The executor due tasks are handed to."""
+        return self._executor
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has been called."""
+        return self._closed
+
+    # -- scheduling ------------------------------------------------------------------
+
+    def add(self, task: TimerTask) -> None:
+        """Schedule ``task`` (push on the heap) or hand it over now if already due (R1, R3, R10)."""
+        if not isinstance(task, TimerTask):
+            raise TypeError(f"task must be a baseline TimerTask, not {type(task).__name__}")
+        with _STATE_LOCK:
+            if self._closed:
+                raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
+            expiration = self._clock.now_ms() + task._delay_ms
+            due = expiration - expiration % self._tick_ms
+            old = task._entry
+            if old is not None:
+                task._entry = None
+                if old.live:
+                    old.live = False
+                    old.timer._dead += 1
+            if due > self._current_time:
+                heap = self._heap
+                if self._drop_dead_heads:
+                    while heap and not heap[0][2].live:
+                        heapq.heappop(heap)
+                        self._dead -= 1
+                entry = _Entry(self, task, due)
+                task._entry = entry
+                item = (due, next(_SEQUENCE), entry)
+                heapq.heappush(heap, item)
+                if heap[0] is item:  # a new earliest due time: shorten a real-clock wait
+                    self._condition.notify_all()
+                return
+        self._hand_over(task)
+
+    def advance_clock(self, timeout_ms: int) -> bool:
+        """Let up to ``timeout_ms`` pass, then hand over every task due (R4-R8, R11)."""
+        return self._advance(require_at_least("timeout_ms", timeout_ms, 0), None)
+
+    def _advance(self, timeout: int, limit: int | None) -> bool:
+        """``advance_clock``, handing over at most ``limit`` live tasks (None: all due)."""
+        with _STATE_LOCK:
+            if self._closed:
+                return False
+            now = self._clock.wait(self._condition, timeout, self._next_due)
+            self._wake_requested = False
+            if self._closed:
+                return False
+            self._before_drain()
+            heap = self._heap
+            drained: list[_Entry] = []
+            while heap and heap[0][0] <= now and (limit is None or len(drained) < limit):
+                entry = heapq.heappop(heap)[2]
+                if entry.live:
+                    entry.live = False
+                    drained.append(entry)
+                else:
+                    self._dead -= 1
+            current = self._current_time
+            floor_now = now - now % self._tick_ms
+            self._current_time = floor_now if floor_now > current else current
+        handed_over = False
+        for entry in drained:
+            task = entry.task
+            with _STATE_LOCK:
+                if task._entry is not entry:
+                    continue  # cancelled or re-added before its turn (R11)
+                task._entry = None
+            self._hand_over(task)
+            handed_over = True
+        return handed_over
+
+    def wakeup(self) -> None:
+        """End a blocked ``advance_clock`` early (it drains at the current reading)."""
+        with _STATE_LOCK:
+            self._wake_requested = True
+            self._condition.notify_all()
+
+    def close(self) -> None:
+        """Stop the timer (R14): idempotent; scheduled tasks will never run."""
+        with _STATE_LOCK:
+            if self._closed:
+                return
+            self._closed = True
+            self._condition.notify_all()
+        if self._owns_executor:
+            self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> HeapTimerBase:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__module__}.SystemTimer({self._name!r}, tick_ms={self._tick_ms}, "
+            f"size={self.size}, heap={len(self._heap)}, current_time={self._current_time})"
+        )
+
+    # -- hooks and internals -----------------------------------------------------------
+
+    def _live_size(self) -> int:
+        """R12: live entries only."""
+        return len(self._heap) - self._dead
+
+    def _before_drain(self) -> None:
+        """Called under the lock at the start of every drain; default: nothing."""
+
+    def _drop_dead(self) -> int:
+        """Rebuild the heap without dead entries (O(n)); return how many were dropped."""
+        heap = self._heap
+        dropped = self._dead
+        heap[:] = [item for item in heap if item[2].live]
+        heapq.heapify(heap)
+        self._dead = 0
+        return dropped
+
+    def _drop_dead_locked(self) -> int:
+        """``_drop_dead`` under the state lock, for callers outside a drain."""
+        with _STATE_LOCK:
+            return self._drop_dead()
+
+    def _next_due(self) -> int | None:
+        if self._closed or self._wake_requested:
+            return _WAKE_NOW
+        heap = self._heap
+        if self._drop_dead_heads:
+            while heap and not heap[0][2].live:
+                heapq.heappop(heap)
+                self._dead -= 1
+        return heap[0][0] if heap else None
+
+    def _hand_over(self, task: TimerTask) -> None:
+        try:
+            self._executor.submit(run_logged, task, logger)
+        except RuntimeError:
+            logger.error("timer %r could not hand over %r: executor is shut down", self._name, task)
+
+
+class DelayedOperation(TimerTask):
+    """A baseline operation: the reference's contract (R16-R21), flags behind one small lock.
+
+    The three atomic flags (completed, try-complete pending, submitted) share one plain
+    ``threading.Lock`` for their compare-and-set; ``lock`` (default ``sync.new_lock()``)
+    guards ``try_complete`` and expiry exactly as in the reference.
+    """
+
+    __slots__ = ("_completed", "_flags", "_lock", "_pending", "_submitted")
+
+    def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
+        super().__init__(delay_ms)
+        if lock is not None and not isinstance(lock, AbstractLock):
+            raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")
+        self._lock: AbstractLock = sync.new_lock() if lock is None else lock
+        self._flags = threading.Lock()
+        self._completed = False
+        self._pending = False
+        self._submitted = False
+
+    @property
+    def lock(self) -> AbstractLock:
+        """The lock held around ``try_complete`` and expiry."""
+        return self._lock
+
+    @property
+    def is_completed(self) -> bool:
+        """Whether the operation has completed (early or by expiry)."""
+        return self._completed
+
+    def force_complete(self) -> bool:
+        """Complete once (R16): set the flag, cancel the timer entry, ``on_complete``."""
+        with self._flags:
+            if self._completed:
+                return False
+            self._completed = True
+        self.cancel()
+        self.on_complete()
+        return True
+
+    @abc.abstractmethod
+    def try_complete(self) -> bool:
+        """Check the condition; if it holds, return ``self.force_complete()``, else False."""
+
+    @abc.abstractmethod
+    def on_complete(self) -> None:
+        """The completion logic; called exactly once, whichever path completes."""
+
+    @abc.abstractmethod
+    def on_expiration(self) -> None:
+        """Called after ``on_complete`` when the operation completed by expiring."""
+
+    def run(self) -> None:
+        """Expire (R17): holding the lock, ``force_complete``; if that won, ``on_expiration``."""
+        with self._lock:
+            if self.force_complete():
+                self.on_expiration()
+
+    def safe_try_complete(self) -> bool:
+        """``try_complete`` under the lock; False at once if already completed (R18)."""
+        with self._lock:
+            if self._completed:
+                return False
+            return self.try_complete()
+
+    def safe_try_complete_or_else(self, f: Callable[[], None]) -> bool:
+        """Under the lock: ``try_complete``; if False, ``f()`` and ``try_complete`` again (R19)."""
+        with self._lock:
+            if self.try_complete():
+                return True
+            f()
+            return self.try_complete()
+
+    def maybe_try_complete(self) -> bool:
+        """Kafka 1.1-2.6's non-blocking try-lock loop with the pending flag (R20)."""
+        done = False
+        while True:
+            if self._lock.acquire(blocking=False):
+                try:
+                    with self._flags:
+                        self._pending = False
+                    done = self.try_complete()
+                finally:
+                    self._lock.release()
+                retry = self._pending
+            else:
+                with self._flags:
+                    previous = self._pending
+                    self._pending = True
+                retry = not previous
+            if self._completed or not retry:
+                return done
+
+    def _claim_submission(self) -> bool:
+        """Mark the operation as submitted to a purgatory; False if it already was (R34)."""
+        with self._flags:
+            if self._submitted:
+                return False
+            self._submitted = True
+            return True
+
+    def __repr__(self) -> str:
+        state = "completed" if self._completed else "pending"
+        return f"<{type(self).__name__} delay_ms={self._delay_ms} {state}>"
+
+
+T = TypeVar("T", bound=DelayedOperation)
+
+
+class PurgatoryBase(Generic[T]):
+    """Watcher lists per key plus a baseline timer: the spec's purgatory (R22-R34).
+
+    Same construction, validation, sequence and counters as the reference purgatory;
+    ``_timer_type`` names the timer class a subclass accepts and creates, and the purge
+    and reaper steps are hooks (``_purge_if_due``, ``_reaper_step``).
+    """
+
+    _timer_type: type[HeapTimerBase] = HeapTimerBase
+
+    def __init__(
+        self,
+        purgatory_name: str,
+        timer: HeapTimerBase | None = None,
+        broker_id: int = 0,
+        purge_interval: int = 1000,
+        reaper_enabled: bool = True,
+        timer_enabled: bool = True,
+    ) -> None:
+        self._name = require_str("purgatory_name", purgatory_name)
+        if timer is not None and not isinstance(timer, self._timer_type):
+            raise TypeError(
+                f"timer must be a {self._timer_type.__module__} SystemTimer, "
+                f"not {type(timer).__name__}"
+            )
+        self._broker_id = require_int("broker_id", broker_id)
+        self._purge_interval = require_at_least("purge_interval", purge_interval, 0)
+        self._reaper_enabled = require_bool("reaper_enabled", reaper_enabled)
+        self._timer_enabled = require_bool("timer_enabled", timer_enabled)
+        if reaper_enabled and timer is not None and isinstance(timer.clock, ManualClock):
+            raise ValueError(
+                "reaper_enabled=True needs a real clock: the reaper would advance the "
+                "ManualClock on its own; pass reaper_enabled=False and call advance_clock"
+            )
+        self._timer = self._timer_type(purgatory_name) if timer is None else timer
+        self._lock = threading.RLock()
+        self._watchers: dict[Hashable, list[T]] = {}
+        self._estimated_total_operations = 0
+        self._num_purged = 0
+        self._num_completed_by_purgatory = 0
+        self._is_shut_down = False
+        self._stop_reaper = threading.Event()
+        self._reaper: threading.Thread | None = None
+        if reaper_enabled:
+            self._reaper = threading.Thread(
+                target=self._reap,
+                name=f"ExpirationReaper-{broker_id}-{purgatory_name}",
+                daemon=True,
+            )
+            self._reaper.start()
+
+    # -- read-only state -------------------------------------------------------------
+
+    @property
+    def purgatory_name(self) -> str:
+        """The name given at construction."""
+        return self._name
+
+    @property
+    def timer(self) -> HeapTimerBase:
+        """The timer operations wait in."""
+        return self._timer
+
+    @property
+    def watched(self) -> int:
+        """Number of (key, operation) pairs in watcher lists, completed ones included (R27)."""
+        with self._lock:
+            return sum(len(ops) for ops in self._watchers.values())
+
+    @property
+    def num_delayed(self) -> int:
+        """The timer's size (R28)."""
+        return self._timer.size
+
+    @property
+    def watched_keys(self) -> int:
+        """Number of keys that have a watcher list (R26)."""
+        with self._lock:
+            return len(self._watchers)
+
+    @property
+    def estimated_total_operations(self) -> int:
+        """The purge estimate (R30)."""
+        with self._lock:
+            return self._estimated_total_operations
+
+    @property
+    def num_purged(self) -> int:
+        """Completed operations removed from watcher lists by purges so far."""
+        with self._lock:
+            return self._num_purged
+
+    @property
+    def num_completed(self) -> int:
+        """Operations completed by this purgatory's own calls."""
+        with self._lock:
+            return self._num_completed_by_purgatory
+
+    # -- operations ------------------------------------------------------------------
+
+    def try_complete_else_watch(self, operation: T, watch_keys: Iterable[Hashable]) -> bool:
+        """Complete now if possible, else watch on every key and time it (R22-R24, R34)."""
+        if not isinstance(operation, DelayedOperation):
+            raise TypeError(
+                f"operation must be a baseline DelayedOperation, not {type(operation).__name__}"
+            )
+        keys = watch_key_list(watch_keys)
+        if self._is_shut_down:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        if not operation._claim_submission():
+            raise ValueError(
+                f"operation {operation!r} was already passed to try_complete_else_watch"
+            )
+
+        def watch_all() -> None:
+            for key in keys:
+                if operation.is_completed:
+                    break
+                with self._lock:
+                    self._watchers.setdefault(key, []).append(operation)
+            with self._lock:
+                self._estimated_total_operations += 1
+
+        if operation.safe_try_complete_or_else(watch_all):
+            with self._lock:
+                self._num_completed_by_purgatory += 1
+            return True
+        if not operation.is_completed:
+            if self._timer_enabled:
+                self._timer.add(operation)
+            if operation.is_completed:
+                operation.cancel()
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try every operation watched on ``key`` in watch order; count those completed (R25)."""
+        require_hashable("key", key)
+        with self._lock:
+            snapshot = list(self._watchers.get(key, ()))
+        completed = 0
+        for operation in snapshot:
+            if operation.is_completed:
+                self._unwatch(key, operation)
+            elif operation.safe_try_complete():
+                completed += 1
+                self._unwatch(key, operation)
+        if completed:
+            with self._lock:
+                self._num_completed_by_purgatory += completed
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[T]:
+        """Drop ``key``'s watcher list and cancel each operation's timer entry (R29)."""
+        require_hashable("key", key)
+        with self._lock:
+            operations = self._watchers.pop(key, [])
+        for operation in operations:
+            operation.cancel()
+        return operations
+
+    def advance_clock(self, timeout_ms: int) -> None:
+        """One reaper step: ``timer.advance_clock(timeout_ms)``, then the purge check."""
+        require_at_least("timeout_ms", timeout_ms, 0)
+        if self._is_shut_down:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        self._timer.advance_clock(timeout_ms)
+        self._purge_if_due()
+
+    def shutdown(self) -> None:
+        """Stop and join the reaper, then close the timer (R32): idempotent."""
+        with self._lock:
+            if self._is_shut_down:
+                return
+            self._is_shut_down = True
+        self._stop_reaper.set()
+        reaper = self._reaper
+        if reaper is not None:
+            self._timer.wakeup()
+            if reaper is not threading.current_thread():
+                reaper.join()
+        self._timer.close()
+
+    def __enter__(self) -> PurgatoryBase[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__module__}.DelayedOperationPurgatory({self._name!r}, "
+            f"watched={self.watched}, num_delayed={self.num_delayed})"
+        )
+
+    # -- hooks and internals -------------------------------------------------------------
+
+    def _unwatch(self, key: Hashable, operation: T) -> None:
+        with self._lock:
+            operations = self._watchers.get(key)
+            if operations is None:
+                return
+            for index, watched in enumerate(operations):
+                if watched is operation:
+                    del operations[index]
+                    break
+            if not operations:
+                del self._watchers[key]
+
+    def _purge_watchers(self) -> int:
+        """Unlink completed operations from every watcher list (caller holds the lock)."""
+        purged = 0
+        for key in list(self._watchers):
+            operations = self._watchers[key]
+            pending = [operation for operation in operations if not operation.is_completed]
+            purged += len(operations) - len(pending)
+            if pending:
+                self._watchers[key] = pending
+            else:
+                del self._watchers[key]
+        self._num_purged += purged
+        return purged
+
+    def _purge_if_due(self) -> None:
+        """R30: purge when estimate - num_delayed > purge_interval, estimate reset first."""
+        with self._lock:
+            delayed = self._timer.size
+            if self._estimated_total_operations - delayed <= self._purge_interval:
+                return
+            self._estimated_total_operations = delayed
+            self._purge_watchers()
+
+    def _reaper_step(self) -> None:
+        """One iteration of the reaper loop (R31)."""
+        self._timer.advance_clock(REAPER_STEP_MS)
+        self._purge_if_due()
+
+    def _reap(self) -> None:
+        while not self._stop_reaper.is_set():
+            try:
+                if self._timer.closed:
+                    self._stop_reaper.wait(REAPER_STEP_MS / 1000)
+                    continue
+                self._reaper_step()
+            except Exception:
+                logger.exception("expiration reaper of %r failed a step; it carries on", self._name)
+                self._stop_reaper.wait(REAPER_STEP_MS / 1000)
