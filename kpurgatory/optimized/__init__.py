@@ -1,0 +1,17 @@
+"""The optimized implementation: Kafka's hierarchical timing wheel and sharded purgatory.
+
+Same public API and observable behaviour as ``kpurgatory.reference`` (rules R1-R37 of
+``kpurgatory.spec.rules``), built from Kafka's structures: bucket lists with O(1)
+add/remove (``bucket``), a hierarchical timing wheel with lazily created overflow
+levels (``wheel``), a delay queue of buckets (``delay_queue``), the timer
+(``timer``), operations (``operation``) and a purgatory whose watcher lists are
+sharded by key hash (``purgatory``). Every structure has a ``_check()`` method that
+asserts its representation invariants. This package shares no code with the reference;
+docs/algorithm.md explains the algorithm and the cost of each operation.
+"""
+
+from kpurgatory.optimized.operation import DelayedOperation
+from kpurgatory.optimized.purgatory import DelayedOperationPurgatory
+from kpurgatory.optimized.timer import SystemTimer, TimerTask
+
+__all__ = ["DelayedOperation", "DelayedOperationPurgatory", "SystemTimer", "TimerTask"]

@@ -1,0 +1,431 @@
+"""The optimized ``DelayedOperationPurgatory``: watcher lists sharded by key hash (Kafka 2.2+).
+
+Same API and behaviour as ``kpurgatory.reference.purgatory`` (R22-R34). Structure
+(KAFKA-6431): ``shards`` (default 512) shards, key ``k`` in shard ``abs(hash(k)) %
+shards``; each shard has its own lock, a dict key -> ``WatcherList`` and a count of
+watched pairs. A watcher list is an insertion-ordered dict ``id(op) -> op``: append and
+unlink by identity are O(1) (operations are compared by identity, never by ``==``, so
+a subclass's ``__eq__``/``__hash__`` cannot confuse it). An empty list is dropped only
+if it is still the instance mapped for its key (Kafka's ``removeKeyIfEmpty``).
+
+Locks: an operation's lock, then at most one shard lock, then (inside the timer) the
+task and timer locks (R21, R37). A shard lock is never held while ``try_complete``
+runs or while the timer is called. Counters (estimate, completed, expired, purged)
+share one small lock, never held together with a shard lock.
+
+Metrics beyond the reference (documented extensions): ``num_expired`` (operations
+whose expiry won), ``shards``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+from kpurgatory._checks import (
+    require_at_least,
+    require_bool,
+    require_hashable,
+    require_int,
+    require_str,
+    watch_key_list,
+)
+from kpurgatory.clock import ManualClock
+from kpurgatory.optimized.operation import DelayedOperation
+from kpurgatory.optimized.timer import SystemTimer
+
+__all__ = ["DEFAULT_SHARDS", "REAPER_STEP_MS", "DelayedOperationPurgatory", "WatcherList"]
+
+logger = logging.getLogger(__name__)
+
+REAPER_STEP_MS = 200
+"""How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
+
+DEFAULT_SHARDS = 512
+"""Kafka's ``Shards``: the number of watcher-list shards."""
+
+T = TypeVar("T", bound=DelayedOperation)
+
+
+class WatcherList(Generic[T]):
+    """The operations watched on one key, in watch order (Kafka's ``Watchers``).
+
+    ``ops`` maps ``id(op)`` to ``op`` (the op is kept, so its id stays unique). Guarded by
+    its shard's lock. Reference equivalent: the ``list[T]`` in the reference's map.
+    Costs: watch, unlink O(1); snapshot O(n).
+    """
+
+    __slots__ = ("key", "ops")
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.ops: dict[int, T] = {}
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __repr__(self) -> str:
+        return f"WatcherList({self.key!r}, {len(self.ops)} ops)"
+
+
+class _Shard(Generic[T]):
+    """One shard: a lock, the watcher lists of its keys, and its number of watched pairs."""
+
+    __slots__ = ("count", "lock", "watchers")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.watchers: dict[Hashable, WatcherList[T]] = {}
+        self.count = 0
+
+
+class DelayedOperationPurgatory(Generic[T]):
+    """Holds delayed operations until they complete or expire (Kafka's purgatory).
+
+    Reference equivalent: ``kpurgatory.reference.DelayedOperationPurgatory`` (same
+    constructor, properties and methods). ``timer`` defaults to
+    ``SystemTimer(purgatory_name)`` (optimized); the purgatory owns it and closes it at
+    ``shutdown``. With ``reaper_enabled`` a thread named
+    ``ExpirationReaper-<broker_id>-<purgatory_name>`` loops ``advance_clock(200)``
+    (R31). ``shards`` (keyword-only extension) sets the number of watcher shards.
+    """
+
+    def __init__(
+        self,
+        purgatory_name: str,
+        timer: SystemTimer | None = None,
+        broker_id: int = 0,
+        purge_interval: int = 1000,
+        reaper_enabled: bool = True,
+        timer_enabled: bool = True,
+        *,
+        shards: int = DEFAULT_SHARDS,
+    ) -> None:
+        self._name = require_str("purgatory_name", purgatory_name)
+        if timer is not None and not isinstance(timer, SystemTimer):
+            raise TypeError(f"timer must be an optimized SystemTimer, not {type(timer).__name__}")
+        self._broker_id = require_int("broker_id", broker_id)
+        self._purge_interval = require_at_least("purge_interval", purge_interval, 0)
+        self._reaper_enabled = require_bool("reaper_enabled", reaper_enabled)
+        self._timer_enabled = require_bool("timer_enabled", timer_enabled)
+        self._num_shards = require_at_least("shards", shards, 1)
+        if reaper_enabled and timer is not None and isinstance(timer.clock, ManualClock):
+            raise ValueError(
+                "reaper_enabled=True needs a real clock: the reaper would advance the "
+                "ManualClock on its own; pass reaper_enabled=False and call advance_clock"
+            )
+        self._timer = SystemTimer(purgatory_name) if timer is None else timer
+        self._shards: tuple[_Shard[T], ...] = tuple(_Shard() for _ in range(self._num_shards))
+        self._counters_lock = threading.Lock()
+        self._estimated_total_operations = 0
+        self._num_purged = 0
+        self._num_completed = 0
+        self._num_expired = 0
+        self._shutdown_lock = threading.Lock()
+        self._is_shut_down = False
+        self._stop_reaper = threading.Event()
+        self._reaper: threading.Thread | None = None
+        if reaper_enabled:
+            self._reaper = threading.Thread(
+                target=self._reap,
+                name=f"ExpirationReaper-{broker_id}-{purgatory_name}",
+                daemon=True,
+            )
+            self._reaper.start()
+
+    # -- read-only state -------------------------------------------------------------
+
+    @property
+    def purgatory_name(self) -> str:
+        """The name given at construction."""
+        return self._name
+
+    @property
+    def timer(self) -> SystemTimer:
+        """The timer operations wait in."""
+        return self._timer
+
+    @property
+    def shards(self) -> int:
+        """Number of watcher-list shards (extension; Kafka: 512)."""
+        return self._num_shards
+
+    @property
+    def watched(self) -> int:
+        """(key, operation) pairs in watcher lists, completed ones included (R27).
+
+        O(shards): each shard keeps its count. Reference: sum of list lengths.
+        """
+        total = 0
+        for shard in self._shards:
+            with shard.lock:
+                total += shard.count
+        return total
+
+    @property
+    def num_delayed(self) -> int:
+        """Tasks scheduled in the timer: the pending operations (R28). O(1)."""
+        return self._timer.size
+
+    @property
+    def watched_keys(self) -> int:
+        """Keys that have a watcher list (empty lists are dropped, R26). O(shards)."""
+        total = 0
+        for shard in self._shards:
+            with shard.lock:
+                total += len(shard.watchers)
+        return total
+
+    @property
+    def estimated_total_operations(self) -> int:
+        """The purge estimate: operations watched since the last purge, plus the timer size then."""
+        with self._counters_lock:
+            return self._estimated_total_operations
+
+    @property
+    def num_purged(self) -> int:
+        """Completed operations removed from watcher lists by purges so far (R30)."""
+        with self._counters_lock:
+            return self._num_purged
+
+    @property
+    def num_completed(self) -> int:
+        """Operations completed by this purgatory's own calls (a True from
+        ``try_complete_else_watch``, or counted by ``check_and_complete``)."""
+        with self._counters_lock:
+            return self._num_completed
+
+    @property
+    def num_expired(self) -> int:
+        """Operations submitted here whose expiry won (extension: ``run``'s
+        ``force_complete`` returned True, just before ``on_expiration``)."""
+        with self._counters_lock:
+            return self._num_expired
+
+    # -- operations ------------------------------------------------------------------
+
+    def try_complete_else_watch(self, operation: T, watch_keys: Iterable[Hashable]) -> bool:
+        """Complete ``operation`` now if it can; otherwise watch it on every key and time it.
+
+        The sequence (R22): holding the operation's lock, ``try_complete``; if that fails,
+        watch the operation on each distinct key while it is not completed (each append
+        under that key's shard lock), count it once in the purge estimate, and
+        ``try_complete`` again. Then, without the lock: if still not completed, add it
+        to the timer (when ``timer_enabled``), and cancel that entry if it completed
+        meanwhile. Returns True iff this call completed the operation (R23); at most
+        once per operation (R34). Cost: O(1) per key plus the timer add. Reference
+        equivalent: same sequence on one global lock.
+        """
+        if not isinstance(operation, DelayedOperation):
+            raise TypeError(
+                f"operation must be an optimized DelayedOperation, not {type(operation).__name__}"
+            )
+        keys = watch_key_list(watch_keys)
+        if self._is_shut_down:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        if not operation._claim_submission():
+            raise ValueError(
+                f"operation {operation!r} was already passed to try_complete_else_watch"
+            )
+        operation._on_expired = self._count_expired
+        shards = self._shards
+        num_shards = self._num_shards
+
+        def watch_all() -> None:
+            op_id = id(operation)
+            for key in keys:
+                if operation.is_completed:
+                    break
+                shard = shards[abs(hash(key)) % num_shards]
+                with shard.lock:
+                    watchers = shard.watchers.get(key)
+                    if watchers is None:
+                        watchers = shard.watchers[key] = WatcherList(key)
+                    watchers.ops[op_id] = operation
+                    shard.count += 1
+            with self._counters_lock:
+                self._estimated_total_operations += 1
+
+        if operation.safe_try_complete_or_else(watch_all):
+            with self._counters_lock:
+                self._num_completed += 1
+            return True
+        if not operation.is_completed:
+            if self._timer_enabled:
+                self._timer.add(operation)
+            if operation.is_completed:
+                operation.cancel()
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try to complete every operation watched on ``key``; return how many this call completed.
+
+        Snapshot the key's list under its shard lock (no key is created), then visit the
+        snapshot in watch order with no purgatory lock held: an operation already
+        completed is unlinked and not counted; otherwise ``safe_try_complete``, and if it
+        returns True it is unlinked and counted (R25). The list is dropped if it empties
+        and is still the mapped one (R26). Cost: O(n) for n watched ops plus their
+        ``try_complete``. Reference equivalent: same on one lock, unlink by list scan.
+        """
+        require_hashable("key", key)
+        shard = self._shards[abs(hash(key)) % self._num_shards]
+        with shard.lock:
+            watchers = shard.watchers.get(key)
+            if watchers is None:
+                return 0
+            snapshot = list(watchers.ops.values())
+        completed = 0
+        for operation in snapshot:
+            if operation.is_completed:
+                self._unwatch(shard, watchers, operation)
+            elif operation.safe_try_complete():
+                completed += 1
+                self._unwatch(shard, watchers, operation)
+        if completed:
+            with self._counters_lock:
+                self._num_completed += completed
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[T]:
+        """Stop watching ``key``: cancel each operation's timer entry and return them (R29).
+
+        The operations are neither completed nor expired and stay on their other keys;
+        the list is in watch order and includes completed ones. O(n). Reference
+        equivalent: ``cancel_for_key``.
+        """
+        require_hashable("key", key)
+        shard = self._shards[abs(hash(key)) % self._num_shards]
+        with shard.lock:
+            watchers = shard.watchers.pop(key, None)
+            if watchers is None:
+                return []
+            operations = list(watchers.ops.values())
+            watchers.ops.clear()
+            shard.count -= len(operations)
+        for operation in operations:
+            operation.cancel()
+        return operations
+
+    def advance_clock(self, timeout_ms: int) -> None:
+        """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
+
+        ``RuntimeError`` after ``shutdown``.
+        """
+        require_at_least("timeout_ms", timeout_ms, 0)
+        if self._is_shut_down:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        self._timer.advance_clock(timeout_ms)
+        self._purge_if_due()
+
+    def shutdown(self) -> None:
+        """Stop and join the reaper, then close the timer (R32): idempotent.
+
+        The reaper is woken at once (``timer.wakeup``). Pending operations are neither
+        completed nor expired.
+        """
+        with self._shutdown_lock:
+            if self._is_shut_down:
+                return
+            self._is_shut_down = True
+        self._stop_reaper.set()
+        reaper = self._reaper
+        if reaper is not None:
+            self._timer.wakeup()
+            if reaper is not threading.current_thread():
+                reaper.join()
+        self._timer.close()
+
+    def __enter__(self) -> DelayedOperationPurgatory[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (
+            f"DelayedOperationPurgatory({self._name!r}, watched={self.watched}, "
+            f"num_delayed={self.num_delayed})"
+        )
+
+    # -- invariants ------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Assert the purgatory's representation invariants, then the timer's.
+
+        Every key lies in the shard its hash selects, is mapped to a list for that key,
+        no mapped list is empty, each list's dict keys are the ids of its operations,
+        each shard's count equals its watched pairs, and the counters are non-negative.
+        """
+        for index, shard in enumerate(self._shards):
+            with shard.lock:
+                pairs = 0
+                for key, watchers in shard.watchers.items():
+                    if abs(hash(key)) % self._num_shards != index:
+                        raise AssertionError(f"key {key!r} is in shard {index}, not its own")
+                    if watchers.key is not key and watchers.key != key:
+                        raise AssertionError(f"key {key!r} maps to the list of {watchers.key!r}")
+                    if not watchers.ops:
+                        raise AssertionError(f"key {key!r} maps to an empty watcher list")
+                    for op_id, operation in watchers.ops.items():
+                        if op_id != id(operation):
+                            raise AssertionError(f"{operation!r} is filed under a wrong id")
+                    pairs += len(watchers.ops)
+                if pairs != shard.count:
+                    raise AssertionError(f"shard {index} counts {shard.count}, holds {pairs}")
+        with self._counters_lock:
+            if min(self._estimated_total_operations, self._num_purged, self._num_completed) < 0:
+                raise AssertionError("a purgatory counter is negative")
+        self._timer._check()
+
+    # -- internals -------------------------------------------------------------------
+
+    def _count_expired(self) -> None:
+        with self._counters_lock:
+            self._num_expired += 1
+
+    def _unwatch(self, shard: _Shard[T], watchers: WatcherList[T], operation: T) -> None:
+        """Unlink ``operation`` from ``watchers``; drop the list if empty and still mapped."""
+        with shard.lock:
+            if watchers.ops.pop(id(operation), None) is not None:
+                shard.count -= 1
+            if not watchers.ops and shard.watchers.get(watchers.key) is watchers:
+                del shard.watchers[watchers.key]
+
+    def _purge_if_due(self) -> None:
+        with self._counters_lock:
+            delayed = self._timer.size
+            if self._estimated_total_operations - delayed <= self._purge_interval:
+                return
+            self._estimated_total_operations = delayed
+        purged = 0
+        for shard in self._shards:
+            with shard.lock:
+                if not shard.watchers:
+                    continue
+                for key, watchers in list(shard.watchers.items()):
+                    ops = watchers.ops
+                    done = [op_id for op_id, op in ops.items() if op.is_completed]
+                    for op_id in done:
+                        del ops[op_id]
+                    purged += len(done)
+                    shard.count -= len(done)
+                    if not ops:
+                        del shard.watchers[key]
+        if purged:
+            with self._counters_lock:
+                self._num_purged += purged
+            logger.debug("purgatory %r purged %d completed operations", self._name, purged)
+
+    def _reap(self) -> None:
+        while not self._stop_reaper.is_set():
+            try:
+                if self._timer.closed:  # closed under us: idle instead of spinning
+                    self._stop_reaper.wait(REAPER_STEP_MS / 1000)
+                    continue
+                self._timer.advance_clock(REAPER_STEP_MS)
+                self._purge_if_due()
+            except Exception:
+                logger.exception("expiration reaper of %r failed a step; it carries on", self._name)
+                self._stop_reaper.wait(REAPER_STEP_MS / 1000)

@@ -1,0 +1,367 @@
+"""The optimized timer: ``TimerTask`` and ``SystemTimer`` on a hierarchical timing wheel.
+
+Same API and observable behaviour as ``kpurgatory.reference.timer`` (R1-R15); the
+schedule is Kafka's structure instead of one flat dict: a ``TimingWheel`` with lazily
+created overflow levels, buckets that are circular linked lists, a delay queue of
+buckets, and a task counter shared by every bucket. ``add`` and ``cancel`` are O(1)
+per wheel level (reference: O(1) dict insert/pop); ``advance_clock`` costs O(log B)
+per due bucket plus O(1) per entry drained or cascaded (reference: O(n log n) per call
+over every pending task). See docs/algorithm.md.
+
+Locking scheme (Python has no read/write lock, so Kafka's read lock for ``add`` and
+write lock for the drain become one lock):
+
+* Each timer has one re-entrant lock (``RLock``). It guards the wheel, every bucket
+  and entry link of this timer, the counter, the delay queue and the current time.
+  ``add`` and the whole drain of ``advance_clock`` run under it, so an add never sees a
+  half-done drain. A real-clock wait releases it (``Condition.wait``).
+* Each task has one small lock (``_entry_lock``) guarding ``task._entry``, the pointer to
+  its current entry, so a task is scheduled in at most one timer at a time. ``add`` and
+  ``cancel`` take it first, then at most one timer lock at a time: the old entry's
+  timer (to unlink it), released before the new timer's lock is taken. No thread ever
+  holds two timer locks, so moving tasks between timers cannot deadlock.
+* The drain never takes a task lock and never writes ``task._entry``; it only moves
+  links under its own timer lock. Hand-over happens after the timer lock is released,
+  so a task run by an ``InlineExecutor`` may call back into any timer (R37); just before
+  each hand-over the drain checks ``task._entry is entry`` (an atomic read) and skips a
+  task cancelled or re-added meanwhile (R11).
+* Lock order (R37): operation lock, then purgatory shard lock, then task lock, then
+  timer lock. User code never runs under a task or timer lock.
+
+The current time (R2) is kept separately from the wheel's lowest level, which moves to
+each dequeued bucket's expiration during the drain; at the end of the drain the wheel
+advances to the drain reading and the timer publishes its current time, so no reader
+sees an intermediate value.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import threading
+from concurrent.futures import Executor
+
+from kpurgatory._checks import require_at_least, require_int, require_str
+from kpurgatory.clock import MonotonicClock
+from kpurgatory.executors import SingleThreadExecutor, run_logged
+from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry
+from kpurgatory.optimized.delay_queue import DelayQueue
+from kpurgatory.optimized.wheel import TimingWheel
+from kpurgatory.spec.arithmetic import due_time, expiration_ms, is_due, round_down
+from kpurgatory.spec.protocols import Clock
+
+__all__ = ["SystemTimer", "TimerTask"]
+
+logger = logging.getLogger(__name__)
+
+
+class TimerTask(abc.ABC):
+    """A task a ``SystemTimer`` runs once its delay has passed (Kafka's ``TimerTask``).
+
+    Reference equivalent: ``kpurgatory.reference.timer.TimerTask`` (same API and rules:
+    any int delay, at most one schedule at a time, R9-R11). Holds ``_entry``, its
+    current ``TimerTaskEntry`` (or None), guarded by ``_entry_lock``.
+    """
+
+    def __init__(self, delay_ms: int) -> None:
+        self._delay_ms = require_int("delay_ms", delay_ms)
+        self._entry: TimerTaskEntry | None = None
+        self._entry_lock = threading.Lock()
+
+    @property
+    def delay_ms(self) -> int:
+        """The delay given at construction, in milliseconds."""
+        return self._delay_ms
+
+    def cancel(self) -> None:
+        """Remove the task from its timer's schedule (R9).
+
+        Idempotent; ``size`` drops at once. A run already handed over is not stopped; a
+        task that has left the schedule but whose hand-over turn has not come is not
+        handed over (R11). O(1): unlink through the entry, under the task lock and then
+        the entry's timer lock. Reference equivalent: ``_pending.pop`` under one global lock.
+        """
+        with self._entry_lock:
+            entry = self._entry
+            if entry is None:
+                return
+            self._entry = None
+            with entry.lock:
+                bucket = entry.list
+                if bucket is not None:
+                    bucket.remove(entry)
+
+    @abc.abstractmethod
+    def run(self) -> None:
+        """The work to do when the task is due. Runs on the timer's executor."""
+
+
+class SystemTimer:
+    """A hierarchical-timing-wheel timer that hands due tasks to an executor.
+
+    Reference equivalent: ``kpurgatory.reference.timer.SystemTimer``: same constructor,
+    properties and methods, same rules (R1-R15). ``tick_ms`` is the resolution and the
+    lowest wheel's tick, ``wheel_size`` the buckets per level (default 20: levels of
+    20 ms, 400 ms, 8 s, ...). ``start_ms`` sets the initial current time (default: the
+    clock's reading). By default the timer reads a ``MonotonicClock`` and runs tasks on
+    one worker thread named ``executor-<executor_name>`` (R15).
+    """
+
+    def __init__(
+        self,
+        executor_name: str,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        start_ms: int | None = None,
+        *,
+        clock: Clock | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self._name = require_str("executor_name", executor_name)
+        self._tick_ms = require_at_least("tick_ms", tick_ms, 1)
+        self._wheel_size = require_at_least("wheel_size", wheel_size, 2)
+        if clock is not None and not isinstance(clock, Clock):
+            raise TypeError(f"clock must provide now_ms() and wait(), not {type(clock).__name__}")
+        if executor is not None and not isinstance(executor, Executor):
+            raise TypeError(
+                f"executor must be a concurrent.futures.Executor, not {type(executor).__name__}"
+            )
+        self._clock: Clock = MonotonicClock() if clock is None else clock
+        start = self._clock.now_ms() if start_ms is None else require_int("start_ms", start_ms)
+        self._owns_executor = executor is None
+        self._executor: Executor = (
+            SingleThreadExecutor(f"executor-{self._name}") if executor is None else executor
+        )
+        self._lock = threading.RLock()
+        self._counter = TaskCounter()
+        self._queue = DelayQueue(self._lock)
+        self._wheel = TimingWheel(
+            self._tick_ms, self._wheel_size, start, self._counter, self._queue, self._lock
+        )
+        self._current_time = round_down(start, self._tick_ms)
+        self._wake_requested = False
+        self._closed = False
+
+    # -- read-only state -------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Entries linked in buckets on every level: the scheduled tasks (R12). O(1)."""
+        return self._counter.value
+
+    @property
+    def tick_ms(self) -> int:
+        """The timer's resolution in milliseconds (the lowest wheel's tick)."""
+        return self._tick_ms
+
+    @property
+    def wheel_size(self) -> int:
+        """Buckets per wheel level."""
+        return self._wheel_size
+
+    @property
+    def current_time(self) -> int:
+        """The time against which ``add`` judges "due at once" (R2)."""
+        return self._current_time
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this timer reads."""
+        return self._clock
+
+    @property
+    def executor(self) -> Executor:
+        """The executor due tasks are handed to."""
+        return self._executor
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has been called."""
+        return self._closed
+
+    @property
+    def levels(self) -> int:
+        """Number of wheel levels created so far (overflow wheels are created on demand)."""
+        with self._lock:
+            return len(self._wheel.levels())
+
+    # -- scheduling ------------------------------------------------------------------
+
+    def add(self, task: TimerTask) -> None:
+        """Schedule ``task`` at its due time, or hand it over now if already due (R1, R3, R10).
+
+        Pre: the timer is open (else ``RuntimeError``); ``task`` is an optimized
+        ``TimerTask`` (else ``TypeError``). Post: either ``task`` is linked in exactly
+        one bucket of this timer with due time ``round_down(now + delay_ms)``, or that
+        due time is at or before ``current_time`` and the task was handed over. An
+        earlier schedule, in this timer or another, is unlinked first. Cost: O(1) per
+        wheel level visited, plus O(log B) when a bucket is newly queued. Reference
+        equivalent: ``SystemTimer.add`` (a dict insert).
+        """
+        if not isinstance(task, TimerTask):
+            raise TypeError(f"task must be an optimized TimerTask, not {type(task).__name__}")
+        if self._closed:
+            raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
+        # Read the clock before taking any lock: a clock is user code (a test clock may
+        # even complete or re-add this task), and the reference reads it before looking
+        # at the task's old schedule too.
+        due = due_time(expiration_ms(self._clock.now_ms(), task._delay_ms), self._tick_ms)
+        lock = self._lock
+        with task._entry_lock:
+            old = task._entry
+            if old is not None and old.lock is not lock:
+                # Scheduled in another timer: unlink there first, holding only that lock.
+                task._entry = None
+                with old.lock:
+                    bucket = old.list
+                    if bucket is not None:
+                        bucket.remove(old)
+                old = None
+            with lock:
+                if self._closed:
+                    raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
+                if old is not None:
+                    task._entry = None
+                    bucket = old.list
+                    if bucket is not None:
+                        bucket.remove(old)
+                if not is_due(due, self._current_time):
+                    entry = TimerTaskEntry(task, due, lock)
+                    task._entry = entry
+                    if self._wheel.add(entry):
+                        self._queue.note_scheduled(due)
+                        return
+                    task._entry = None  # unreachable: the wheel agrees with is_due (R3)
+        self._hand_over(task)
+
+    def advance_clock(self, timeout_ms: int) -> bool:
+        """Let up to ``timeout_ms`` pass, then hand over every task due (R4-R8, R11).
+
+        Under the timer lock: wait through the clock (R7), then drain: take out each
+        bucket whose expiration is at or before the drain reading ``now``, advance the
+        wheel to its expiration and flush it, re-adding each entry (it cascades to a
+        finer level) or collecting it if it is due; finally advance the wheel to ``now``
+        (R2). Buckets leave in expiration order and a collected entry's due time equals
+        its bucket's expiration, so the collected list is in non-decreasing due order
+        (R6). Without the lock: hand each collected task over unless it was cancelled or
+        re-added meanwhile (R11). Returns True iff a task was handed over (R8); False at
+        once on a closed timer (R14). Cost: O(log B) per due bucket plus O(1) per entry
+        drained or cascaded. Reference equivalent: scan, sort and pop every due entry.
+        """
+        timeout = require_at_least("timeout_ms", timeout_ms, 0)
+        with self._lock:
+            if self._closed:
+                return False
+            now = self._queue.await_due(self._clock, timeout, self._interrupted)
+            self._wake_requested = False
+            if self._closed:
+                return False
+            collected: list[TimerTaskEntry] = []
+            wheel = self._wheel
+            wheel_add = wheel.add
+            wheel_advance = wheel.advance_clock
+            poll = self._queue.poll
+            append = collected.append
+
+            def reinsert(entry: TimerTaskEntry) -> None:
+                if not wheel_add(entry):
+                    append(entry)
+
+            bucket = poll(now)
+            while bucket is not None:
+                expiration = bucket.expiration
+                assert expiration is not None
+                wheel_advance(expiration)
+                bucket.flush(reinsert)
+                bucket = poll(now)
+            wheel_advance(now)
+            self._current_time = wheel.current_time
+        handed_over = False
+        hand_over = self._hand_over
+        for entry in collected:
+            task = entry.task
+            if task._entry is not entry:
+                continue  # cancelled or re-added before its turn (R11)
+            hand_over(task)
+            handed_over = True
+        return handed_over
+
+    def wakeup(self) -> None:
+        """End a blocked ``advance_clock`` early (it drains at the current reading)."""
+        with self._lock:
+            self._wake_requested = True
+            self._queue.wake_all()
+
+    def close(self) -> None:
+        """Stop the timer (R14): idempotent; scheduled tasks will never run.
+
+        A blocked ``advance_clock`` returns False. An executor the timer created is shut
+        down after finishing what was already handed over; a caller's executor is left
+        running.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.wake_all()
+        if self._owns_executor:
+            self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> SystemTimer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"SystemTimer({self._name!r}, tick_ms={self._tick_ms}, size={self.size}, "
+            f"current_time={self._current_time}{', closed' if self._closed else ''})"
+        )
+
+    # -- invariants ------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Assert the timer's representation invariants (``AssertionError`` with a message).
+
+        The wheel's (``TimingWheel._check``: ranges, overflow ticks, current times,
+        bucket placement, every non-empty bucket queued, counter == linked entries),
+        the delay queue's (heap, no duplicates, keys == expirations, only this timer's
+        buckets), the current time equals the lowest wheel's and is a multiple of the
+        tick, and every linked entry is its task's current entry and is due strictly
+        after the current time.
+        """
+        with self._lock:
+            wheel = self._wheel
+            if self._current_time != wheel.current_time:
+                raise AssertionError(
+                    f"current time {self._current_time} != wheel time {wheel.current_time}"
+                )
+            if self._current_time % self._tick_ms != 0:
+                raise AssertionError(f"current time {self._current_time} not a tick multiple")
+            self._queue._check()
+            queued = {id(bucket) for bucket in self._queue.buckets()}
+            own = {id(bucket) for level in wheel.levels() for bucket in level.buckets}
+            if not queued <= own:
+                raise AssertionError("the delay queue holds a bucket of another timer")
+            wheel._check(queued)
+            for level in wheel.levels():
+                for bucket in level.buckets:
+                    for entry in bucket.entries():
+                        if entry.task._entry is not entry:
+                            raise AssertionError(f"{entry!r} is linked but stale")
+                        if entry.due <= self._current_time:
+                            raise AssertionError(
+                                f"{entry!r} is linked but due at current time {self._current_time}"
+                            )
+
+    # -- internals -------------------------------------------------------------------
+
+    def _interrupted(self) -> bool:
+        return self._closed or self._wake_requested
+
+    def _hand_over(self, task: TimerTask) -> None:
+        try:
+            self._executor.submit(run_logged, task, logger)
+        except RuntimeError:
+            logger.error("timer %r could not hand over %r: executor is shut down", self._name, task)
