@@ -1,0 +1,246 @@
+"""``kpurgatory bench [--quick|--full]``: run every benchmark, write JSON, PNGs and the report.
+
+The full run (the default) writes docs/perf/results.json, the plots and profile trees
+under docs/perf/, and regenerates docs/performance.md. ``--quick`` is the CI smoke run:
+the same code paths with tiny sizes, written to build/bench-quick/ unless told
+otherwise, so it never overwrites the committed measurement. ``--compiled-python PATH``
+also runs the benchmarks in the interpreter of a mypyc build (``make compiled-venv``)
+and merges that run in; ``--json-only PATH`` is how that second pass reports back.
+``--report-only`` regenerates the markdown and plots from an existing results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kpurgatory.bench.runner import BENCHMARKS, PLANS, goals, run_all
+
+__all__ = ["add_parser", "main"]
+
+DEFAULT_OUT = {"full": Path("docs/perf"), "quick": Path("build/bench-quick")}
+DEFAULT_REPORT = {
+    "full": Path("docs/performance.md"),
+    "quick": Path("build/bench-quick/performance.md"),
+}
+DEFAULT_SEED = 2015
+"""The workload seed unless ``--seed`` says otherwise."""
+
+ANALYSIS_NAME = "analysis.md"
+"""A hand-written reading of the results, in the output folder, included in the report."""
+
+
+@contextmanager
+def _progress(plain: bool) -> Iterator[Callable[[str], None]]:
+    """A ``say`` callback: a rich status line with elapsed time, or plain lines."""
+    started = time.monotonic()
+    if not plain:
+        try:
+            from rich.console import Console
+        except ImportError:
+            plain = True
+    if plain:
+
+        def say_plain(text: str) -> None:
+            print(f"[{time.monotonic() - started:7.1f} s] {text}", flush=True)
+
+        yield say_plain
+        return
+    console = Console(stderr=True)
+    with console.status("starting") as status:
+
+        def say_rich(text: str) -> None:
+            stamp = f"[{time.monotonic() - started:7.1f} s]"
+            console.log(f"{stamp} {text}")
+            status.update(f"{stamp} {text}")
+
+        yield say_rich
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this run, rebuilt from the parsed arguments."""
+    parts = ["kpurgatory", "bench", f"--{args.mode}"]
+    if args.out is not None:
+        parts += ["--out", str(args.out)]
+    if args.report is not None:
+        parts += ["--report", str(args.report)]
+    if args.designs:
+        parts += ["--designs", ",".join(args.designs)]
+    if list(args.only) != list(BENCHMARKS):
+        parts += ["--only", ",".join(args.only)]
+    if args.seed != DEFAULT_SEED:
+        parts += ["--seed", str(args.seed)]
+    if args.compiled_python:
+        parts += ["--compiled-python", args.compiled_python]
+    return " ".join(shlex.quote(part) for part in parts)
+
+
+def _compiled_pass(python: str, args: argparse.Namespace, say: Callable[[str], None]) -> Any:
+    """Run the same benchmarks in ``python`` (a compiled build) and return its run."""
+    with tempfile.TemporaryDirectory(prefix="kpurgatory-bench-") as folder:
+        out = Path(folder) / "run.json"
+        command = [
+            python,
+            "-m",
+            "kpurgatory",
+            "bench",
+            f"--{args.mode}",
+            "--plain",
+            "--json-only",
+            str(out),
+            "--seed",
+            str(args.seed),
+            "--only",
+            ",".join(args.only),
+        ]
+        if args.designs:
+            command += ["--designs", ",".join(args.designs)]
+        say(f"compiled pass: {' '.join(command)}")
+        subprocess.run(command, check=True, cwd=tempfile.gettempdir())
+        data = json.loads(out.read_text(encoding="utf-8"))
+        profile_texts = data.pop("_profile_texts", {})
+        return data, profile_texts
+
+
+def write_outputs(
+    results: dict[str, Any], out_dir: Path, report: Path | None, texts: dict[str, str]
+) -> list[Path]:
+    """Write results.json, the profile trees, the plots and (unless None) the report."""
+    from kpurgatory.bench.report import render, write_plots
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "results.json"]
+    written[0].write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    for stem, text in texts.items():
+        path = out_dir / f"profile-{stem}.txt"
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    plots = write_plots(results["runs"], out_dir)
+    written += plots
+    if report is not None:
+        analysis_path = out_dir / ANALYSIS_NAME
+        analysis = analysis_path.read_text(encoding="utf-8") if analysis_path.exists() else None
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(render(results, [p.name for p in plots], analysis), encoding="utf-8")
+        written.append(report)
+    return written
+
+
+def _split(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _run(args: argparse.Namespace) -> int:
+    out_dir: Path = args.out or DEFAULT_OUT[args.mode]
+    report: Path | None = None if args.no_report else (args.report or DEFAULT_REPORT[args.mode])
+    if args.report_only:
+        results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+        results["goals"] = goals(results["runs"])
+        for path in write_outputs(results, out_dir, report, {}):
+            print(f"wrote {path}")
+        return 0
+    unknown = [name for name in args.only if name not in BENCHMARKS]
+    if unknown:
+        raise SystemExit(f"--only: unknown benchmark(s) {unknown}; choose from {BENCHMARKS}")
+    plan = PLANS[args.mode]
+    with _progress(args.plain) as say:
+        run, texts = run_all(
+            plan, designs=args.designs or None, only=args.only, seed=args.seed, say=say
+        )
+        if args.json_only is not None:
+            run["_profile_texts"] = texts
+            args.json_only.write_text(json.dumps(run) + "\n", encoding="utf-8")
+            return 0
+        runs = [run]
+        all_texts = {f"{run['build']}-{stem}": text for stem, text in texts.items()}
+        if args.compiled_python:
+            compiled, compiled_texts = _compiled_pass(args.compiled_python, args, say)
+            if compiled.get("build") != "compiled":
+                say(f"warning: {args.compiled_python} ran a {compiled.get('build')} build")
+            runs.append(compiled)
+            all_texts.update({f"{compiled['build']}-{k}": v for k, v in compiled_texts.items()})
+    results = {
+        "schema": run["schema"],
+        "mode": args.mode,
+        "command": _command_line(args),
+        "runs": runs,
+        "goals": goals(runs),
+    }
+    for path in write_outputs(results, out_dir, report, all_texts):
+        print(f"wrote {path}")
+    for goal in results["goals"]:
+        verdict = {True: "met", False: "NOT met", None: "not measured"}[goal["met"]]
+        values = ", ".join(
+            f"{m['run']}: {m['value']:.2f}" if m["value"] is not None else f"{m['run']}: n/a"
+            for m in goal["measurements"]
+        )
+        print(f"goal {goal['target']:>8}  {verdict:<12} {goal['goal']}  [{values}]")
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``kpurgatory bench``."""
+    parser = subparsers.add_parser(
+        "bench",
+        help="run the benchmarks (enqueue, timer scaling, idle, profile) and write the report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--quick", dest="mode", action="store_const", const="quick", help="CI smoke run"
+    )
+    mode.add_argument(
+        "--full", dest="mode", action="store_const", const="full", help="measurement (default)"
+    )
+    parser.set_defaults(mode="full")
+    parser.add_argument("--out", type=Path, help="results folder (full: docs/perf)")
+    parser.add_argument("--report", type=Path, help="markdown report (full: docs/performance.md)")
+    parser.add_argument("--no-report", action="store_true", help="do not write the markdown")
+    parser.add_argument(
+        "--designs", type=_split, default=[], help="comma-separated designs (default: all)"
+    )
+    parser.add_argument(
+        "--only",
+        type=_split,
+        default=list(BENCHMARKS),
+        help=f"comma-separated benchmarks among {','.join(BENCHMARKS)} (default: all)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help=f"workload seed (default {DEFAULT_SEED})"
+    )
+    parser.add_argument(
+        "--compiled-python",
+        help="also run in this interpreter (a mypyc build of kpurgatory) and merge its run",
+    )
+    parser.add_argument("--json-only", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="regenerate the report and plots from the existing results.json",
+    )
+    parser.add_argument("--plain", action="store_true", help="plain progress lines (no rich)")
+    parser.set_defaults(func=_run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``kpurgatory bench`` with ``argv`` (for ``python -m kpurgatory.bench.cli``)."""
+    from kpurgatory.cli import build_parser
+
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(["bench", *arguments])
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
