@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES: tuple[str, ...] = ("kpurgatory.demo",)
+COMMAND_MODULES: tuple[str, ...] = ("kpurgatory.demo", "kpurgatory.bench.cli")
 """Modules that register subcommands, in the order ``--help`` lists them."""
 
 
