@@ -23,6 +23,7 @@ import itertools
 import threading
 from collections.abc import Callable
 
+from kpurgatory import sync
 from kpurgatory.optimized.bucket import TimerTaskList
 from kpurgatory.spec.protocols import AbstractLock, Clock
 
@@ -45,7 +46,7 @@ class DelayQueue:
     def __init__(self, lock: AbstractLock) -> None:
         self._heap: list[tuple[int, int, TimerTaskList]] = []
         self._seq = itertools.count()
-        self._condition = threading.Condition(lock)  # type: ignore[arg-type]
+        self._condition = sync.new_condition(lock)
         self._waiters = 0
         self._target: int | None = None
 

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
+from kpurgatory import sync
 from kpurgatory._checks import (
     require_at_least,
     require_bool,
@@ -35,6 +36,7 @@ from kpurgatory._checks import (
 from kpurgatory.clock import ManualClock
 from kpurgatory.optimized.operation import DelayedOperation
 from kpurgatory.optimized.timer import SystemTimer
+from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DEFAULT_SHARDS", "REAPER_STEP_MS", "DelayedOperationPurgatory", "WatcherList"]
 
@@ -76,7 +78,7 @@ class _Shard(Generic[T]):
     __slots__ = ("count", "lock", "watchers")
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock: AbstractLock = sync.new_lock()
         self.watchers: dict[Hashable, WatcherList[T]] = {}
         self.count = 0
 
@@ -118,12 +120,12 @@ class DelayedOperationPurgatory(Generic[T]):
             )
         self._timer = SystemTimer(purgatory_name) if timer is None else timer
         self._shards: tuple[_Shard[T], ...] = tuple(_Shard() for _ in range(self._num_shards))
-        self._counters_lock = threading.Lock()
+        self._counters_lock = sync.new_lock()
         self._estimated_total_operations = 0
         self._num_purged = 0
         self._num_completed = 0
         self._num_expired = 0
-        self._shutdown_lock = threading.Lock()
+        self._shutdown_lock = sync.new_lock()
         self._is_shut_down = False
         self._stop_reaper = threading.Event()
         self._reaper: threading.Thread | None = None

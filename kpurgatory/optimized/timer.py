@@ -9,24 +9,31 @@ per due bucket plus O(1) per entry drained or cascaded (reference: O(n log n) pe
 over every pending task). See docs/algorithm.md.
 
 Locking scheme (Python has no read/write lock, so Kafka's read lock for ``add`` and
-write lock for the drain become one lock):
+write lock for the drain become one exclusive lock):
 
-* Each timer has one re-entrant lock (``RLock``). It guards the wheel, every bucket
-  and entry link of this timer, the counter, the delay queue and the current time.
-  ``add`` and the whole drain of ``advance_clock`` run under it, so an add never sees a
-  half-done drain. A real-clock wait releases it (``Condition.wait``).
-* Each task has one small lock (``_entry_lock``) guarding ``task._entry``, the pointer to
-  its current entry, so a task is scheduled in at most one timer at a time. ``add`` and
-  ``cancel`` take it first, then at most one timer lock at a time: the old entry's
-  timer (to unlink it), released before the new timer's lock is taken. No thread ever
-  holds two timer locks, so moving tasks between timers cannot deadlock.
-* The drain never takes a task lock and never writes ``task._entry``; it only moves
-  links under its own timer lock. Hand-over happens after the timer lock is released,
-  so a task run by an ``InlineExecutor`` may call back into any timer (R37); just before
-  each hand-over the drain checks ``task._entry is entry`` (an atomic read) and skips a
-  task cancelled or re-added meanwhile (R11).
-* Lock order (R37): operation lock, then purgatory shard lock, then task lock, then
-  timer lock. User code never runs under a task or timer lock.
+* One process-wide re-entrant lock, ``_TIMER_LOCK`` (from ``kpurgatory.sync``, an
+  ``RLock`` by default), guards every optimized timer's wheel, buckets, entry links,
+  counter, delay queue and current time, and every task's ``_entry`` pointer. Each
+  timer captures it at construction (``self._lock``) and so does each of its entries
+  (``entry.lock``). ``add``, ``cancel`` and the whole drain of ``advance_clock`` run
+  under it, so an add never sees a half-done drain, and moving a task between two
+  timers (unlink in one, link in the other) is one atomic step: a task is linked in at
+  most one bucket of one timer, and every ``size`` is exact at every instant (R10,
+  R12). A real-clock wait releases it (``Condition.wait``); each timer has its own
+  condition, so a notify wakes only that timer's waiter.
+* Why not one lock per timer: a task moving between timers would need both timers'
+  locks (or a lock per task), i.e. two acquisitions on every ``add``; the schedule
+  exploration of tests/concurrency then grows beyond reach, and under the GIL a lock
+  per timer buys little. The lock is held for O(levels) per add/cancel and for the
+  collect phase of a drain only, never while a task runs.
+* Hand-over happens after the lock is released, so a task run by an ``InlineExecutor``
+  may call back into any timer (R37). Just before each hand-over the drain reads
+  ``task._entry is entry`` (one atomic read: the hand-over's linearization point) and
+  skips a task cancelled or re-added meanwhile (R11); a cancel after that read is a
+  cancel of a task already handed over (R9).
+* Lock order (R37): operation lock, then purgatory shard lock, then the timer lock.
+  The only user code run under the timer lock is the clock (``now_ms`` in ``add`` and
+  ``wait`` in ``advance_clock``), exactly as in the reference.
 
 The current time (R2) is kept separately from the wheel's lowest level, which moves to
 each dequeued bucket's expiration during the drain; at the end of the drain the wheel
@@ -38,9 +45,9 @@ from __future__ import annotations
 
 import abc
 import logging
-import threading
 from concurrent.futures import Executor
 
+from kpurgatory import sync
 from kpurgatory._checks import require_at_least, require_int, require_str
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, run_logged
@@ -48,11 +55,18 @@ from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.optimized.wheel import TimingWheel
 from kpurgatory.spec.arithmetic import due_time, expiration_ms, is_due, round_down
-from kpurgatory.spec.protocols import Clock
+from kpurgatory.spec.protocols import AbstractLock, Clock
 
 __all__ = ["SystemTimer", "TimerTask"]
 
 logger = logging.getLogger(__name__)
+
+_TIMER_LOCK: AbstractLock = sync.new_lock()
+"""Guards every optimized timer's schedule and every optimized task's entry pointer.
+
+A re-entrant lock from ``kpurgatory.sync`` (an ``RLock`` by default), captured by each
+timer at construction; controlled-schedule tests may rebind this module attribute to an
+instrumented lock before building timers."""
 
 
 class TimerTask(abc.ABC):
@@ -60,13 +74,12 @@ class TimerTask(abc.ABC):
 
     Reference equivalent: ``kpurgatory.reference.timer.TimerTask`` (same API and rules:
     any int delay, at most one schedule at a time, R9-R11). Holds ``_entry``, its
-    current ``TimerTaskEntry`` (or None), guarded by ``_entry_lock``.
+    current ``TimerTaskEntry`` (or None), guarded by the timer lock.
     """
 
     def __init__(self, delay_ms: int) -> None:
         self._delay_ms = require_int("delay_ms", delay_ms)
         self._entry: TimerTaskEntry | None = None
-        self._entry_lock = threading.Lock()
 
     @property
     def delay_ms(self) -> int:
@@ -78,18 +91,20 @@ class TimerTask(abc.ABC):
 
         Idempotent; ``size`` drops at once. A run already handed over is not stopped; a
         task that has left the schedule but whose hand-over turn has not come is not
-        handed over (R11). O(1): unlink through the entry, under the task lock and then
-        the entry's timer lock. Reference equivalent: ``_pending.pop`` under one global lock.
+        handed over (R11). O(1): unlink through the entry under the timer lock.
+        Reference equivalent: ``_pending.pop`` under the reference's global lock.
         """
-        with self._entry_lock:
+        while True:
             entry = self._entry
             if entry is None:
                 return
-            self._entry = None
             with entry.lock:
-                bucket = entry.list
-                if bucket is not None:
-                    bucket.remove(entry)
+                if self._entry is entry:  # else re-added or cancelled meanwhile: re-read
+                    self._entry = None
+                    bucket = entry.list
+                    if bucket is not None:
+                        bucket.remove(entry)
+                    return
 
     @abc.abstractmethod
     def run(self) -> None:
@@ -132,7 +147,7 @@ class SystemTimer:
         self._executor: Executor = (
             SingleThreadExecutor(f"executor-{self._name}") if executor is None else executor
         )
-        self._lock = threading.RLock()
+        self._lock: AbstractLock = _TIMER_LOCK
         self._counter = TaskCounter()
         self._queue = DelayQueue(self._lock)
         self._wheel = TimingWheel(
@@ -200,38 +215,30 @@ class SystemTimer:
         """
         if not isinstance(task, TimerTask):
             raise TypeError(f"task must be an optimized TimerTask, not {type(task).__name__}")
-        if self._closed:
-            raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
-        # Read the clock before taking any lock: a clock is user code (a test clock may
-        # even complete or re-add this task), and the reference reads it before looking
-        # at the task's old schedule too.
-        due = due_time(expiration_ms(self._clock.now_ms(), task._delay_ms), self._tick_ms)
         lock = self._lock
-        with task._entry_lock:
+        with lock:
+            if self._closed:
+                raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
+            due = due_time(expiration_ms(self._clock.now_ms(), task._delay_ms), self._tick_ms)
             old = task._entry
-            if old is not None and old.lock is not lock:
-                # Scheduled in another timer: unlink there first, holding only that lock.
+            if old is not None:
                 task._entry = None
-                with old.lock:
+                if old.lock is lock:
                     bucket = old.list
                     if bucket is not None:
                         bucket.remove(old)
-                old = None
-            with lock:
-                if self._closed:
-                    raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
-                if old is not None:
-                    task._entry = None
-                    bucket = old.list
-                    if bucket is not None:
-                        bucket.remove(old)
-                if not is_due(due, self._current_time):
-                    entry = TimerTaskEntry(task, due, lock)
-                    task._entry = entry
-                    if self._wheel.add(entry):
-                        self._queue.note_scheduled(due)
-                        return
-                    task._entry = None  # unreachable: the wheel agrees with is_due (R3)
+                else:  # a timer built under another lock (tests that rebind it)
+                    with old.lock:
+                        bucket = old.list
+                        if bucket is not None:
+                            bucket.remove(old)
+            if not is_due(due, self._current_time):
+                entry = TimerTaskEntry(task, due, lock)
+                task._entry = entry
+                if self._wheel.add(entry):
+                    self._queue.note_scheduled(due)
+                    return
+                task._entry = None  # unreachable: the wheel agrees with is_due (R3)
         self._hand_over(task)
 
     def advance_clock(self, timeout_ms: int) -> bool:
