@@ -29,5 +29,31 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# Compiled build: kpurgatory.optimized compiled with mypyc (KPURGATORY_COMPILE=1, setup.py) into
+# a wheel installed in its own venv; the suite runs from a copy of the tree without kpurgatory/,
+# so the installed compiled package is what the tests import (never a stale in-place .so).
+COMPILED_DIR ?= build/compiled
+COMPILED_VENV := $(abspath $(COMPILED_DIR))/venv
+COMPILED_EXTRAS ?= dev,bench
+
+.PHONY: compiled-venv compiled-test
+
+compiled-venv:
+	rm -rf $(COMPILED_DIR)/dist $(COMPILED_VENV)
+	$(PYTHON) -m venv $(COMPILED_VENV)
+	$(COMPILED_VENV)/bin/python -m pip install --quiet --upgrade pip
+	KPURGATORY_COMPILE=1 $(COMPILED_VENV)/bin/python -m pip wheel --quiet --no-deps \
+		-w $(COMPILED_DIR)/dist .
+	@if find kpurgatory -name '*.so' | grep -q .; then \
+		echo "stale compiled modules in the source tree (delete them):"; \
+		find kpurgatory -name '*.so'; exit 1; fi
+	$(COMPILED_VENV)/bin/python -m pip install --quiet \
+		"$$(ls $(COMPILED_DIR)/dist/kpurgatory-*.whl)[$(COMPILED_EXTRAS)]"
+
+compiled-test: compiled-venv
+	$(PYTHON) -m kpurgatory.bench.compiled copy-tree $(COMPILED_DIR)/tree
+	cd $(COMPILED_DIR)/tree && $(COMPILED_VENV)/bin/python -m kpurgatory.bench.compiled check
+	cd $(COMPILED_DIR)/tree && KPURGATORY_EXPECT_COMPILED=1 $(COMPILED_VENV)/bin/python -m pytest -q
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .hypothesis

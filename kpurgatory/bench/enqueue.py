@@ -395,6 +395,7 @@ class ReplayResult:
     cpu_s: float
     completed_early: int
     expired: int
+    unfinished: int
 
     @property
     def requests_per_cpu_s(self) -> float:
@@ -452,4 +453,6 @@ def replay(impl: ModuleType, design: str, case: EnqueueCase, workload: Workload)
     purgatory.advance_clock(TIMEOUT_MS + 1)
     cpu_s = time.process_time() - cpu_start
     purgatory.shutdown()
-    return ReplayResult(design, case.name, workload.num, cpu_s, completed_early, latch.expired)
+    return ReplayResult(
+        design, case.name, workload.num, cpu_s, completed_early, latch.expired, latch.remaining
+    )

@@ -1,0 +1,169 @@
+"""The benchmark baselines: ``heap`` is exactly the spec; ``old`` differs only where Kafka 0.8 did.
+
+The heap baseline runs the shared equivalence machines against the reference (every
+timer and purgatory rule they check: R1-R12, R16-R34). The old baseline is checked
+against the reference on the hand-overs it must share (R1, R4-R6, R11) and on each of its
+documented differences: completed operations stay in the delay queue (R28 differs),
+purges are triggered by size (R30 differs), and a reaper step expires one operation
+(R31 differs).
+"""
+
+from __future__ import annotations
+
+import random
+from types import ModuleType
+from typing import Any
+
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+import kpurgatory.reference as reference
+from kpurgatory import InlineExecutor, ManualClock
+from kpurgatory.bench.baselines import heap, old
+from kpurgatory.spec.events import OperationCompleted, OperationExpired, TaskRan
+from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
+from tests.support import Recorder, operation_class, task_class
+
+MACHINE_SETTINGS = settings(max_examples=25, stateful_step_count=40, deadline=None, database=None)
+"""Short runs: the full-depth runs belong to the equivalence suite, this is a regression net."""
+
+
+def test_heap_timer_equivalent_to_reference_r1_to_r12() -> None:
+    """The heap timer agrees with the reference on every step of the timer machine."""
+    run_state_machine_as_test(make_timer_machine(reference, heap), settings=MACHINE_SETTINGS)
+
+
+def test_heap_purgatory_equivalent_to_reference_r16_to_r34() -> None:
+    """The heap purgatory agrees with the reference on every step of the purgatory machine."""
+    run_state_machine_as_test(make_purgatory_machine(reference, heap), settings=MACHINE_SETTINGS)
+
+
+def _timer(impl: ModuleType, clock: ManualClock) -> Any:
+    return impl.SystemTimer("t", clock=clock, executor=InlineExecutor())
+
+
+def _random_timer_script(impl: ModuleType, seed: int) -> list[tuple[str, int]]:
+    """Adds, cancels, re-adds and advances drawn from ``seed``; the (task, time) runs."""
+    rng = random.Random(seed)
+    clock = ManualClock(0)
+    recorder = Recorder(clock)
+    timer = _timer(impl, clock)
+    task_type = task_class(impl)
+    tasks = [task_type(rng.randrange(-5, 400), f"t{i}", recorder) for i in range(60)]
+    for _ in range(400):
+        roll = rng.random()
+        task = rng.choice(tasks)
+        if roll < 0.45:
+            timer.add(task)
+        elif roll < 0.7:
+            task.cancel()
+        else:
+            timer.advance_clock(rng.choice([0, 1, 3, 17, 60]))
+    timer.advance_clock(1000)
+    timer.close()
+    return [(event.task, event.at_ms) for event in recorder.events if isinstance(event, TaskRan)]
+
+
+def test_old_timer_hands_over_like_the_reference_r1_r4_r5_r6_r11() -> None:
+    """Same tasks run at the same clock readings in the same order (its size differs)."""
+    for seed in range(5):
+        assert _random_timer_script(old, seed) == _random_timer_script(reference, seed)
+
+
+def test_heap_timer_hands_over_like_the_reference() -> None:
+    """The same scripted runs on the heap baseline: identical hand-overs."""
+    for seed in range(5):
+        assert _random_timer_script(heap, seed) == _random_timer_script(reference, seed)
+
+
+def test_heap_drops_dead_entries_by_asyncio_rule() -> None:
+    """More than 100 entries and more than half cancelled: the next drain rebuilds the heap."""
+    clock = ManualClock(0)
+    timer = _timer(heap, clock)
+    task_type = task_class(heap)
+    recorder = Recorder(clock)
+    tasks = [task_type(1000 + i, f"t{i}", recorder) for i in range(200)]
+    for task in tasks:
+        timer.add(task)
+    for task in tasks[100:]:  # exactly half, none at the head: nothing dropped
+        task.cancel()
+    timer.advance_clock(0)
+    assert (timer.size, timer.heap_length) == (100, 200)
+    tasks[50].cancel()  # now more than half
+    timer.advance_clock(0)
+    assert (timer.size, timer.heap_length, timer.dead_entries) == (99, 99, 0)
+
+
+def test_heap_small_heaps_only_lose_dead_heads() -> None:
+    """At most 100 entries: no rebuild, only cancelled entries at the head are popped."""
+    clock = ManualClock(0)
+    timer = _timer(heap, clock)
+    recorder = Recorder(clock)
+    tasks = [task_class(heap)(10 + i, f"t{i}", recorder) for i in range(50)]
+    for task in tasks:
+        timer.add(task)
+    for task in tasks[10:40]:
+        task.cancel()
+    timer.advance_clock(0)
+    assert (timer.size, timer.heap_length) == (20, 50)
+    for task in tasks[:10]:
+        task.cancel()
+    timer.advance_clock(0)  # the head is dead now: 10 + 30 popped from the head
+    assert (timer.size, timer.heap_length) == (10, 10)
+
+
+def _purgatory(impl: ModuleType, clock: ManualClock, purge_interval: int) -> Any:
+    return impl.DelayedOperationPurgatory(
+        "p", timer=_timer(impl, clock), purge_interval=purge_interval, reaper_enabled=False
+    )
+
+
+def test_old_keeps_completed_operations_in_the_delay_queue_r28_differs() -> None:
+    """A completed operation stays counted in num_delayed until its due time passes."""
+    clock = ManualClock(0)
+    recorder = Recorder(clock)
+    with _purgatory(old, clock, 1000) as purgatory, _purgatory(reference, clock, 1000) as ref:
+        ops = [
+            operation_class(old)(100, "a", recorder),
+            operation_class(reference)(100, "a", recorder),
+        ]
+        for operation, target in zip(ops, (purgatory, ref), strict=True):
+            assert target.try_complete_else_watch(operation, ["k"]) is False
+            assert operation.force_complete() is True
+        assert (purgatory.num_delayed, ref.num_delayed) == (1, 0)
+        purgatory.advance_clock(100)  # due: the dead entry leaves, nothing runs
+        assert purgatory.num_delayed == 0
+        assert recorder.names(OperationExpired) == []
+        assert recorder.names(OperationCompleted) == ["a", "a"]
+
+
+def test_old_purges_by_size_not_by_estimate_r30_differs() -> None:
+    """watched >= purge_interval purges the watcher lists; a queue that big purges the queue."""
+    clock = ManualClock(0)
+    recorder = Recorder(clock)
+    with _purgatory(old, clock, 3) as purgatory:
+        ops = [operation_class(old)(500, f"o{i}", recorder) for i in range(3)]
+        for operation in ops:
+            purgatory.try_complete_else_watch(operation, ["k"])
+        ops[0].force_complete()
+        assert (purgatory.watched, purgatory.num_delayed) == (3, 3)
+        purgatory.advance_clock(1)  # watched 3 >= 3 and queue 3 >= 3: both purged
+        assert (purgatory.watched, purgatory.num_delayed) == (2, 2)
+        assert purgatory.num_purged == 1
+        ops[1].force_complete()
+        purgatory.advance_clock(1)  # 2 < 3: nothing purged, the dead entry stays
+        assert (purgatory.watched, purgatory.num_delayed) == (2, 2)
+
+
+def test_old_reaper_step_expires_one_operation_r31_differs() -> None:
+    """0.8's pollExpired: one step hands over at most one due operation."""
+    clock = ManualClock(0)
+    recorder = Recorder(clock)
+    with _purgatory(old, clock, 1000) as purgatory:
+        for i in range(3):
+            purgatory.try_complete_else_watch(operation_class(old)(10, f"o{i}", recorder), [i])
+        clock.advance(10)
+        purgatory.timer.expire_one(0)
+        assert len(recorder.names(OperationExpired)) == 1
+        purgatory.advance_clock(0)  # the public call drains everything due (R5)
+        assert sorted(recorder.names(OperationExpired)) == ["o0", "o1", "o2"]

@@ -1,0 +1,71 @@
+"""The compiled-build mechanics: opt-in setup.py, the test-tree copy, the compiled check.
+
+``make compiled-test`` runs this whole suite with ``KPURGATORY_EXPECT_COMPILED=1``
+against a mypyc wheel; ``test_expected_build_is_compiled`` then fails if the optimized
+package silently fell back to pure Python.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+from pathlib import Path
+
+import pytest
+
+from kpurgatory.bench import compiled
+from kpurgatory.bench.designs import is_compiled
+
+ROOT = Path(__file__).resolve().parents[2]
+SETUP = ROOT / "setup.py"
+
+
+def test_expected_build_is_compiled() -> None:
+    """Under the compiled job every optimized module comes from an extension module."""
+    if os.environ.get("KPURGATORY_EXPECT_COMPILED") != "1":
+        pytest.skip("pure build (KPURGATORY_EXPECT_COMPILED is not 1)")
+    assert is_compiled()
+    assert compiled.check() == []
+
+
+@pytest.mark.skipif(not SETUP.exists(), reason="setup.py is not beside the tests")
+def test_setup_compiles_only_on_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without KPURGATORY_COMPILE no extension is built; the sources are the optimized
+    package's modules (never its __init__, never another package)."""
+    namespace = runpy.run_path(str(SETUP), run_name="setup_under_test")
+    monkeypatch.delenv("KPURGATORY_COMPILE", raising=False)
+    assert namespace["ext_modules"]() == []
+    monkeypatch.setenv("KPURGATORY_COMPILE", "0")
+    assert namespace["ext_modules"]() == []
+    sources = namespace["compiled_sources"]()
+    if (ROOT / "kpurgatory" / "optimized").is_dir():
+        assert sources, "the optimized package has modules to compile"
+    for source in sources:
+        assert source.startswith("kpurgatory/optimized/") and not source.endswith("__init__.py")
+
+
+def test_copy_tree_leaves_the_package_out(tmp_path: Path) -> None:
+    """The copied tree has the tests but no kpurgatory/ to shadow the installed build."""
+    source = tmp_path / "src"
+    for name in ("kpurgatory/__init__.py", "tests/test_x.py", "pyproject.toml", ".venv/x"):
+        path = source / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x", encoding="utf-8")
+    dest = tmp_path / "tree"
+    compiled.copy_tree(source, dest)
+    copied = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert copied == ["pyproject.toml", "tests/test_x.py"]
+    for bad in (source, source / "kpurgatory" / "x", source / "tests", tmp_path):
+        with pytest.raises(ValueError, match="dest must lie outside"):
+            compiled.copy_tree(source, bad)
+
+
+def test_check_reports_pure_modules_in_a_pure_build() -> None:
+    """In a pure build ``check`` lists the optimized modules that are not extensions."""
+    if is_compiled():
+        pytest.skip("compiled build")
+    if not (ROOT / "kpurgatory" / "optimized").is_dir():
+        pytest.skip("no optimized package")
+    pure = compiled.check()
+    assert pure and all(entry.startswith("kpurgatory.optimized.") for entry in pure)
+    assert compiled.main(["check"]) == 1
