@@ -297,9 +297,14 @@ class LongPollServer:
         raise RefusedError(400, f"method {method} is not supported")
 
 
+# --8<-- [start:resolve]
 def _resolve(future: asyncio.Future[FetchResult], result: FetchResult) -> None:
-    if not future.done():  # the client may have gone away and the future been cancelled
+    """Set the fetch's answer; runs on the event loop (scheduled by ``deliver``)."""
+    if not future.done():  # the handler may have been cancelled meanwhile
         future.set_result(result)
+
+
+# --8<-- [end:resolve]
 
 
 async def serve(host: str, port: int) -> None:

@@ -12,7 +12,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMAND_MODULES: tuple[str, ...] = ("kpurgatory.demo", "kpurgatory.bench.cli")
+COMMAND_MODULES: tuple[str, ...] = (
+    "kpurgatory.demo",
+    "kpurgatory.bench.cli",
+    "kpurgatory.conformance.cli",
+)
 """Modules that register subcommands, in the order ``--help`` lists them."""
 
 

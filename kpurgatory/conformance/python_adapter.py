@@ -1,0 +1,119 @@
+"""The Python implementations exposed as a conformance adapter (stdin steps, stdout observations).
+
+``python -m kpurgatory.conformance.python_adapter --impl reference`` (or ``optimized``)
+speaks the adapter protocol of docs/conformance.md: it reads one JSON step per line,
+executes it with ``kpurgatory.conformance.driver.Driver`` on the chosen
+implementation, and writes the observation as one JSON line. An ``init`` step starts a
+new run. A line it cannot execute (bad JSON, an unknown step kind, a step that does not
+fit the run) is answered with ``{"error": "<message>"}`` and the run carries on.
+
+It exists so that the protocol is exercised end to end by the Python implementations
+themselves (CI runs ``kpurgatory conformance`` through it), and as a model for
+porters: ``serve`` is the whole loop an adapter needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import IO, Protocol
+
+from kpurgatory.conformance.driver import Driver, StepError
+from kpurgatory.conformance.steps import Init, step_from_json
+
+__all__ = ["IMPLEMENTATIONS", "LineSource", "main", "serve"]
+
+IMPLEMENTATIONS: dict[str, str] = {
+    "reference": "kpurgatory.reference",
+    "optimized": "kpurgatory.optimized",
+}
+"""The ``--impl`` choices and the modules they load."""
+
+
+class LineSource(Protocol):
+    """Where ``serve`` reads steps: anything with ``readline`` ("" at end), like stdin."""
+
+    def readline(self) -> str: ...
+
+
+def serve(
+    impl: ModuleType | Callable[[], ModuleType],
+    stdin: LineSource,
+    stdout: IO[str],
+) -> int:
+    """Answer steps from ``stdin`` on ``stdout`` until end of input; returns how many.
+
+    ``impl`` is the implementation module (or a factory called at each ``init``, for
+    implementations that keep state between runs). Each answer is flushed at once, so
+    the client can send the next step only after reading this one.
+    """
+    session = _Session(impl)
+    answered = 0
+    try:
+        for line in iter(stdin.readline, ""):
+            if not line.strip():
+                continue
+            stdout.write(json.dumps(session.answer(line)) + "\n")
+            stdout.flush()
+            answered += 1
+    finally:
+        session.close()
+    return answered
+
+
+class _Session:
+    """The current run: a ``Driver``, replaced by every ``init`` step."""
+
+    def __init__(self, impl: ModuleType | Callable[[], ModuleType]) -> None:
+        self.impl = impl
+        self.driver: Driver | None = None
+
+    def answer(self, line: str) -> dict[str, object]:
+        """The JSON answer to one input line: an observation, or ``{"error": ...}``."""
+        try:
+            step = step_from_json(json.loads(line))
+        except json.JSONDecodeError as exc:
+            return {"error": f"not JSON: {exc}"}
+        except (TypeError, ValueError) as exc:
+            return {"error": str(exc)}
+        if isinstance(step, Init):
+            self.close()
+            impl = self.impl if isinstance(self.impl, ModuleType) else self.impl()
+            self.driver = Driver(impl)
+        if self.driver is None:
+            return {"error": "the first step of a run must be init"}
+        try:
+            return self.driver.execute(step).to_json()
+        except StepError as exc:
+            return {"error": str(exc)}
+
+    def close(self) -> None:
+        """Close the current run's timers and purgatory."""
+        if self.driver is not None:
+            self.driver.close()
+            self.driver = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``--impl reference|optimized``; serves stdin to stdout."""
+    parser = argparse.ArgumentParser(
+        prog="python -m kpurgatory.conformance.python_adapter",
+        description="Run a Python implementation as a conformance adapter (JSON lines).",
+    )
+    parser.add_argument("--impl", choices=sorted(IMPLEMENTATIONS), default="reference")
+    args = parser.parse_args(argv)
+    try:
+        impl = importlib.import_module(IMPLEMENTATIONS[args.impl])
+    except ImportError as exc:
+        print(f"cannot import the {args.impl} implementation: {exc}", file=sys.stderr)
+        return 2
+    serve(impl, sys.stdin, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,514 @@
+"""Stateful conformance: Hypothesis generates step sequences; the reference judges every step.
+
+``run_stateful(other)`` drives a Hypothesis ``RuleBasedStateMachine`` whose rules are
+the steps of the step language (``kpurgatory.conformance.steps``). Each generated step
+runs on the in-process reference (through ``Driver``) and on ``other``, a ``Side``:
+another implementation in process (``DriverSide``) or a port behind its adapter
+(``AdapterSide``). The two observations are compared with ``compare_observations``
+after every step. On a difference Hypothesis shrinks the sequence, and the result is a
+``StatefulFailure`` holding the **shrunk** steps, ready to print as JSON lines that
+``kpurgatory conformance --replay`` (or the porter's own test) runs again.
+
+The generated runs are built to be valid for any conforming implementation: labels
+are consistent (a re-add repeats the task's delay and ``on_run``), nested ``on_run``
+steps only re-add tasks that run nothing themselves (so a run always terminates), and
+values stay within +-2**40 (safe for 64-bit ports). Delays and clock moves are shaped
+by the run's tick and wheel size, so short runs on tiny wheels reach deep levels and
+land on slot boundaries.
+
+Needs Hypothesis (the ``dev`` extra); ``kpurgatory conformance`` imports this module
+only for ``--stateful`` and ``--replay``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Protocol
+
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    rule,
+    run_state_machine_as_test,
+)
+
+from kpurgatory.conformance.adapter import AdapterError, AdapterProcess
+from kpurgatory.conformance.driver import Driver, Observation, compare_observations
+from kpurgatory.conformance.steps import (
+    Add,
+    Advance,
+    Cancel,
+    CancelForKey,
+    CheckAndComplete,
+    ClockAdvance,
+    ForceComplete,
+    Init,
+    Key,
+    PurgatoryAdvance,
+    SetReady,
+    Shutdown,
+    Step,
+    Watch,
+    step_to_json,
+)
+
+__all__ = [
+    "KEY_POOL",
+    "AdapterSide",
+    "DriverSide",
+    "Side",
+    "StatefulFailure",
+    "StatefulStats",
+    "check_sequence",
+    "format_failure",
+    "make_machine",
+    "minimize",
+    "run_stateful",
+]
+
+KEY_POOL: tuple[Key, ...] = ("a", "b", "c", 7)
+"""Watch keys the machine uses: few, so operations share keys; one int (R24 keys)."""
+
+LIMIT = 1 << 40
+"""Bound on every generated delay and clock move."""
+
+
+class Side(Protocol):
+    """One implementation under comparison: executes a step, returns its observation.
+
+    An ``Init`` step starts a new run. ``AdapterError`` means the side did not answer.
+    """
+
+    def execute(self, step: Step) -> Observation: ...
+
+    def close(self) -> None: ...
+
+
+class DriverSide:
+    """An implementation module run in process through ``Driver`` (a new one per run)."""
+
+    def __init__(self, impl: ModuleType) -> None:
+        self.impl = impl
+        self._driver: Driver | None = None
+
+    def execute(self, step: Step) -> Observation:
+        """Run ``step``; an ``Init`` replaces the driver."""
+        if isinstance(step, Init):
+            self.close()
+            self._driver = Driver(self.impl)
+        if self._driver is None:
+            raise ValueError("step: the first step of a run must be init")
+        return self._driver.execute(step)
+
+    def close(self) -> None:
+        """Close the current run."""
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
+
+
+class AdapterSide:
+    """A port behind its adapter process; the process is started (again) at each ``Init``
+    if it is not running, so one crash does not end the whole search."""
+
+    def __init__(self, adapter: AdapterProcess) -> None:
+        self.adapter = adapter
+
+    def execute(self, step: Step) -> Observation:
+        """Send ``step`` to the adapter and return its answer."""
+        if isinstance(step, Init) and not self.adapter.running:
+            self.adapter.start()
+        return self.adapter.send(step)
+
+    def close(self) -> None:
+        """Nothing to do: the adapter's owner closes it."""
+
+
+@dataclass
+class StatefulFailure:
+    """A sequence on which ``other`` disagrees with the reference at its last step."""
+
+    steps: list[Step]
+    message: str
+    expected: dict[str, Any] | None
+    actual: dict[str, Any] | None
+
+    @property
+    def step_index(self) -> int:
+        """Index of the step that diverged (the last one)."""
+        return len(self.steps) - 1
+
+    def json_lines(self) -> list[str]:
+        """The steps as JSON lines, the adapter protocol's input format."""
+        return [json.dumps(step_to_json(step)) for step in self.steps]
+
+
+@dataclass
+class StatefulStats:
+    """How much the search did."""
+
+    runs: int = 0
+    steps: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+
+
+def _compare(
+    steps: list[Step], expected: Observation, other: Side, step: Step
+) -> StatefulFailure | None:
+    try:
+        actual = other.execute(step)
+    except AdapterError as exc:
+        return StatefulFailure(list(steps), f"no answer: {exc}", expected.to_json(), None)
+    message = compare_observations(expected, actual)
+    if message is None:
+        return None
+    return StatefulFailure(list(steps), message, expected.to_json(), actual.to_json())
+
+
+def check_sequence(
+    steps: Sequence[Step], other: Side, reference: ModuleType
+) -> StatefulFailure | None:
+    """Run ``steps`` on the reference and on ``other``; the first divergence, or None.
+
+    The returned failure's ``steps`` end at the diverging step. This is what
+    ``kpurgatory conformance --replay FILE`` runs.
+    """
+    ref = DriverSide(reference)
+    done: list[Step] = []
+    try:
+        for step in steps:
+            done.append(step)
+            failure = _compare(done, ref.execute(step), other, step)
+            if failure is not None:
+                return failure
+    finally:
+        ref.close()
+        other.close()
+    return None
+
+
+def make_machine(
+    other: Side,
+    reference: ModuleType,
+    on_failure: Callable[[StatefulFailure], None],
+    stats: StatefulStats,
+) -> type[RuleBasedStateMachine]:
+    """The machine class: reference (in process) versus ``other``, compared at every step."""
+
+    class ConformanceMachine(RuleBasedStateMachine):
+        """Generates valid runs of the step language; see the module docstring."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.reference = DriverSide(reference)
+            self.steps: list[Step] = []
+            self.tasks: dict[str, tuple[int, tuple[Step, ...]]] = {}
+            self.operations: dict[str, Watch] = {}
+            self.timers: tuple[str, ...] = ("main",)
+            self.tick = 1
+            self.wheel = 20
+            self.shut_down = False
+
+        # -- plumbing -------------------------------------------------------------------
+
+        def do(self, step: Step) -> None:
+            self.steps.append(step)
+            stats.steps += 1
+            stats.kinds[step.STEP] = stats.kinds.get(step.STEP, 0) + 1
+            expected = self.reference.execute(step)
+            failure = _compare(self.steps, expected, other, step)
+            if failure is not None:
+                on_failure(failure)
+                raise AssertionError(f"step {failure.step_index} {step.STEP}: {failure.message}")
+
+        def teardown(self) -> None:
+            self.reference.close()
+            other.close()
+
+        def delay(self, data: st.DataObject) -> int:
+            kind = data.draw(st.sampled_from(["small", "small", "ticks", "span", "negative"]))
+            if kind == "small":
+                return data.draw(st.integers(0, 3 * self.tick * self.wheel))
+            if kind == "ticks":
+                return self.tick * data.draw(st.integers(0, 2 * self.wheel)) + data.draw(
+                    st.sampled_from([0, 0, -1, 1])
+                )
+            if kind == "span":
+                level = data.draw(st.integers(1, 4))
+                times = data.draw(st.integers(1, self.wheel))
+                jitter = data.draw(st.sampled_from([0, -1, 1, -self.tick, self.tick]))
+                return max(-LIMIT, min(LIMIT, self.tick * int(self.wheel**level) * times + jitter))
+            return -data.draw(st.integers(1, 3 * self.tick))
+
+        def moves(self, data: st.DataObject) -> int:
+            kind = data.draw(st.sampled_from(["small", "small", "tick", "span", "zero"]))
+            if kind == "zero":
+                return 0
+            if kind == "small":
+                return data.draw(st.integers(1, 2 * self.tick * self.wheel))
+            if kind == "tick":
+                return self.tick * data.draw(st.integers(1, 3))
+            level = data.draw(st.integers(1, 4))
+            return min(LIMIT, self.tick * int(self.wheel**level) + data.draw(st.integers(-1, 1)))
+
+        def task_label(self, data: st.DataObject) -> str:
+            return data.draw(st.sampled_from(sorted(self.tasks)))
+
+        def op_label(self, data: st.DataObject) -> str:
+            return data.draw(st.sampled_from(sorted(self.operations)))
+
+        def nested(self, data: st.DataObject, own: str) -> tuple[Step, ...]:
+            """Steps a new task performs when it runs (``Add.on_run``)."""
+            steps: list[Step] = []
+            for _ in range(data.draw(st.integers(0, 2))):
+                kind = data.draw(
+                    st.sampled_from(
+                        ["cancel", "add", "set_ready", "check", "force", "cancel_for_key"]
+                    )
+                )
+                quiet = sorted(label for label, (_, run) in self.tasks.items() if not run)
+                if kind == "cancel" and (self.tasks or self.operations):
+                    labels = sorted(self.tasks) + sorted(self.operations)
+                    steps.append(Cancel(data.draw(st.sampled_from(labels))))
+                elif kind == "add" and quiet:
+                    label = data.draw(st.sampled_from(quiet))
+                    timer = data.draw(st.sampled_from(self.timers))
+                    steps.append(Add(label, self.tasks[label][0], timer))
+                elif kind == "set_ready" and self.operations:
+                    steps.append(SetReady(self.op_label(data), data.draw(st.booleans())))
+                elif kind == "check":
+                    steps.append(CheckAndComplete(data.draw(st.sampled_from(KEY_POOL))))
+                elif kind == "force" and self.operations:
+                    steps.append(ForceComplete(self.op_label(data)))
+                elif kind == "cancel_for_key":
+                    steps.append(CancelForKey(data.draw(st.sampled_from(KEY_POOL))))
+            assert all(not (isinstance(s, Add) and s.task == own) for s in steps)
+            return tuple(steps)
+
+        # -- rules ----------------------------------------------------------------------
+
+        @initialize(
+            tick=st.sampled_from([1, 1, 2, 3, 10]),
+            wheel=st.sampled_from([2, 3, 4, 8, 20]),
+            clock_ms=st.sampled_from([0, 0, 7, -5, 1000]),
+            start_offset=st.sampled_from([0, 0, 0, -3, 5]),
+            purge_interval=st.sampled_from([0, 1, 2, 5, 1000]),
+            timer_enabled=st.sampled_from([True, True, True, False]),
+            two_timers=st.booleans(),
+        )
+        def init(
+            self,
+            tick: int,
+            wheel: int,
+            clock_ms: int,
+            start_offset: int,
+            purge_interval: int,
+            timer_enabled: bool,
+            two_timers: bool,
+        ) -> None:
+            stats.runs += 1
+            self.tick, self.wheel = tick, wheel
+            self.timers = ("main", "aux") if two_timers else ("main",)
+            self.do(
+                Init(
+                    tick_ms=tick,
+                    wheel_size=wheel,
+                    start_ms=clock_ms + start_offset,
+                    clock_ms=clock_ms,
+                    purge_interval=purge_interval,
+                    timer_enabled=timer_enabled,
+                    timers=self.timers,
+                )
+            )
+
+        @rule(data=st.data())
+        def add_new_task(self, data: st.DataObject) -> None:
+            label = f"t{len(self.tasks)}"
+            delay = self.delay(data)
+            on_run = self.nested(data, label) if data.draw(st.booleans()) else ()
+            self.tasks[label] = (delay, on_run)
+            self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
+
+        @rule(data=st.data())
+        def re_add_task(self, data: st.DataObject) -> None:
+            if not self.tasks:
+                return
+            label = self.task_label(data)
+            delay, on_run = self.tasks[label]
+            self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
+
+        @rule(data=st.data())
+        def cancel(self, data: st.DataObject) -> None:
+            if not (self.tasks or self.operations):
+                return
+            labels = sorted(self.tasks) + sorted(self.operations)
+            self.do(Cancel(data.draw(st.sampled_from(labels))))
+
+        @rule(data=st.data())
+        def advance(self, data: st.DataObject) -> None:
+            self.do(Advance(self.moves(data), data.draw(st.sampled_from(self.timers))))
+
+        @rule(data=st.data())
+        def clock_advance(self, data: st.DataObject) -> None:
+            self.do(ClockAdvance(self.moves(data)))
+
+        @rule(
+            data=st.data(),
+            keys=st.lists(st.sampled_from(KEY_POOL), min_size=1, max_size=3),
+            ready=st.sampled_from([False, False, True]),
+            ready_on_try=st.sampled_from([None, None, 1, 2, 3]),
+        )
+        def watch_new(
+            self, data: st.DataObject, keys: list[Key], ready: bool, ready_on_try: int | None
+        ) -> None:
+            label = f"op{len(self.operations)}"
+            step = Watch(label, self.delay(data), tuple(keys), ready, ready_on_try)
+            self.operations[label] = step
+            self.do(step)
+
+        @rule(data=st.data())
+        def resubmit(self, data: st.DataObject) -> None:
+            if self.operations:
+                self.do(self.operations[self.op_label(data)])
+
+        @rule(data=st.data(), ready=st.booleans())
+        def set_ready(self, data: st.DataObject, ready: bool) -> None:
+            if self.operations:
+                self.do(SetReady(self.op_label(data), ready))
+
+        @rule(key=st.sampled_from(KEY_POOL))
+        def check_and_complete(self, key: Key) -> None:
+            self.do(CheckAndComplete(key))
+
+        @rule(data=st.data())
+        def force_complete(self, data: st.DataObject) -> None:
+            if self.operations:
+                self.do(ForceComplete(self.op_label(data)))
+
+        @rule(key=st.sampled_from(KEY_POOL))
+        def cancel_for_key(self, key: Key) -> None:
+            self.do(CancelForKey(key))
+
+        @rule(data=st.data())
+        def purgatory_advance(self, data: st.DataObject) -> None:
+            self.do(PurgatoryAdvance(self.moves(data)))
+
+        @rule(now=st.integers(0, 9))
+        def shutdown(self, now: int) -> None:
+            if now == 0 and not self.shut_down:  # rare: later purgatory steps only raise
+                self.shut_down = True
+                self.do(Shutdown())
+
+    return ConformanceMachine
+
+
+def run_stateful(
+    other: Side,
+    *,
+    reference: ModuleType,
+    max_examples: int = 100,
+    step_count: int = 50,
+    seed: int | None = None,
+) -> tuple[StatefulFailure | None, StatefulStats]:
+    """Search for a sequence on which ``other`` disagrees with ``reference``.
+
+    Returns the shrunk failure (or None) and what the search covered. ``seed`` makes
+    the search reproducible. Errors that are not disagreements (a bug in the machine,
+    an interrupt) propagate.
+    """
+    for name, value, low in (("max_examples", max_examples, 1), ("step_count", step_count, 1)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        if value < low:
+            raise ValueError(f"{name} must be >= {low}, got {value}")
+    failures: list[StatefulFailure] = []
+    stats = StatefulStats()
+    machine = make_machine(other, reference, failures.append, stats)
+    if seed is not None:
+        machine = hypothesis_seed(seed)(machine)
+    config = settings(
+        max_examples=max_examples,
+        stateful_step_count=step_count,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+    )
+    try:
+        run_state_machine_as_test(machine, settings=config)
+    except AssertionError:
+        if not failures:
+            raise
+        # Hypothesis replays its shrunk example last; then drop what it could not.
+        return minimize(failures[-1], other, reference), stats
+    return None, stats
+
+
+def minimize(
+    failure: StatefulFailure, other: Side, reference: ModuleType, budget: int = 200
+) -> StatefulFailure:
+    """Delete steps from ``failure`` while the sequence still diverges (delta debugging).
+
+    Hypothesis shrinks the choices that generated a run; deleting a step can change
+    how later choices are read, so some removable steps survive its shrinking. This
+    pass tries removing each step but ``init``, last to first, keeps any removal after
+    which the sequence (truncated at its first divergence) still diverges, and repeats
+    until nothing more goes or ``budget`` candidate runs were spent. A candidate the
+    reference refuses (a label used before it exists) is skipped.
+    """
+    best = failure
+    spent = 0
+    improved = True
+    while improved and spent < budget:
+        improved = False
+        index = len(best.steps) - 2
+        while index >= 1 and spent < budget:
+            candidate = best.steps[:index] + best.steps[index + 1 :]
+            spent += 1
+            try:
+                found = check_sequence(candidate, other, reference)
+            except ValueError:  # StepError: the candidate is not a valid run
+                found = None
+            if found is not None and len(found.steps) < len(best.steps):
+                best, improved = found, True
+                index = min(index, len(best.steps) - 1)
+            index -= 1
+    return best
+
+
+def format_failure(failure: StatefulFailure, command: str, *, shrunk: bool = True) -> str:
+    """The report of a failure: where, expected versus actual, then the steps as JSON lines.
+
+    ``shrunk`` says whether the steps came from Hypothesis's shrinking (``--stateful``)
+    or were given (``--replay``); only the wording changes.
+    """
+    step = failure.steps[-1]
+    what, sequence = ("stateful", "shrunk failing sequence") if shrunk else ("replay", "sequence")
+    lines = [
+        f"FAIL {what}: step {failure.step_index} ({step.STEP}) of the {sequence} "
+        f"below: {failure.message}",
+        f"    step:     {json.dumps(step_to_json(step))}",
+    ]
+    if failure.expected is not None:
+        lines.append(f"    expected: {json.dumps(failure.expected)}")
+    lines.append(
+        f"    actual:   {json.dumps(failure.actual) if failure.actual is not None else '(none)'}"
+    )
+    lines.append(
+        f"{sequence} ({len(failure.steps)} steps, JSON lines; save them to a file and "
+        f"run: kpurgatory conformance --adapter {shlex.quote(command)} --replay FILE):"
+    )
+    lines.append("--- begin steps ---")
+    lines.extend(failure.json_lines())
+    lines.append("--- end steps ---")
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""Deliberately broken conformance adapters, for tests of the failure reports.
+
+``python tests/conformance/broken_adapter.py --bug BUG`` speaks the adapter protocol
+(docs/conformance.md) but misbehaves in one way:
+
+- ``late``: the reference with a timer that drains one tick behind the clock, so tasks
+  fire a tick late (R4/R5 broken the way a stale wheel clock breaks them);
+- ``miscount``: the reference with a ``check_and_complete`` that also counts operations
+  it found already completed (R25 broken);
+- ``no-purgatory``: answers the timer steps correctly but ``{"error": ...}`` to every
+  purgatory step (a port that is half done);
+- ``crash``: answers correctly, then exits with code 3 in the middle of its fourth run;
+- ``silent``: reads steps and never answers;
+- ``garbage``: answers the first step of every run with a line that is not JSON.
+
+The first two are real implementations with a bug (a mutant module served by
+``python_adapter.serve``); the others break the protocol itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import types
+from collections.abc import Callable, Hashable
+from typing import IO
+
+from kpurgatory import reference
+from kpurgatory.conformance.python_adapter import serve
+from kpurgatory.spec.protocols import Clock
+
+BUGS = ("late", "miscount", "no-purgatory", "crash", "silent", "garbage")
+
+TIMER_STEPS = frozenset({"init", "add", "cancel", "advance", "clock_advance"})
+
+
+class LaggingClock:
+    """Wraps the run's clock; ``wait`` returns a drain reading one tick in the past."""
+
+    def __init__(self, inner: Clock, tick_ms: int) -> None:
+        self.inner, self.tick_ms = inner, tick_ms
+
+    def now_ms(self) -> int:
+        """The wrapped clock's reading (adds compute due times correctly)."""
+        return self.inner.now_ms()
+
+    def wait(
+        self,
+        condition: threading.Condition,
+        timeout_ms: int,
+        next_due: Callable[[], int | None],
+    ) -> int:
+        """Let time pass on the wrapped clock, then report a reading one tick behind."""
+        return self.inner.wait(condition, timeout_ms, next_due) - self.tick_ms
+
+
+class LateTimer(reference.SystemTimer):
+    """The reference timer, draining one tick behind its clock."""
+
+    def __init__(
+        self,
+        executor_name: str,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        start_ms: int | None = None,
+        **kwargs: object,
+    ) -> None:
+        clock = kwargs.pop("clock", None)
+        if isinstance(clock, Clock):
+            kwargs["clock"] = LaggingClock(clock, tick_ms)
+        super().__init__(executor_name, tick_ms, wheel_size, start_ms, **kwargs)  # type: ignore[arg-type]
+
+
+class MiscountingPurgatory(reference.DelayedOperationPurgatory[reference.DelayedOperation]):
+    """The reference purgatory, counting already-completed operations in check_and_complete."""
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """The reference count plus the already-completed operations it unlinked."""
+        with self._lock:
+            already = sum(op.is_completed for op in self._watchers.get(key, ()))
+        return super().check_and_complete(key) + already
+
+
+def mutant(bug: str) -> types.ModuleType:
+    """An implementation module equal to the reference except for ``bug``."""
+    module = types.ModuleType(f"broken_{bug}")
+    module.TimerTask = reference.TimerTask  # type: ignore[attr-defined]
+    module.DelayedOperation = reference.DelayedOperation  # type: ignore[attr-defined]
+    module.SystemTimer = LateTimer if bug == "late" else reference.SystemTimer  # type: ignore[attr-defined]
+    module.DelayedOperationPurgatory = (  # type: ignore[attr-defined]
+        MiscountingPurgatory if bug == "miscount" else reference.DelayedOperationPurgatory
+    )
+    return module
+
+
+class _FilteredInput:
+    """stdin as ``serve`` sees it, with the protocol-level bug applied around it.
+
+    ``silent`` swallows every line; ``crash`` exits mid-run; ``garbage`` answers an
+    ``init`` itself with a non-JSON line; ``no-purgatory`` answers purgatory steps with
+    an error. Anything else passes through to ``serve``.
+    """
+
+    def __init__(self, bug: str, stdin: IO[str], stdout: IO[str]) -> None:
+        self.bug, self.stdin, self.stdout = bug, stdin, stdout
+        self.runs = 0
+        self.steps_in_run = 0
+
+    def readline(self) -> str:
+        """The next line ``serve`` should answer ("" at end of input)."""
+        while True:
+            line = self.stdin.readline()
+            if not line:
+                return line
+            kind = _kind(line)
+            if kind == "init":
+                self.runs += 1
+                self.steps_in_run = 0
+            self.steps_in_run += 1
+            if self.bug == "silent":
+                continue
+            if self.bug == "crash" and self.runs == 4 and self.steps_in_run == 3:
+                self.stdout.flush()
+                sys.exit(3)
+            if self.bug == "garbage" and kind == "init":
+                self.stdout.write("<<not an observation>>\n")
+                self.stdout.flush()
+                return "\n"  # serve skips blank lines: this step gets the garbage answer
+            if self.bug == "no-purgatory" and kind not in TIMER_STEPS:
+                self.stdout.write(f'{{"error": "unsupported step kind {kind}"}}\n')
+                self.stdout.flush()
+                continue
+            return line
+
+
+def _kind(line: str) -> str:
+    """The step kind named by a line, or "" if the line is not a step."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        return ""
+    kind = data.get("step") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``--bug BUG``; serves stdin to stdout until end of input."""
+    parser = argparse.ArgumentParser(description="a deliberately broken conformance adapter")
+    parser.add_argument("--bug", choices=BUGS, required=True)
+    args = parser.parse_args(argv)
+    impl = mutant(args.bug) if args.bug in ("late", "miscount") else reference
+    stdin = _FilteredInput(args.bug, sys.stdin, sys.stdout)
+    serve(impl, stdin, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

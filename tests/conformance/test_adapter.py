@@ -1,0 +1,320 @@
+"""The adapter path end to end: ``kpurgatory conformance`` against real adapter processes.
+
+The Python implementations run behind ``python -m kpurgatory.conformance.python_adapter``
+and must pass every committed vector and the stateful machine, so the protocol is
+exercised exactly as a port would use it. ``broken_adapter.py`` supplies adapters with
+one defect each; the reports they produce must point a porter at the problem: the
+vector, the step index and kind, expected versus actual, and (stateful) a shrunk
+sequence that ``--replay`` reproduces. The CLI runs in process; adapters are
+subprocesses reading stdin and writing stdout.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from kpurgatory import reference
+from kpurgatory.cli import main
+from kpurgatory.conformance.adapter import (
+    DEFAULT_VECTORS_DIR,
+    STEP_KINDS,
+    AdapterError,
+    AdapterProcess,
+    vector_paths,
+)
+from kpurgatory.conformance.python_adapter import serve
+from kpurgatory.conformance.stateful import DriverSide, check_sequence, run_stateful
+from kpurgatory.conformance.steps import Add, Advance, Init, Step, steps_from_json
+from tests.conformance.broken_adapter import mutant
+from tests.support import implementation_names
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKEN = ROOT / "tests" / "conformance" / "broken_adapter.py"
+VECTORS = vector_paths([DEFAULT_VECTORS_DIR])
+VECTOR_NAMES = [json.loads(path.read_text(encoding="utf-8"))["name"] for path in VECTORS]
+
+
+def python_adapter(impl: str) -> str:
+    return shlex.join(
+        [sys.executable, "-m", "kpurgatory.conformance.python_adapter", "--impl", impl]
+    )
+
+
+def broken_adapter(bug: str) -> str:
+    return shlex.join([sys.executable, str(BROKEN), "--bug", bug])
+
+
+def conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Run ``kpurgatory conformance ARGS`` in process; return (exit status, stdout)."""
+    code = main(["conformance", *args])
+    return code, capsys.readouterr().out
+
+
+def between_markers(report: str) -> list[str]:
+    lines = report.splitlines()
+    start, end = lines.index("--- begin steps ---"), lines.index("--- end steps ---")
+    return lines[start + 1 : end]
+
+
+# ---- the Python implementations through the adapter --------------------------------------
+
+
+@pytest.mark.parametrize("impl", implementation_names())
+def test_python_implementation_passes_every_vector_through_the_adapter(
+    impl: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = conformance(capsys, "--adapter", python_adapter(impl))
+    assert code == 0, out
+    for name in VECTOR_NAMES:
+        assert f"PASS {name} (" in out
+    assert f"summary: {len(VECTORS)} passed, 0 failed, 0 not consumed" in out
+    assert "step kinds never answered: none" in out
+
+
+@pytest.mark.parametrize("impl", implementation_names())
+def test_python_implementation_passes_the_stateful_machine_through_the_adapter(
+    impl: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = conformance(
+        capsys,
+        "--adapter",
+        python_adapter(impl),
+        "--stateful",
+        "--max-examples",
+        "30",
+        "--steps",
+        "30",
+        "--seed",
+        "7",
+    )
+    assert code == 0, out
+    assert "PASS stateful: no difference from the reference" in out
+    assert "step kinds never sent: none" in out
+
+
+@pytest.mark.parametrize("impl", [name for name in implementation_names() if name != "reference"])
+def test_stateful_machine_in_process_finds_no_difference(impl: str) -> None:
+    """The same machine, with the other implementation in process (no adapter)."""
+    other = __import__(f"kpurgatory.{impl}", fromlist=["SystemTimer"])
+    failure, stats = run_stateful(
+        DriverSide(other), reference=reference, max_examples=40, step_count=30, seed=3
+    )
+    assert failure is None, failure
+    assert stats.runs >= 40
+    assert set(stats.kinds) == set(STEP_KINDS)
+
+
+# ---- broken adapters: the reports ---------------------------------------------------------
+
+
+def test_late_timer_fails_vectors_with_the_first_divergence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """R4/R5: a timer draining a tick late fails at the advance that should run the task."""
+    code, out = conformance(capsys, "--adapter", broken_adapter("late"))
+    assert code == 1
+    line = next(line for line in out.splitlines() if line.startswith("FAIL r08-advance-result"))
+    assert "step 6 of 8 (advance): result: expected True, got False" in line
+    block = out[out.index(line) :].splitlines()[1:5]
+    assert block[0].startswith('    step:     {"step": "advance"')
+    expected = json.loads(block[1].removeprefix("    expected: "))
+    actual = json.loads(block[2].removeprefix("    actual:   "))
+    assert expected["result"] is True and actual["result"] is False
+    assert [event["task"] for event in expected["events"]] == ["a"]
+    assert actual["events"] == []
+    assert block[3].startswith("    replay:   kpurgatory conformance --adapter")
+    assert "r08-advance-result.json" in block[3]
+    assert "summary: " in out and " failed, 0 not consumed" in out
+
+
+def test_late_timer_stateful_report_is_shrunk_and_replayable(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The shrunk sequence: init, an add and an advance; --replay reproduces it."""
+    code, out = conformance(
+        capsys, "--adapter", broken_adapter("late"), "--stateful", "--seed", "1"
+    )
+    assert code == 1
+    lines = between_markers(out)
+    steps = steps_from_json([json.loads(line) for line in lines])
+    assert isinstance(steps[0], Init)
+    assert len(steps) == 3, lines  # nothing left to delete
+    assert {type(step) for step in steps[1:]} == {Add, Advance}
+    header = next(line for line in out.splitlines() if line.startswith("FAIL stateful:"))
+    assert f"FAIL stateful: step 2 ({steps[2].STEP}) of the shrunk failing sequence" in header
+    assert "expected: " in out and "actual:   " in out
+
+    saved = tmp_path / "shrunk.jsonl"
+    saved.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out = conformance(capsys, "--adapter", broken_adapter("late"), "--replay", str(saved))
+    assert code == 1
+    assert f"FAIL replay: step 2 ({steps[2].STEP}) of the sequence below" in out
+    code, out = conformance(
+        capsys, "--adapter", python_adapter("reference"), "--replay", str(saved)
+    )
+    assert (code, out.strip()) == (0, "PASS replay: 3 steps agree with the reference")
+
+
+def test_miscounting_check_and_complete_fails_where_it_counts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """R25: counting operations found already completed shows up as a wrong result."""
+    code, out = conformance(capsys, "--adapter", broken_adapter("miscount"))
+    assert code == 1
+    failures = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    assert failures
+    for line in failures:
+        assert "(check_and_complete): result: expected" in line
+    assert "PASS r01-due-time" in out  # the timer vectors are unaffected
+
+
+def test_miscount_found_in_process_and_minimized() -> None:
+    """The stateful machine finds R25's miscount; minimization leaves three steps."""
+    failure, _ = run_stateful(
+        DriverSide(mutant("miscount")),
+        reference=reference,
+        max_examples=1000,
+        step_count=10,
+        seed=3,
+    )
+    assert failure is not None
+    assert [step.STEP for step in failure.steps] == ["init", "watch", "check_and_complete"]
+    assert failure.message.startswith("result: expected 0, got 1")
+
+
+# ---- completeness and protocol failures ---------------------------------------------------
+
+
+def test_unsupported_steps_are_listed_as_not_consumed(capsys: pytest.CaptureFixture[str]) -> None:
+    """A half-done port: each purgatory vector and each step kind it never answered is named."""
+    code, out = conformance(capsys, "--adapter", broken_adapter("no-purgatory"))
+    assert code == 1
+    assert "NOT CONSUMED r22-watch-sequence: step 1 of 8 (watch): the adapter reported an " in out
+    assert "error: unsupported step kind watch" in out
+    assert "PASS r01-due-time" in out
+    not_consumed = next(line for line in out.splitlines() if "vectors not consumed:" in line)
+    assert "r22-watch-sequence (answered 1/8)" in not_consumed
+    never = next(line for line in out.splitlines() if "step kinds never answered:" in line)
+    kinds = set(never.split(": ", 1)[1].split(", "))
+    assert {"watch", "check_and_complete", "purgatory_advance", "shutdown"} <= kinds
+    assert not {"init", "add", "advance", "cancel"} & kinds
+
+
+def test_a_crashing_adapter_is_restarted_and_its_vectors_listed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = conformance(capsys, "--adapter", broken_adapter("crash"))
+    assert code == 1
+    crashed = [line for line in out.splitlines() if line.startswith("NOT CONSUMED")]
+    assert crashed and all("the adapter exited with code 3 without answering" in c for c in crashed)
+    assert crashed[0].startswith(f"NOT CONSUMED {VECTOR_NAMES[3]}: step 2 of ")
+    passed = sum(line.startswith("PASS ") for line in out.splitlines())
+    assert passed == len(VECTORS) - len(crashed)  # restarted after each crash
+
+
+def test_a_silent_adapter_times_out(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = conformance(
+        capsys,
+        "--adapter",
+        broken_adapter("silent"),
+        "--timeout",
+        "0.3",
+        "--vectors",
+        str(VECTORS[0]),
+    )
+    assert code == 1
+    assert f"NOT CONSUMED {VECTOR_NAMES[0]}: step 0 of " in out
+    assert "no answer within 0.3 s" in out
+
+
+def test_a_garbage_answer_is_quoted(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = conformance(
+        capsys, "--adapter", broken_adapter("garbage"), "--vectors", str(VECTORS[1])
+    )
+    assert code == 1
+    assert "(init): answer is not JSON" in out and "<<not an observation>>" in out
+
+
+def test_an_adapter_that_cannot_start(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-adapter")
+    code, out = conformance(capsys, "--adapter", missing, "--vectors", str(VECTORS[0]))
+    assert code == 1
+    assert "cannot start adapter" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--adapter", ""], "command must name a program"),
+        (["--adapter", "x", "--timeout", "0"], "step_timeout_s must be > 0"),
+        (["--adapter", "x", "--vectors", "/nonexistent/vectors"], "neither a file nor"),
+        (["--adapter", "x", "--replay", "/nonexistent.jsonl"], "--replay"),
+    ],
+)
+def test_usage_errors_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["conformance", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_replay_file_errors_name_the_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"step": "init"}\n\n{"step": "advance", "ms": "1"}\n', encoding="utf-8")
+    assert main(["conformance", "--adapter", "x", "--replay", str(bad)]) == 2
+    assert "line 3: advance.ms must be an integer" in capsys.readouterr().err
+
+
+# ---- the pieces -------------------------------------------------------------------------
+
+
+def test_python_adapter_serve_answers_each_line() -> None:
+    """One answer per non-blank line; errors name the problem; init starts a new run."""
+    lines = [
+        '{"step": "advance", "ms": 1}',
+        '{"step": "init", "tick_ms": 5}',
+        "",
+        '{"step": "add", "task": "t", "delay_ms": 7}',
+        "not json",
+        '{"step": "warp"}',
+        '{"step": "cancel", "task": "nobody"}',
+        '{"step": "advance", "ms": 5}',
+        '{"step": "init"}',
+        '{"step": "advance", "ms": 5}',
+    ]
+    out = io.StringIO()
+    assert serve(reference, io.StringIO("\n".join(lines) + "\n"), out) == 9
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert answers[0] == {"error": "the first step of a run must be init"}
+    assert answers[2]["state"]["timer_sizes"] == {"main": 1}
+    assert answers[3]["error"].startswith("not JSON")
+    assert "unknown step kind 'warp'" in answers[4]["error"]
+    assert "unknown task or operation label 'nobody'" in answers[5]["error"]
+    assert answers[6]["result"] is True  # due 5 (R1: 7 rounds down to 5 with tick 5)
+    assert [event["task"] for event in answers[6]["events"]] == ["t"]
+    assert answers[8]["result"] is False  # a new run: nothing scheduled
+
+
+def test_adapter_process_reports_an_error_answer_as_answered() -> None:
+    with AdapterProcess(broken_adapter("no-purgatory")) as adapter:
+        adapter.send(Init())
+        with pytest.raises(AdapterError, match="unsupported step kind shutdown") as raised:
+            adapter.send_json({"step": "shutdown"})
+        assert raised.value.answered
+        assert adapter.running
+
+
+def test_check_sequence_agrees_and_stops_at_the_divergence() -> None:
+    steps: list[Step] = [Init(), Add("t", 1), Advance(1), Advance(1)]
+    assert check_sequence(steps, DriverSide(reference), reference) is None
+    failure = check_sequence(steps, DriverSide(mutant("late")), reference)
+    assert failure is not None and failure.step_index == 2
+    assert failure.message == "result: expected True, got False"

@@ -1,0 +1,1 @@
+"""Tests of the documentation site: strict build and executed code snippets."""
