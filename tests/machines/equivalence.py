@@ -24,6 +24,7 @@ mutants in ``tests/mutants`` are judged by these machines as well.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -33,9 +34,11 @@ from hypothesis import event, target
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
+    MultipleResults,
     RuleBasedStateMachine,
     initialize,
     invariant,
+    multiple,
     precondition,
     rule,
 )
@@ -47,6 +50,7 @@ __all__ = [
     "ADVANCE_KINDS",
     "DELAY_KINDS",
     "KEY_POOL",
+    "NEXT_TASK",
     "MachineStats",
     "advance_amount",
     "delay_from",
@@ -88,6 +92,8 @@ ADVANCE_KINDS = (
     "random",
     "to_due",
     "to_due",
+    "step_down",
+    "step_down",
     "huge",
 )
 """How an ``advance_clock`` amount is shaped (``to_due`` lands on or beside a due time)."""
@@ -150,7 +156,9 @@ def advance_amount(
 
     ``span`` moves by exact multiples of a level's span (``tick * wheel**level``);
     ``to_due`` moves to ``next_due`` (a scheduled due time picked by the machine) or one
-    millisecond before or after it; ``huge`` jumps ~3e10 ms.
+    millisecond before or after it; ``step_down`` moves just far enough for a task due at
+    ``next_due`` to drop one wheel level (so repeated steps cascade it level by level);
+    ``huge`` jumps ~3e10 ms.
     """
     span = tick * int(wheel**level)
     times = 1 + mult % (wheel + 1)
@@ -170,6 +178,12 @@ def advance_amount(
         if next_due is None:
             return raw % (tick * wheel + 1)
         return max(0, min(MAX_MAGNITUDE, next_due - now + max(-1, min(1, jitter))))
+    if kind == "step_down":
+        if next_due is None or next_due <= now:
+            return tick
+        remaining = next_due - now
+        level = wheel_level(next_due, now, tick, wheel)
+        return max(1, remaining - (tick * int(wheel**level) - tick))
     if kind == "huge":
         return YEARS_MS + raw % (tick * wheel + 1)
     raise ValueError(f"kind must be one of {sorted(set(ADVANCE_KINDS))}, got {kind!r}")
@@ -197,19 +211,26 @@ class MachineStats:
 
     ``drained_levels[k]`` counts examples in which at least one task added at wheel level
     ``>= k`` was later handed over by ``advance_clock`` (it cascaded all the way down);
-    ``scheduled_levels[k]`` counts examples that scheduled a task at level ``>= k``.
+    ``scheduled_levels[k]`` counts examples that scheduled a task at level ``>= k``;
+    ``cascade_levels[k]`` counts examples in which a task handed over by ``advance_clock``
+    had lived at ``>= k`` distinct levels (measured after each advance of its timer), i.e.
+    it really cascaded down level by level rather than in one jump.
     """
 
     examples: int = 0
     steps: int = 0
     scheduled_levels: Counter[int] = field(default_factory=Counter)
     drained_levels: Counter[int] = field(default_factory=Counter)
+    cascade_levels: Counter[int] = field(default_factory=Counter)
     max_level_drained: int = -1
+    max_levels_created: int = 0
     counters: Counter[str] = field(default_factory=Counter)
 
-    def record_example(self, max_scheduled: int, max_drained: int) -> None:
+    def record_example(self, max_scheduled: int, max_drained: int, max_cascade: int) -> None:
         """Fold one finished example's deepest scheduled and drained levels in."""
         self.examples += 1
+        for levels in range(1, max_cascade + 1):
+            self.cascade_levels[levels] += 1
         for level in range(max_scheduled + 1):
             self.scheduled_levels[level] += 1
         for level in range(max_drained + 1):
@@ -222,7 +243,10 @@ class MachineStats:
             f"examples={self.examples} steps={self.steps} "
             f"scheduled>=level:{dict(sorted(self.scheduled_levels.items()))} "
             f"drained>=level:{dict(sorted(self.drained_levels.items()))} "
-            f"max_drained={self.max_level_drained} counters={dict(sorted(self.counters.items()))}"
+            f"cascaded_through>=levels:{dict(sorted(self.cascade_levels.items()))} "
+            f"max_drained={self.max_level_drained} "
+            f"max_levels_created={self.max_levels_created} "
+            f"counters={dict(sorted(self.counters.items()))}"
         )
 
 
@@ -247,6 +271,9 @@ def _run_check(obj: object, what: str) -> None:
 # ---------------------------------------------------------------------------------------
 # the timer machine
 # ---------------------------------------------------------------------------------------
+
+NEXT_TASK = "<next>"
+"""Agent target meaning "the next task due after the agent in its timer"."""
 
 TimerLogEntry = tuple[str, int, int, str, tuple[Any, ...]]
 """(label, due, clock reading at run, timer it was scheduled in, nested runs)."""
@@ -328,18 +355,29 @@ class _TimerSide:
         now = self.clock.now_ms()
         children: tuple[Any, ...] = ()
         if label == self.agent and self.agent_action is not None:
-            children = self._act(due)
+            children = self._act(due, timer_name)
         self.log.append((label, due, now, timer_name, children))
 
-    def _act(self, own_due: int) -> tuple[Any, ...]:
+    def _act(self, own_due: int, own_timer: str) -> tuple[Any, ...]:
         """The agent's action on its target, only if the target is due strictly later.
 
         Restricting the target to a later due time keeps the outcome independent of the
         unspecified order among same-due tasks (R6), while still exercising R11 (a task
         cancelled or re-added before its turn in the same hand-over is not handed over).
+        The target ``NEXT_TASK`` means the task of the agent's timer due soonest after
+        the agent (ties broken by label), the one most likely to share its hand-over.
         """
         assert self.agent_action is not None
         action, target_label = self.agent_action
+        if target_label == NEXT_TASK:
+            later = sorted(
+                (due, label)
+                for label, (timer_name, due) in self.scheduled.items()
+                if timer_name == own_timer and due > own_due
+            )
+            if not later:
+                return ()
+            target_label = later[0][1]
         where = self.scheduled.get(target_label)
         if where is None or where[1] <= own_due:
             return ()
@@ -391,6 +429,7 @@ def make_timer_machine(
     *,
     stats: MachineStats | None = None,
     max_tasks: int = 40,
+    run_checks: bool = True,
 ) -> type[RuleBasedStateMachine]:
     """A machine that drives ``ref_pkg`` and ``other_pkg`` timers in step (R1-R12).
 
@@ -402,8 +441,9 @@ def make_timer_machine(
     jumps, move the clock directly, and set up one "agent" task that cancels, re-adds or
     moves another task when it runs (R11). After every step both sides must agree on the
     call's outcome, the canonical hand-over log, each timer's ``size`` and
-    ``current_time``, and pass ``_check()``. ``stats`` (optional) collects how deep the
-    runs went.
+    ``current_time``, and pass ``_check()`` (unless ``run_checks`` is False, which
+    measures what the behavioural comparison alone catches). ``stats`` (optional)
+    collects how deep the runs went.
     """
     ref_name = getattr(ref_pkg, "__name__", repr(ref_pkg))
     other_name = getattr(other_pkg, "__name__", repr(other_pkg))
@@ -422,6 +462,8 @@ def make_timer_machine(
             self.levels: dict[str, int] = {}
             self.max_scheduled = -1
             self.max_drained = -1
+            self.visited: dict[str, set[int]] = {}
+            self.max_cascade = 0
 
         # -- set-up ------------------------------------------------------------------
 
@@ -466,9 +508,11 @@ def make_timer_machine(
             if self.sides:
                 event(f"timer: deepest level drained {min(self.max_drained, 6)}")
                 event(f"timer: deepest level scheduled {min(self.max_scheduled, 8)}")
+                event(f"timer: most levels cascaded through {min(self.max_cascade, 6)}")
                 target(float(self.max_drained), label="deepest level drained")
+                target(float(self.max_cascade), label="most levels cascaded through")
                 if stats is not None:
-                    stats.record_example(self.max_scheduled, self.max_drained)
+                    stats.record_example(self.max_scheduled, self.max_drained, self.max_cascade)
 
         # -- the comparison ------------------------------------------------------------
 
@@ -527,7 +571,11 @@ def make_timer_machine(
                 )
             for side in self.sides:
                 for name, timer in side.timers.items():
-                    _run_check(timer, f"{getattr(side.pkg, '__name__', '?')} timer {name}")
+                    if run_checks:
+                        _run_check(timer, f"{getattr(side.pkg, '__name__', '?')} timer {name}")
+                    levels = getattr(timer, "levels", None)
+                    if stats is not None and isinstance(levels, int):
+                        stats.max_levels_created = max(stats.max_levels_created, levels)
 
         # -- rules ---------------------------------------------------------------------
 
@@ -560,9 +608,11 @@ def make_timer_machine(
             if due > current:
                 level = wheel_level(due, current, self.tick, self.wheel)
                 self.levels[label] = level
+                self.visited[label] = {level}
                 self.max_scheduled = max(self.max_scheduled, level)
             else:
                 self.levels.pop(label, None)
+                self.visited.pop(label, None)
             self._step(f"add({label} -> {timer_name})", lambda side: side.add(label, timer_name))
 
         @rule(label=tasks, timer_name=st.sampled_from(["A", "B"]))
@@ -597,7 +647,12 @@ def make_timer_machine(
             """advance_clock on one timer by a drawn amount; compare result and runs (R4-R8)."""
             ref = self.sides[0]
             dues = sorted(due for name, due in ref.scheduled.values() if name == timer_name)
-            next_due = dues[pick % len(dues)] if dues and pick % 3 else (dues[0] if dues else None)
+            if not dues:
+                next_due = None
+            elif kind == "step_down" or pick % 3 == 0:
+                next_due = dues[0]  # the next task to drain: step it down level by level
+            else:
+                next_due = dues[pick % len(dues)]
             amount = advance_amount(
                 kind,
                 level,
@@ -609,6 +664,36 @@ def make_timer_machine(
                 next_due,
                 ref.clock.now_ms(),
             )
+            self._advance(timer_name, amount)
+
+        @rule(
+            timer_name=st.sampled_from(["A", "A", "B"]),
+            pick=st.integers(0, 1 << 16),
+            times=st.integers(1, 64),
+        )
+        def cascade(self, timer_name: str, pick: int, times: int) -> None:
+            """Up to ``times`` ``step_down`` advances toward one scheduled task: each drops
+            it one wheel level (draining whatever is due earlier on the way), so it
+            cascades level by level down to its hand-over."""
+            ref = self.sides[0]
+            labels = sorted(
+                (due, label) for label, (name, due) in ref.scheduled.items() if name == timer_name
+            )
+            if not labels:
+                return
+            chosen = labels[pick % len(labels)][1]
+            for _ in range(times):
+                where = ref.scheduled.get(chosen)
+                if where is None or where[0] != timer_name:
+                    return
+                amount = advance_amount(
+                    "step_down", 0, 0, 0, 0, self.tick, self.wheel, where[1], ref.clock.now_ms()
+                )
+                self._advance(timer_name, amount)
+
+        def _advance(self, timer_name: str, amount: int) -> None:
+            """One compared advance_clock, then R5 (never late) on each side, then stats."""
+            ref = self.sides[0]
             before = {label for label, (name, _) in ref.scheduled.items() if name == timer_name}
             self._step(
                 f"advance({timer_name}, {amount})",
@@ -632,6 +717,13 @@ def make_timer_machine(
             ]
             if drained:
                 self.max_drained = max(self.max_drained, max(drained))
+            for label, _, _, name, _ in ref.log:
+                if name == timer_name and label in before and label in self.visited:
+                    self.max_cascade = max(self.max_cascade, len(self.visited.pop(label)))
+            current = ref.timers[timer_name].current_time
+            for label, (name, due) in ref.scheduled.items():
+                if name == timer_name and label in self.visited:
+                    self.visited[label].add(wheel_level(due, current, self.tick, self.wheel))
 
         @rule(
             kind=st.sampled_from(["one", "tick", "span", "random", "huge"]),
@@ -644,7 +736,7 @@ def make_timer_machine(
             amount = advance_amount(kind, level, mult, 0, raw, self.tick, self.wheel, None, 0)
             self._step(f"clock.advance({amount})", lambda side: side.clock.advance(amount))
 
-        @precondition(lambda self: self.sides and self.sides[0].agent is None)
+        @precondition(lambda self: self.count < max_tasks)
         @rule(
             target=tasks,
             kind=st.sampled_from(DELAY_KINDS),
@@ -653,6 +745,7 @@ def make_timer_machine(
             jitter=st.integers(-2, 2),
             raw=st.integers(0, 1 << 40),
             victim=tasks,
+            next_task=st.booleans(),
             action=st.sampled_from(["cancel", "readd", "move"]),
         )
         def new_agent(
@@ -663,26 +756,70 @@ def make_timer_machine(
             jitter: int,
             raw: int,
             victim: str,
+            next_task: bool,
             action: str,
         ) -> str:
-            """The one task that acts on another when it runs (R11); added to timer A."""
+            """The one task that acts on another when it runs (R11); added to timer A.
+
+            Its target is ``victim``, or with ``next_task`` whichever task is due next
+            after it in its timer when it runs.
+            """
             delay = delay_from(kind, level, mult, jitter, raw, self.tick, self.wheel)
-            label = "agent"
+            label = f"agent{self.count}"
+            self.count += 1
             for side in self.sides:
                 side.new_task(label, delay)
                 side.agent = label
-                side.agent_action = (action, victim)
+                side.agent_action = (action, NEXT_TASK if next_task else victim)
             self._add(label, "A")
             return label
 
+        @precondition(lambda self: self.count < max_tasks)
+        @rule(
+            target=tasks,
+            timer_name=st.sampled_from(["A", "B"]),
+            action=st.sampled_from(["cancel", "readd", "move"]),
+            level=st.integers(0, 4),
+            gap=st.sampled_from(["one", "tick", "ticks", "span"]),
+        )
+        def race(self, timer_name: str, action: str, level: int, gap: str) -> MultipleResults[str]:
+            """R11 head-on: a new agent and a task due just after it, then one advance that
+            drains both; the agent cancels, re-adds or moves that task before its turn.
+
+            The new agent replaces the old one (which becomes an ordinary task), so there
+            is still only one agent at a time.
+            """
+            delay = self.tick * int(self.wheel**level)
+            after = {
+                "one": 1,
+                "tick": self.tick,
+                "ticks": 2 * self.tick,
+                "span": self.tick * self.wheel,
+            }[gap]
+            agent, victim = f"agent{self.count}", f"t{self.count + 1}"
+            self.count += 2
+            for side in self.sides:
+                side.new_task(agent, delay)
+                side.new_task(victim, delay + after)
+                side.agent = agent
+                side.agent_action = (action, NEXT_TASK)
+            self._add(agent, timer_name)
+            self._add(victim, timer_name)
+            self._advance(timer_name, delay + after + self.tick)
+            return multiple(agent, victim)
+
         @precondition(lambda self: self.sides and self.sides[0].agent is not None)
-        @rule(victim=tasks, action=st.sampled_from(["cancel", "readd", "move"]))
-        def retarget_agent(self, victim: str, action: str) -> None:
-            """Point the agent at another task or action."""
-            if victim == "agent":
+        @rule(
+            victim=tasks,
+            next_task=st.booleans(),
+            action=st.sampled_from(["cancel", "readd", "move"]),
+        )
+        def retarget_agent(self, victim: str, next_task: bool, action: str) -> None:
+            """Point the agent at another task (or the next one due) or action."""
+            if victim == self.sides[0].agent and not next_task:
                 return
             for side in self.sides:
-                side.agent_action = (action, victim)
+                side.agent_action = (action, NEXT_TASK if next_task else victim)
 
         @invariant()
         def nothing_pending_elsewhere(self) -> None:
@@ -708,8 +845,11 @@ KEY_POOL: tuple[Hashable, ...] = (0, 1, 2, 512, -1, -2, True, "k", ("t", 3))
 """Watch keys: -1 and -2 share a hash in CPython, 0 and 512 share a shard of 512,
 ``True == 1`` (the same key, R24), plus a str and a tuple."""
 
-PurgatoryLogEntry = tuple[str, str, int]
-"""(operation name, "complete" or "expire", clock reading)."""
+KEYS = st.one_of(st.sampled_from(KEY_POOL[:3]), st.sampled_from(KEY_POOL))
+"""A watch key: half the time one of three common keys, so operations share keys."""
+
+PurgatoryLogEntry = tuple[str, str, int, tuple[Any, ...]]
+"""(operation name, "complete" or "expire", clock reading, what its reaction did)."""
 
 
 @functools.cache
@@ -738,10 +878,11 @@ def _operation_class(pkg: ImplPackage) -> type[Any]:
             return bool(self.ready and self.force_complete())
 
         def on_complete(self) -> None:
-            self.side.log.append((self.name, "complete", self.side.clock.now_ms()))
+            now = self.side.clock.now_ms()
+            self.side.log.append((self.name, "complete", now, self.side.react(self.name)))
 
         def on_expiration(self) -> None:
-            self.side.log.append((self.name, "expire", self.side.clock.now_ms()))
+            self.side.log.append((self.name, "expire", self.side.clock.now_ms(), ()))
 
         def __repr__(self) -> str:
             return f"EquivalenceOperation({self.name!r}, delay_ms={self.delay_ms})"
@@ -760,6 +901,14 @@ _PURGATORY_COUNTERS = (
 """The purgatory properties compared after every step (R26-R30)."""
 
 
+def _parameters(callable_: Any) -> frozenset[str]:
+    """Names of the parameters ``callable_`` accepts (empty if it has no signature)."""
+    try:
+        return frozenset(inspect.signature(callable_).parameters)
+    except (TypeError, ValueError):
+        return frozenset()
+
+
 class _PurgatorySide:
     """One implementation's purgatory on a manual clock and inline-executor timer."""
 
@@ -771,6 +920,7 @@ class _PurgatorySide:
         clock_start: int,
         purge_interval: int,
         timer_enabled: bool,
+        shards: int | None,
     ) -> None:
         self.pkg = pkg
         self.tick = tick
@@ -778,15 +928,52 @@ class _PurgatorySide:
         self.timer = pkg.SystemTimer(
             "eq-purgatory", tick, wheel, clock=self.clock, executor=InlineExecutor()
         )
+        extra: dict[str, int] = {}
+        if shards is not None and "shards" in _parameters(pkg.DelayedOperationPurgatory):
+            extra["shards"] = shards
         self.purgatory = pkg.DelayedOperationPurgatory(
             "eq",
             timer=self.timer,
             purge_interval=purge_interval,
             reaper_enabled=False,
             timer_enabled=timer_enabled,
+            **extra,
         )
         self.ops: dict[str, Any] = {}
         self.log: list[PurgatoryLogEntry] = []
+        self.reactor: tuple[str, Hashable] | None = None  # (operation name, key)
+        self.spawned: list[tuple[str, int, Hashable]] = []  # (child, due, key), not yet adopted
+
+    def submit(self, name: str, delay: int, keys: list[Hashable], ready_on_try: int) -> bool:
+        op = _operation_class(self.pkg)(delay, name, self, ready_on_try)
+        self.ops[name] = op
+        result: bool = self.purgatory.try_complete_else_watch(op, list(keys))
+        return result
+
+    def react(self, name: str) -> tuple[Any, ...]:
+        """The reentrant operation's completion: call back into the purgatory (R37).
+
+        ``cancel_for_key`` on its key, then submit a fresh operation watching that key
+        (with the parent's delay), all from inside ``on_complete``, which may run inside
+        ``check_and_complete`` on the same key, inside a timer hand-over, or inside the
+        operation's own ``try_complete_else_watch``. Exercises R26's "drop a list only
+        if it is still the mapped one" and snapshot iteration. Returns what it did.
+        """
+        if self.reactor is None or self.reactor[0] != name:
+            return ()
+        key = self.reactor[1]
+        self.reactor = None  # once
+        outer, self.log = self.log, []
+        try:
+            cancelled = [op.name for op in self.purgatory.cancel_for_key(key)]
+            child = f"{name}.child"
+            delay: int = self.ops[name].delay_ms
+            due = (self.clock.now_ms() + delay) // self.tick * self.tick
+            self.spawned.append((child, due, key))
+            result = _outcome(lambda: self.submit(child, delay, [key], 0))
+            return (tuple(cancelled), result, tuple(self.log))
+        finally:
+            self.log = outer
 
     def counters(self) -> dict[str, int]:
         return {name: getattr(self.purgatory, name) for name in _PURGATORY_COUNTERS}
@@ -821,6 +1008,7 @@ def make_purgatory_machine(
     *,
     stats: MachineStats | None = None,
     max_operations: int = 40,
+    run_checks: bool = True,
 ) -> type[RuleBasedStateMachine]:
     """A machine that drives ``ref_pkg`` and ``other_pkg`` purgatories in step (R16-R34).
 
@@ -834,7 +1022,9 @@ def make_purgatory_machine(
     second submission (R34), advance_clock (purges included) and bare clock moves. After
     every step both sides must agree on the return value or exception, the completion and
     expiry events in order (same-due expiries as a multiset), every counter, and each
-    operation's completed flag and number of try_complete calls.
+    operation's completed flag and number of try_complete calls, and pass ``_check()``
+    (unless ``run_checks`` is False). One operation per run may be reentrant: its
+    ``on_complete`` calls ``cancel_for_key`` and submits a fresh operation (R37).
     """
     ref_name = getattr(ref_pkg, "__name__", repr(ref_pkg))
     other_name = getattr(other_pkg, "__name__", repr(other_pkg))
@@ -851,6 +1041,7 @@ def make_purgatory_machine(
             self.wheel = 2
             self.count = 0
             self.keys_of: dict[str, list[Hashable]] = {}
+            self.missing: dict[str, list[Hashable]] = {}  # keys still needed before ready
             self.due: dict[str, int] = {}
 
         @initialize(
@@ -859,6 +1050,7 @@ def make_purgatory_machine(
             clock_start=st.one_of(st.just(0), st.integers(-1000, 1000)),
             purge_interval=st.integers(0, 5),
             timer_enabled=st.sampled_from([True, True, True, False]),
+            shards=st.sampled_from([None, 1, 2, 3, 8]),
         )
         def set_up(
             self,
@@ -867,11 +1059,17 @@ def make_purgatory_machine(
             clock_start: int,
             purge_interval: int,
             timer_enabled: bool,
+            shards: int | None,
         ) -> None:
-            """Build both purgatories (R33 when timer_enabled is False)."""
+            """Build both purgatories (R33 when timer_enabled is False).
+
+            ``shards`` is passed only to an implementation whose purgatory accepts it
+            (the optimized one's keyword extension; None keeps its default of 512): few
+            shards put many keys in one shard and make each step cheaper.
+            """
             self.tick, self.wheel = tick, wheel
             self.sides = [
-                _PurgatorySide(pkg, tick, wheel, clock_start, purge_interval, timer_enabled)
+                _PurgatorySide(pkg, tick, wheel, clock_start, purge_interval, timer_enabled, shards)
                 for pkg in (ref_pkg, other_pkg)
             ]
             self._compare_state("set_up")
@@ -911,8 +1109,22 @@ def make_purgatory_machine(
             if stats is not None:
                 for kind in ("complete", "expire"):
                     stats.counters[kind] += sum(1 for entry in logs[0] if entry[1] == kind)
+            self._adopt_children()
             self._compare_state(what)
             return outcomes[0][1]
+
+        def _adopt_children(self) -> None:
+            """Register operations a reentrant completion submitted (keys, due time)."""
+            spawned = [side.spawned for side in self.sides]
+            assert spawned[0] == spawned[1], f"spawned operations differ: {spawned}"
+            for child, due, key in spawned[0]:
+                self.keys_of[child] = [key]
+                self.missing[child] = [key]
+                self.due[child] = due
+                if stats is not None:
+                    stats.counters["reentrant"] += 1
+            for side in self.sides:
+                side.spawned = []
 
         def _check_spec(
             self, what: str, side: _PurgatorySide, log: list[PurgatoryLogEntry], expiries: bool
@@ -920,13 +1132,13 @@ def make_purgatory_machine(
             """R17 on each side: an expiry directly follows that operation's completion;
             R6: expiries in non-decreasing due order."""
             name = getattr(side.pkg, "__name__", "?")
-            for index, (op_name, kind, _) in enumerate(log):
+            for index, (op_name, kind, _, _) in enumerate(log):
                 if kind == "expire":
                     assert index > 0 and log[index - 1][:2] == (op_name, "complete"), (
                         f"{what}: {name} expired {op_name} without completing it first (R17): {log}"
                     )
             if expiries:
-                dues = [self.due.get(op_name, _MISSING_DUE) for op_name, kind, _ in log]
+                dues = [self.due.get(op_name, _MISSING_DUE) for op_name, _, _, _ in log]
                 assert dues == sorted(dues), f"{what}: {name} expired out of due order (R6): {log}"
 
         def _compare_state(self, what: str) -> None:
@@ -944,10 +1156,11 @@ def make_purgatory_machine(
             assert ref.timer.current_time == other.timer.current_time, (
                 f"{what}: current_time {ref.timer.current_time} vs {other.timer.current_time}"
             )
-            for side in self.sides:
-                label = getattr(side.pkg, "__name__", "?")
-                _run_check(side.timer, f"{label} timer")
-                _run_check(side.purgatory, f"{label} purgatory")
+            if run_checks:
+                for side in self.sides:
+                    label = getattr(side.pkg, "__name__", "?")
+                    _run_check(side.timer, f"{label} timer")
+                    _run_check(side.purgatory, f"{label} purgatory")
 
         # -- rules ---------------------------------------------------------------------
 
@@ -959,8 +1172,10 @@ def make_purgatory_machine(
             mult=st.integers(0, 64),
             jitter=st.integers(-2, 2),
             raw=st.integers(0, 1 << 30),
-            keys=st.lists(st.sampled_from(KEY_POOL), min_size=1, max_size=4),
+            keys=st.lists(KEYS, min_size=1, max_size=4),
             ready_on_try=st.sampled_from([0, 0, 0, 1, 2, 3]),
+            reentrant=st.sampled_from([False, False, False, True]),
+            needs=st.lists(KEYS, max_size=2),
         )
         def submit(
             self,
@@ -971,30 +1186,72 @@ def make_purgatory_machine(
             raw: int,
             keys: list[Hashable],
             ready_on_try: int,
+            reentrant: bool,
+            needs: list[Hashable],
         ) -> str:
             """try_complete_else_watch on one or many keys (R22-R24, R33).
 
             ``ready_on_try``: 0 never by itself, 1 ready at submission (first try), 2 on the
             second try (completed inside the call, stays watched), 3 on the next try.
+            ``needs``: the keys whose events make it ready (default: its first watch key);
+            a needed key it does not watch makes it ready without a check on that key.
             """
             delay = delay_from(kind, level, mult, jitter, raw, self.tick, self.wheel)
+            return self._submit(delay, keys, ready_on_try, reentrant, needs)
+
+        @precondition(lambda self: self.count < max_operations)
+        @rule(
+            target=operations,
+            other=operations,
+            extra=st.lists(KEYS, max_size=2),
+            level=st.integers(0, 3),
+            ready_on_try=st.sampled_from([0, 0, 1, 2, 3]),
+            reentrant=st.sampled_from([False, False, True]),
+            needs=st.lists(KEYS, max_size=2),
+        )
+        def submit_alongside(
+            self,
+            other: str,
+            extra: list[Hashable],
+            level: int,
+            ready_on_try: int,
+            reentrant: bool,
+            needs: list[Hashable],
+        ) -> str:
+            """Submit an operation watching the keys of ``other`` (plus ``extra``): watcher
+            lists with several operations, of which an event completes only some (R25)."""
+            delay = self.tick * int(self.wheel**level) + 1
+            keys = [*self.keys_of[other], *extra]
+            return self._submit(delay, keys, ready_on_try, reentrant, needs)
+
+        def _submit(
+            self,
+            delay: int,
+            keys: list[Hashable],
+            ready_on_try: int,
+            reentrant: bool,
+            needs: list[Hashable],
+        ) -> str:
             name = f"op{self.count}"
             self.count += 1
             self.keys_of[name] = list(keys)
+            self.missing[name] = list(needs) if needs else list(keys[:1])
             ref = self.sides[0]
             self.due[name] = (ref.clock.now_ms() + delay) // self.tick * self.tick
-            ops = []
-            for side in self.sides:
-                op = _operation_class(side.pkg)(delay, name, side, ready_on_try)
-                side.ops[name] = op
-                ops.append(op)
+            if reentrant and ref.reactor is None:
+                # One reentrant operation at a time: two could race on the same key in an
+                # order the spec leaves open (same-due expiries, R6). It reacts on the key
+                # whose event completes it, i.e. inside check_and_complete on that key.
+                self.missing[name] = list(keys[:1])
+                for side in self.sides:
+                    side.reactor = (name, keys[0])
             self._step(
                 f"try_complete_else_watch({name}, {keys})",
-                lambda side: side.purgatory.try_complete_else_watch(side.ops[name], list(keys)),
+                lambda side: side.submit(name, delay, keys, ready_on_try),
             )
             return name
 
-        @rule(op=operations, keys=st.lists(st.sampled_from(KEY_POOL), min_size=1, max_size=2))
+        @rule(op=operations, keys=st.lists(KEYS, min_size=1, max_size=2))
         def resubmit(self, op: str, keys: list[Hashable]) -> None:
             """A second submission raises ValueError and changes nothing (R34)."""
             self._step(
@@ -1002,13 +1259,31 @@ def make_purgatory_machine(
                 lambda side: side.purgatory.try_complete_else_watch(side.ops[op], list(keys)),
             )
 
-        @rule(key=st.sampled_from(KEY_POOL))
+        @rule(key=KEYS)
         def keyed_event(self, key: Hashable) -> None:
-            """Mark every operation interested in ``key`` ready, then check_and_complete (R25)."""
-            for side in self.sides:
-                for name, op in side.ops.items():
-                    if key in self.keys_of[name]:
-                        op.ready = True
+            """Record an event on ``key``, then check_and_complete(key) (R25).
+
+            An operation becomes ready once every key it needs has had an event, so an
+            event completes some of the operations watching its key and not others.
+            """
+            self._event(key)
+
+        @rule(op=operations)
+        def event_for(self, op: str) -> None:
+            """An event on a key ``op`` still needs (or its first watch key): aims events
+            at keys that pending operations watch, the reentrant one's included."""
+            missing = self.missing.get(op)
+            self._event(missing[0] if missing else self.keys_of[op][0])
+
+        def _event(self, key: Hashable) -> None:
+            for name in list(self.missing):
+                missing = self.missing[name]
+                if key in missing:
+                    missing[:] = [other for other in missing if other != key]
+                    if not missing:
+                        del self.missing[name]
+                        for side in self.sides:
+                            side.ops[name].ready = True
             count = self._step(
                 f"event({key!r})", lambda side: side.purgatory.check_and_complete(key)
             )
@@ -1016,7 +1291,7 @@ def make_purgatory_machine(
                 f"purgatory: event completed {min(count, 3) if isinstance(count, int) else count}"
             )
 
-        @rule(key=st.sampled_from(KEY_POOL))
+        @rule(key=KEYS)
         def check_and_complete(self, key: Hashable) -> None:
             """check_and_complete with no new readiness: counts only what it completes (R25)."""
             self._step(
@@ -1044,7 +1319,7 @@ def make_purgatory_machine(
             """Cancel the operation's timer entry: it will not expire, stays watched (R9)."""
             self._step(f"cancel({op})", lambda side: side.ops[op].cancel())
 
-        @rule(key=st.sampled_from(KEY_POOL))
+        @rule(key=KEYS)
         def cancel_for_key(self, key: Hashable) -> None:
             """cancel_for_key returns the watchers in watch order (R29)."""
             self._step(

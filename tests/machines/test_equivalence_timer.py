@@ -3,7 +3,8 @@
 Runs ``tests.machines.equivalence.make_timer_machine`` under the active Hypothesis
 profile (``ci`` by default, ``HYPOTHESIS_PROFILE=deep`` for the nightly-style run) and
 then checks that the generated runs really went deep: tasks scheduled three or more
-wheel levels up were handed over by ``advance_clock`` after cascading down. Before
+wheel levels up were handed over by ``advance_clock``, and tasks were handed over after
+living at three or more distinct levels (a real level-by-level cascade). Before
 ``kpurgatory.optimized`` exists the machine compares the reference with a second
 instance of itself, which still checks the rules the machine asserts on each side.
 """
@@ -33,4 +34,7 @@ def test_timer_machine_reference_vs_other() -> None:
     assert stats.examples > 0
     assert stats.drained_levels[3] * 4 >= stats.examples, (
         f"too few runs drained a task from wheel level 3+: {stats.summary()}"
+    )
+    assert stats.cascade_levels[3] * 10 >= stats.examples, (
+        f"too few runs cascaded a task down through 3+ levels: {stats.summary()}"
     )

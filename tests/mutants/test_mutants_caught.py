@@ -1,0 +1,115 @@
+"""The equivalence machines catch every seeded mutant of the optimized package.
+
+For each mutant in ``tests.mutants.catalog.MUTANTS``: it is armed (its target exists and
+its source fragment occurs exactly once, so the patch really changes the code), and the
+machines of ``tests.machines.equivalence`` fail on it within a fixed, derandomized
+budget. The same budget on the unmutated code passes, so a failure means the mutant was
+caught, not that the budget produces false alarms. A mutant the machines miss means the
+machines are too weak: strengthen them, never drop the mutant.
+
+The budget is independent of the Hypothesis profile: ``derandomize=True`` (the same
+examples on every run), no shrinking (only detection matters here), and
+``MUTANT_EXAMPLES`` examples of ``MUTANT_STEPS`` steps per machine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from types import ModuleType
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
+from tests.mutants.catalog import MUTANTS, MachineName, Mutant, applied, mutated_source
+from tests.support import implementation_names, load
+
+MUTANT_EXAMPLES = 100
+"""Examples per machine and mutant (every mutant is caught well within it; see README)."""
+
+MUTANT_STEPS = 50
+"""Steps per example."""
+
+MUTANT_SETTINGS = settings(
+    max_examples=MUTANT_EXAMPLES,
+    stateful_step_count=MUTANT_STEPS,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    database=None,
+    deadline=None,
+    report_multiple_bugs=False,
+    print_blob=False,
+    suppress_health_check=list(HealthCheck),
+)
+
+pytestmark = pytest.mark.skipif(
+    "optimized" not in implementation_names(), reason="kpurgatory.optimized is not present"
+)
+
+
+def _packages() -> tuple[ModuleType, ModuleType]:
+    return load("reference"), load("optimized")
+
+
+def _machine(name: MachineName) -> type[RuleBasedStateMachine]:
+    reference, optimized = _packages()
+    factory = make_timer_machine if name == "timer" else make_purgatory_machine
+    return factory(reference, optimized)
+
+
+def _first_failure(mutant: Mutant) -> tuple[MachineName, BaseException] | None:
+    """Run the mutant's machines in order with the mutant applied; the first failure."""
+    for name in mutant.machines:
+        machine = _machine(name)
+        with applied(mutant):
+            try:
+                run_state_machine_as_test(machine, settings=MUTANT_SETTINGS)
+            except Exception as failure:  # any failure of the machine counts as caught
+                return name, failure
+    return None
+
+
+def test_catalog_is_large_and_well_formed() -> None:
+    """At least 8 mutants, unique names, all in kpurgatory.optimized, each a real change."""
+    names = [mutant.name for mutant in MUTANTS]
+    assert len(names) >= 8
+    assert len(set(names)) == len(names), "mutant names must be unique"
+    for mutant in MUTANTS:
+        assert mutant.module.startswith("kpurgatory.optimized."), mutant
+        assert mutant.old != mutant.new, mutant
+        assert mutant.machines, mutant
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
+def test_mutant_is_armed(mutant: Mutant) -> None:
+    """The target exists, the fragment occurs exactly once (else ``MutantError``), the
+    patched function differs from the original, and the original comes back after."""
+    original_source, new_source = mutated_source(mutant)
+    assert new_source != original_source
+    owner: object = importlib.import_module(mutant.module)
+    *path, attr = mutant.target.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    before = inspect.getattr_static(owner, attr)
+    with applied(mutant) as replacement:
+        assert inspect.getattr_static(owner, attr) is replacement
+        assert replacement is not before
+    assert inspect.getattr_static(owner, attr) is before
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
+def test_mutant_is_caught(mutant: Mutant) -> None:
+    """The equivalence machines fail on the mutant (fixed seed, bounded budget)."""
+    caught = _first_failure(mutant)
+    assert caught is not None, (
+        f"mutant {mutant.name!r} ({mutant.description}) survived {MUTANT_EXAMPLES} examples "
+        f"of {mutant.machines}: strengthen the machines, do not drop the mutant"
+    )
+
+
+@pytest.mark.parametrize("machine", ["timer", "purgatory"])
+def test_unmutated_code_passes_the_same_budget(machine: MachineName) -> None:
+    """Without a mutant the same derandomized budget passes: a caught mutant is real."""
+    run_state_machine_as_test(_machine(machine), settings=MUTANT_SETTINGS)
