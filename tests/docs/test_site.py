@@ -20,6 +20,8 @@ pytest.importorskip("mkdocs", reason="the docs extra is not installed")
 
 from mkdocs.config import load_config
 
+from tests.support import implementation_names
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
@@ -64,6 +66,8 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         "kpurgatory.spec.rules.Rule",
     ):
         assert f'id="{anchor}"' in api, f"API page lacks {anchor}"
+    for name in implementation_names():  # every implementation package is documented
+        assert f'id="kpurgatory.{name}"' in api, f"docs/api.md lacks ::: kpurgatory.{name}"
     home = (site / "index.html").read_text(encoding="utf-8")
     assert 'class="mermaid"' in home
     tutorial = (site / "tutorial" / "index.html").read_text(encoding="utf-8")
