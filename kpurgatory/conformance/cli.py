@@ -45,8 +45,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser(
         "conformance",
         help="check an implementation through its stdin/stdout adapter",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=__doc__.split("\n", 2)[2] if __doc__ else None,
         epilog=f"example: kpurgatory conformance --adapter {PYTHON_ADAPTER!r}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--adapter",
@@ -66,9 +67,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="PATH",
         help=f"vector file or directory (repeatable; default {DEFAULT_VECTORS_DIR})",
     )
-    parser.add_argument("--max-examples", type=int, default=100, help="stateful: sequences")
-    parser.add_argument("--steps", type=int, default=50, help="stateful: steps per sequence")
-    parser.add_argument("--seed", type=int, default=None, help="stateful: a fixed seed")
+    parser.add_argument(
+        "--max-examples", type=int, default=100, metavar="N", help="stateful: runs (100)"
+    )
+    parser.add_argument(
+        "--steps", type=int, default=50, metavar="N", help="stateful: steps per run (50)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, metavar="N", help="stateful: a fixed seed"
+    )
     parser.add_argument(
         "--out", type=Path, metavar="FILE", help="stateful: also write the shrunk sequence here"
     )

@@ -255,6 +255,7 @@ def test_an_adapter_that_cannot_start(capsys: pytest.CaptureFixture[str], tmp_pa
         (["--adapter", "x", "--timeout", "0"], "step_timeout_s must be > 0"),
         (["--adapter", "x", "--vectors", "/nonexistent/vectors"], "neither a file nor"),
         (["--adapter", "x", "--replay", "/nonexistent.jsonl"], "--replay"),
+        (["--adapter", "x", "--stateful", "--max-examples", "0"], "max_examples must be >= 1"),
     ],
 )
 def test_usage_errors_exit_2(
