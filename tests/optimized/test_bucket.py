@@ -1,0 +1,181 @@
+"""Unit tests of the bucket list (``TimerTaskList``/``TimerTaskEntry``) and its ``_check``."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry, TimerTaskList
+from kpurgatory.optimized.timer import TimerTask
+
+
+class Noop(TimerTask):
+    """A task that does nothing (the bucket never runs tasks)."""
+
+    def run(self) -> None:
+        """Nothing to do."""
+
+
+LOCK = threading.RLock()
+
+
+def entry(due: int) -> TimerTaskEntry:
+    return TimerTaskEntry(Noop(0), due, LOCK)
+
+
+def make(counter: TaskCounter | None = None) -> TimerTaskList:
+    return TimerTaskList(TaskCounter() if counter is None else counter, LOCK, 0, 1)
+
+
+def test_add_keeps_order_and_counts() -> None:
+    bucket = make()
+    entries = [entry(5) for _ in range(4)]
+    for e in entries:
+        bucket.add(e)
+    assert bucket.entries() == entries
+    assert bucket.counter.value == 4
+    assert all(e.list is bucket for e in entries)
+    assert bucket._check() == 4
+
+
+def test_remove_is_o1_and_only_from_its_own_list() -> None:
+    counter = TaskCounter()
+    first, second = make(counter), make(counter)
+    a, b, c = entry(1), entry(1), entry(1)
+    for e in (a, b, c):
+        first.add(e)
+    assert second.remove(b) is False  # not linked there: nothing happens
+    assert counter.value == 3
+    assert first.remove(b) is True
+    assert first.remove(b) is False  # idempotent
+    assert first.entries() == [a, c]
+    assert b.list is None and b.next is b and b.prev is b
+    assert counter.value == 2
+    first._check()
+
+
+def test_add_moves_an_entry_linked_elsewhere() -> None:
+    """An entry is in at most one list: adding it to another list unlinks it first."""
+    counter = TaskCounter()
+    first, second = make(counter), make(counter)
+    e = entry(3)
+    first.add(e)
+    second.add(e)
+    assert first.is_empty() and second.entries() == [e]
+    assert counter.value == 1
+    first._check()
+    second._check()
+
+
+def test_counter_is_shared_between_buckets() -> None:
+    counter = TaskCounter()
+    buckets = [make(counter) for _ in range(3)]
+    for index, bucket in enumerate(buckets):
+        for _ in range(index + 1):
+            bucket.add(entry(index))
+    assert counter.value == 6
+    assert sum(bucket._check() for bucket in buckets) == 6
+
+
+def test_set_expiration_reports_change() -> None:
+    bucket = make()
+    assert bucket.expiration is None
+    assert bucket.set_expiration(10) is True
+    assert bucket.set_expiration(10) is False
+    assert bucket.set_expiration(-1) is True  # -1 is a real slot start on negative clocks
+
+
+def test_flush_unlinks_everything_in_order_and_resets_expiration() -> None:
+    bucket = make()
+    entries = [entry(7) for _ in range(3)]
+    for e in entries:
+        bucket.add(e)
+    bucket.set_expiration(7)
+    seen: list[TimerTaskEntry] = []
+
+    def visit(e: TimerTaskEntry) -> None:
+        assert e.list is None  # unlinked before the callback runs
+        seen.append(e)
+
+    bucket.flush(visit)
+    assert seen == entries
+    assert bucket.is_empty()
+    assert bucket.expiration is None
+    assert bucket.counter.value == 0
+    bucket._check()
+
+
+def test_flush_callback_may_remove_from_the_same_list() -> None:
+    """Re-entrant flush: the callback cancels a later entry of the bucket being flushed."""
+    bucket = make()
+    a, b, c = entry(1), entry(1), entry(1)
+    for e in (a, b, c):
+        bucket.add(e)
+    seen: list[TimerTaskEntry] = []
+
+    def visit(e: TimerTaskEntry) -> None:
+        seen.append(e)
+        if e is a:
+            bucket.remove(c)
+
+    bucket.flush(visit)
+    assert seen == [a, b]
+    assert bucket.counter.value == 0
+    bucket._check()
+
+
+def test_flush_callback_may_add_to_the_same_list() -> None:
+    """An entry the callback puts back is flushed as well (Kafka's flush loop)."""
+    bucket = make()
+    a, b = entry(1), entry(1)
+    bucket.add(a)
+    seen: list[TimerTaskEntry] = []
+
+    def visit(e: TimerTaskEntry) -> None:
+        seen.append(e)
+        if e is a:
+            bucket.add(b)
+
+    bucket.flush(visit)
+    assert seen == [a, b]
+    assert bucket.is_empty()
+
+
+def test_min_due_scans_for_the_least_due_time() -> None:
+    bucket = TimerTaskList(TaskCounter(), LOCK, 0, 10)
+    assert bucket.min_due() is None
+    bucket.set_expiration(20)
+    for due in (27, 23, 25):
+        bucket.add(entry(due))
+    assert bucket.min_due() == 23
+    bucket.add(entry(20))
+    assert bucket.min_due() == 20
+
+
+def test_check_detects_broken_links() -> None:
+    bucket = make()
+    a, b = entry(1), entry(1)
+    bucket.add(a)
+    bucket.add(b)
+    b.prev = b  # corrupt the back link
+    with pytest.raises(AssertionError, match="links disagree"):
+        bucket._check()
+
+
+def test_check_detects_an_entry_pointing_at_another_list() -> None:
+    bucket, other = make(), make()
+    a = entry(1)
+    bucket.add(a)
+    a.list = other
+    with pytest.raises(AssertionError, match="another list"):
+        bucket._check()
+
+
+def test_check_detects_more_entries_than_the_counter() -> None:
+    bucket = make()
+    bucket.add(entry(1))
+    bucket.add(entry(1))
+    bucket.counter.value = 0
+    with pytest.raises(AssertionError, match="counter"):
+        bucket._check()
