@@ -16,6 +16,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kpurgatory.demo",
     "kpurgatory.bench.cli",
     "kpurgatory.conformance.cli",
+    "kpurgatory.pipeline.cli",
+    "kpurgatory.replay",
 )
 """Modules that register subcommands, in the order ``--help`` lists them."""
 

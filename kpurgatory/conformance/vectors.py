@@ -59,6 +59,7 @@ __all__ = [
     "validate_vector",
     "vector_file_name",
     "vector_steps",
+    "workload_vector",
     "write_vector",
 ]
 
@@ -513,3 +514,30 @@ def replay_all(vectors: Iterable[dict[str, Any]], impl: ModuleType) -> list[tupl
         if divergence is not None:
             failures.append((vector["name"], *divergence))
     return failures
+
+
+def workload_vector(
+    scenario: str, preset: str, seed: int, shard: int, n_ops: int
+) -> dict[str, Any]:
+    """A vector from one stream of the pipeline's workloads (expectations: the reference).
+
+    Named ``<scenario>-<preset>-s<seed>[-k<shard>]-n<n_ops>``.
+    """
+    workloads = importlib.import_module("kpurgatory.pipeline.workloads")
+    steps = workloads.stream_steps(scenario, preset, seed, shard, n_ops)
+    shard_part = f"-k{shard}" if shard else ""
+    return make_vector(
+        steps,
+        name=f"{scenario}-{preset}-s{seed}{shard_part}-n{n_ops}",
+        description=(
+            f"Workload stream: scenario {scenario}, preset {preset} "
+            f"({workloads.PRESETS[preset].description}), {n_ops} operations."
+        ),
+        rules=("R1", "R2", "R3", "R6", "R16", "R17", "R22", "R25", "R29", "R30"),
+        generator="kpurgatory.pipeline.workloads",
+        generator_version=workloads.GENERATOR_VERSION,
+        scenario=scenario,
+        preset=preset,
+        seed=seed,
+        shard=shard,
+    )

@@ -38,6 +38,7 @@ from kpurgatory.conformance.vectors import (
     replay_vector,
     rule_vectors,
     validate_vector,
+    workload_vector,
 )
 from kpurgatory.spec.events import OperationCompleted, OperationExpired, TaskRan
 from kpurgatory.spec.rules import SPEC_VERSION
@@ -49,7 +50,7 @@ SCHEMA = load_schema()
 
 
 def test_committed_vectors_exist_and_are_small() -> None:
-    assert len(VECTOR_FILES) >= 15
+    assert len(VECTOR_FILES) >= 36
     assert sum(path.stat().st_size for path in VECTOR_FILES) < 2_000_000
 
 
@@ -212,3 +213,23 @@ def test_observation_json_round_trip() -> None:
     for vector in rule_vectors():
         for entry in vector["steps"]:
             assert Observation.from_json(entry["expect"]).to_json() == entry["expect"]
+
+
+def test_committed_workload_vectors_are_current() -> None:
+    """Regenerating each workload vector from its provenance reproduces the committed file."""
+    workload_files = [
+        path
+        for path in VECTOR_FILES
+        if load_vector(path)["provenance"]["generator"] == "kpurgatory.pipeline.workloads"
+    ]
+    assert len(workload_files) >= 24
+    for path in workload_files:
+        vector = load_vector(path)
+        source = vector["provenance"]
+        n_ops = len(
+            {e["step"]["operation"] for e in vector["steps"] if e["step"]["step"] == "watch"}
+        )
+        again = workload_vector(
+            source["scenario"], source["preset"], source["seed"], source["shard"], n_ops
+        )
+        assert again == vector, path.name

@@ -1,0 +1,14 @@
+"""The data pipeline: workloads at scale, differential replay, cost sweeps, vectors.
+
+- ``workloads``: the scenario x preset x seed x shard grid and each row's step stream.
+- ``replay``: one stream through two implementations in virtual time (plain Python):
+  per-operation outcomes, per-stream cost counters, first divergence.
+- ``costs``: a model of Kafka's hierarchical wheel and of a per-request heap, fed from
+  the observations, that counts delay-queue work (bucket offers, polls, cascades).
+- ``spark``: the PySpark job (local or cluster): replay in the executors, diff, report.
+- ``report``: aggregates to Parquet, Markdown/HTML and PNG charts.
+- ``cli``: ``kpurgatory pipeline run`` and ``kpurgatory pipeline vectors``.
+
+Only ``spark`` and ``report`` import pyspark, pandas, pyarrow or matplotlib (the
+``[pipeline]`` and ``[plot]`` extras); everything else is plain Python.
+"""

@@ -1,0 +1,186 @@
+"""``kpurgatory pipeline``: ``run`` (the Spark job) and ``vectors`` (export conformance vectors).
+
+``kpurgatory pipeline run`` starts Spark (``local[*]`` by default), replays the grid
+through the reference and the optimized implementation, diffs them, writes the report
+and prints where it is. Exit status: 0 when no difference was found, 1 when there are
+counterexamples, 2 when the environment is missing something (Java 17, pyspark).
+
+pyspark, pandas and matplotlib are imported only inside the handlers (kpurgatory.cli's
+rule), so ``kpurgatory --help`` works without the ``[pipeline]`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kpurgatory.pipeline.workloads import PRESETS, SCENARIOS, GridRow, grid
+
+__all__ = ["COMMITTED_VECTORS", "GRIDS", "add_parser", "grid_rows", "run", "vectors"]
+
+GRIDS: dict[str, dict[str, Any]] = {
+    "default": {"seeds": tuple(range(1, 8)), "shards": 3, "n_ops": 2000},
+    "small": {"seeds": (1,), "shards": 1, "n_ops": 200},
+}
+"""Named grids (every scenario x every preset x seeds x shards, ``n_ops`` per stream).
+
+``default``: 6 x 4 x 7 x 3 = 504 streams of 2000 operations = 1,008,000 operations.
+``small``: 24 streams of 200 operations (a smoke run in well under a minute).
+"""
+
+COMMITTED_VECTORS: dict[str, Any] = {"seeds": (1,), "n_ops": 12, "adversarial_n_ops": 40}
+"""What ``kpurgatory pipeline vectors`` writes by default (the set in conformance/vectors/)."""
+
+
+def grid_rows(
+    name: str,
+    *,
+    scenarios: list[str] | None = None,
+    presets: list[str] | None = None,
+    seeds: list[int] | None = None,
+    n_ops: int | None = None,
+) -> list[GridRow]:
+    """The grid called ``name``, optionally narrowed or resized."""
+    if name not in GRIDS:
+        raise ValueError(f"grid must be one of {sorted(GRIDS)}, got {name!r}")
+    spec = GRIDS[name]
+    return grid(
+        scenarios,
+        presets,
+        seeds=tuple(seeds) if seeds else spec["seeds"],
+        shards=spec["shards"],
+        n_ops=n_ops or spec["n_ops"],
+    )
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``pipeline run`` and ``pipeline vectors``."""
+    parser = subparsers.add_parser(
+        "pipeline",
+        help="the PySpark pipeline: differential replay at scale, report, vectors",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
+
+    run_parser = commands.add_parser("run", help="replay and diff the grid on Spark, report")
+    run_parser.add_argument("--master", default="local[*]", help="Spark master (local[*])")
+    run_parser.add_argument("--grid", default="default", choices=sorted(GRIDS))
+    run_parser.add_argument("--out", type=Path, default=Path("build/pipeline"))
+    run_parser.add_argument("--impl-a", default="reference", help="the expectation")
+    run_parser.add_argument("--impl-b", default="optimized", help="the implementation checked")
+    run_parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
+    run_parser.add_argument("--preset", action="append", choices=sorted(PRESETS))
+    run_parser.add_argument("--seed", action="append", type=int, help="seeds (repeatable)")
+    run_parser.add_argument("--ops", type=int, help="operations per stream (grid's default)")
+    run_parser.add_argument("--mode", default="arrow", choices=("arrow", "pandas", "rdd"))
+    run_parser.add_argument("--partitions", type=int, help="grid partitions (8 x cores)")
+    run_parser.add_argument("--quiet", action="store_true", help="no progress display")
+    run_parser.set_defaults(func=run)
+
+    vec_parser = commands.add_parser("vectors", help="export conformance vectors (JSON)")
+    vec_parser.add_argument("--out", type=Path, required=True)
+    vec_parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
+    vec_parser.add_argument("--preset", action="append", choices=sorted(PRESETS))
+    vec_parser.add_argument("--seeds", type=int, default=1, help="seeds 1..N (1)")
+    vec_parser.add_argument("--ops", type=int, default=COMMITTED_VECTORS["n_ops"])
+    vec_parser.add_argument("--adversarial-ops", type=int, help="ops for adversarial streams")
+    vec_parser.add_argument("--no-rules", action="store_true", help="skip the rule vectors")
+    vec_parser.set_defaults(func=vectors)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``kpurgatory pipeline run``: the whole job; prints where the report is."""
+    from kpurgatory.pipeline.spark import JavaMissingError, build_session, run_pipeline
+
+    try:
+        rows = grid_rows(
+            args.grid,
+            scenarios=args.scenario,
+            presets=args.preset,
+            seeds=args.seed,
+            n_ops=args.ops,
+        )
+    except ValueError as exc:
+        print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
+        return 2
+    total = sum(r.n_ops for r in rows)
+    print(
+        f"grid {args.grid}: {len(rows)} streams, {total:,} operations; "
+        f"{args.impl_a} vs {args.impl_b}; master {args.master}; mode {args.mode}",
+        flush=True,
+    )
+    started = time.perf_counter()
+    try:
+        spark = build_session(args.master)
+    except (JavaMissingError, ImportError) as exc:
+        print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        show = not args.quiet and sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+        result = run_pipeline(
+            spark,
+            rows,
+            impl_a=args.impl_a,
+            impl_b=args.impl_b,
+            mode=args.mode,
+            partitions=args.partitions,
+            out_dir=args.out,
+            show_progress=show,
+        )
+        cores = spark.sparkContext.defaultParallelism
+    finally:
+        spark.stop()
+    from kpurgatory.pipeline.report import write_report
+
+    elapsed = time.perf_counter() - started
+    context = (
+        f"Grid `{args.grid}` ({len(rows)} streams), `{args.impl_a}` (expected) vs "
+        f"`{args.impl_b}`, Spark master `{args.master}` ({cores} cores), mode `{args.mode}`, "
+        f"{elapsed:.0f} s wall including Spark start-up: "
+        f"{result.operations / elapsed * 60:,.0f} operations replayed (on both) and diffed "
+        "per minute."
+    )
+    report = write_report(result, args.out, title="kpurgatory pipeline report", context=context)
+    print(context)
+    for row in result.counterexamples[:10]:
+        print(
+            f"COUNTEREXAMPLE {row['scenario']} {row['preset']} seed {row['seed']} shard "
+            f"{row['shard']}: {row['reason']}\n  reproduce: kpurgatory replay --scenario "
+            f"{row['scenario']} --preset {row['preset']} --seed {row['seed']} --shard "
+            f"{row['shard']} --ops {row['n_ops']} --impl {args.impl_b} --against {args.impl_a}"
+        )
+    verdict = "no differences" if result.ok else f"{result.counterexample_count} counterexample(s)"
+    print(f"{verdict}; report: {report.resolve()} (and report.html, Parquet tables, PNG charts)")
+    return 0 if result.ok and result.model_mismatches == 0 else 1
+
+
+def vectors(args: argparse.Namespace) -> int:
+    """``kpurgatory pipeline vectors``: the rule vectors plus one per scenario x preset x seed."""
+    from kpurgatory.conformance.vectors import rule_vectors, workload_vector, write_vector
+
+    if args.seeds < 1 or args.ops < 1:
+        print("kpurgatory pipeline vectors: --seeds and --ops must be >= 1", file=sys.stderr)
+        return 2
+    written = []
+    if not args.no_rules:
+        written += [write_vector(args.out, v) for v in rule_vectors()]
+    adversarial_ops = args.adversarial_ops or (
+        COMMITTED_VECTORS["adversarial_n_ops"]
+        if args.ops == COMMITTED_VECTORS["n_ops"]
+        else args.ops
+    )
+    for scenario in args.scenario or sorted(SCENARIOS):
+        for preset in args.preset or sorted(PRESETS):
+            for seed in range(1, args.seeds + 1):
+                n_ops = adversarial_ops if scenario == "adversarial" else args.ops
+                written.append(
+                    write_vector(args.out, workload_vector(scenario, preset, seed, 0, n_ops))
+                )
+    size = sum(path.stat().st_size for path in written)
+    print(f"wrote {len(written)} vectors ({size / 1e6:.2f} MB) to {args.out}")
+    return 0

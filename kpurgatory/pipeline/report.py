@@ -1,0 +1,224 @@
+"""The report: Markdown and HTML pages with PNG charts, from the pipeline's aggregates.
+
+Charts (matplotlib, Agg backend, no display needed):
+
+- ``expired_fraction.png``: the share of operations that expired, per scenario and preset;
+- ``lateness.png``: virtual lateness of expired operations (at_ms - deadline: negative
+  means up to tick - 1 ms early, which R1 allows; positive means the drain came late);
+- ``cascades_by_decile.png``: cascades per operation by deadline decile (R1's wheel
+  levels at work: long deadlines cascade more, tiny wheels far more);
+- ``delay_queue.png``: delay-queue operations (offers + polls) and their log2 cost per
+  request, for Kafka's queue of buckets versus a heap of requests (the Purgatory
+  Redesign Proposal's argument, as numbers).
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from kpurgatory.pipeline.spark import PipelineResult
+
+__all__ = ["write_report"]
+
+_SUMMARY_COLUMNS = (
+    ("scenario", "scenario"),
+    ("preset", "preset"),
+    ("ops", "ops"),
+    ("expired_fraction", "expired"),
+    ("completed_fraction", "completed early"),
+    ("lateness_p50_ms", "lateness p50 (ms)"),
+    ("lateness_p99_ms", "lateness p99 (ms)"),
+    ("cascades_per_op", "cascades / op"),
+    ("bucket_queue_ops_per_request", "bucket queue ops / req"),
+    ("heap_ops_per_request", "heap ops / req"),
+    ("bucket_queue_cost_per_request", "bucket queue log2 cost / req"),
+    ("heap_cost_per_request", "heap log2 cost / req"),
+    ("peak_bucket_queue", "peak buckets queued"),
+    ("peak_heap", "peak heap size"),
+    ("peak_pending", "peak pending"),
+    ("peak_watched", "peak watched"),
+    ("purges", "purges"),
+)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "-"
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def _table_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = [label for _, label in _SUMMARY_COLUMNS]
+    rows = [
+        [_fmt(record.get(name)) for name, _ in _SUMMARY_COLUMNS]
+        for record in summary.to_dict("records")
+    ]
+    return headers, rows
+
+
+def _charts(result: PipelineResult, out: Path) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary, deciles = result.summary, result.deciles
+    charts: list[tuple[str, str]] = []
+    scenarios = sorted(summary["scenario"].unique())
+    presets = sorted(summary["preset"].unique())
+    width = 0.8 / max(1, len(presets))
+
+    def grouped_bars(column: str, title: str, ylabel: str, name: str, log: bool = False) -> None:
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        for offset, preset in enumerate(presets):
+            values = [
+                float(summary[(summary.scenario == s) & (summary.preset == preset)][column].sum())
+                for s in scenarios
+            ]
+            ax.bar([i + offset * width for i in range(len(scenarios))], values, width, label=preset)
+        ax.set_xticks([i + width * (len(presets) - 1) / 2 for i in range(len(scenarios))])
+        ax.set_xticklabels(scenarios, rotation=15)
+        ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=100)
+        plt.close(fig)
+        charts.append((name, title))
+
+    grouped_bars("expired_fraction", "Expired fraction", "fraction of operations", "expired.png")
+    grouped_bars(
+        "lateness_p99_ms",
+        "Virtual lateness of expired operations, p99 (at_ms - deadline)",
+        "ms",
+        "lateness.png",
+    )
+
+    fig, axes = plt.subplots(2, (len(scenarios) + 1) // 2, figsize=(13, 7), squeeze=False)
+    for ax, scenario in zip(axes.flat, scenarios, strict=False):
+        for preset in presets:
+            part = deciles[(deciles.scenario == scenario) & (deciles.preset == preset)]
+            ax.plot(part["decile"], part["cascades_per_op"], marker="o", label=preset)
+        ax.set_title(scenario, fontsize="medium")
+        ax.set_xlabel("deadline decile")
+        ax.set_ylabel("cascades / op")
+    axes.flat[0].legend(fontsize="small")
+    fig.suptitle("Cascades per operation by deadline decile")
+    fig.tight_layout()
+    fig.savefig(out / "cascades_by_decile.png", dpi=100)
+    plt.close(fig)
+    charts.append(("cascades_by_decile.png", "Cascades per operation by deadline decile"))
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
+    labels = [f"{s}\n{p}" for s in scenarios for p in presets]
+    x = range(len(labels))
+
+    def pick(column: str) -> list[float]:
+        return [
+            float(summary[(summary.scenario == s) & (summary.preset == p)][column].sum())
+            for s in scenarios
+            for p in presets
+        ]
+
+    for ax, (bucket_col, heap_col, title) in (
+        (left, ("bucket_queue_ops_per_request", "heap_ops_per_request", "queue ops / request")),
+        (right, ("bucket_queue_cost_per_request", "heap_cost_per_request", "log2 cost / request")),
+    ):
+        ax.bar([i - 0.2 for i in x], pick(bucket_col), 0.4, label="bucket queue (Kafka wheel)")
+        ax.bar([i + 0.2 for i in x], pick(heap_col), 0.4, label="heap of requests")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(labels, rotation=90, fontsize="x-small")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.legend(fontsize="small")
+    fig.suptitle("Delay-queue work per request: bucket queue vs per-request heap")
+    fig.tight_layout()
+    fig.savefig(out / "delay_queue.png", dpi=100)
+    plt.close(fig)
+    charts.append(("delay_queue.png", "Delay-queue work per request"))
+    return charts
+
+
+def write_report(result: PipelineResult, out: Path, *, title: str, context: str) -> Path:
+    """Write ``report.md``, ``report.html`` and the PNG charts into ``out``; returns the .md."""
+    out.mkdir(parents=True, exist_ok=True)
+    charts = _charts(result, out)
+    headers, rows = _table_rows(result.summary)
+    verdict = (
+        "**No differences**: every operation had the same outcome, at the same virtual "
+        "time, by the same call, and every step's observation agreed."
+        if result.ok
+        else f"**{result.counterexample_count} counterexample(s)** (see below)."
+    )
+    lines = [
+        f"# {title}",
+        "",
+        context,
+        "",
+        f"- streams: {result.streams}; operations replayed per implementation: "
+        f"{result.operations:,}",
+        f"- cost-model mismatches (should be 0): {result.model_mismatches}",
+        "- stage times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in result.stage_seconds.items()),
+        "",
+        verdict,
+        "",
+        "## Summary per scenario and preset",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|" + "---|" * len(headers),
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+    ]
+    if result.counterexamples:
+        lines += ["## Counterexamples (first ones)", ""]
+        for row in result.counterexamples[:50]:
+            lines.append(
+                f"- `{row['scenario']}` `{row['preset']}` seed {row['seed']} shard "
+                f"{row['shard']}: {row['reason']}  \n  reproduce: `kpurgatory replay "
+                f"--scenario {row['scenario']} --preset {row['preset']} --seed {row['seed']} "
+                f"--shard {row['shard']} --ops {row['n_ops']}`"
+            )
+        lines.append("")
+    lines += ["## Charts", ""]
+    for name, caption in charts:
+        lines += [f"### {caption}", "", f"![{caption}]({name})", ""]
+    markdown = out / "report.md"
+    markdown.write_text("\n".join(lines), encoding="utf-8")
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>{html.escape(context)}</p>",
+        f"<p>streams: {result.streams}; operations per implementation: {result.operations:,};"
+        f" counterexamples: {result.counterexample_count}; cost-model mismatches: "
+        f"{result.model_mismatches}</p>",
+        "<table border=1 cellspacing=0 cellpadding=3><tr>"
+        + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+        + "</tr>",
+        *("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows),
+        "</table>",
+    ]
+    for row in result.counterexamples[:50]:
+        body.append(f"<p>{html.escape(str(row))}</p>")
+    for name, caption in charts:
+        body.append(
+            f"<h3>{html.escape(caption)}</h3><img src='{name}' alt='{html.escape(caption)}'>"
+        )
+    (out / "report.html").write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>"
+        + html.escape(title)
+        + "</title></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n",
+        encoding="utf-8",
+    )
+    return markdown
