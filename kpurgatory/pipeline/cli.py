@@ -68,7 +68,11 @@ def add_parser(subparsers: Any) -> None:
     commands = parser.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
 
     run_parser = commands.add_parser("run", help="replay and diff the grid on Spark, report")
-    run_parser.add_argument("--master", default="local[*]", help="Spark master (local[*])")
+    run_parser.add_argument(
+        "--master",
+        help="Spark master: local[N], local[*] (default) or spark://host:port; under "
+        "spark-submit the submit's --master is used",
+    )
     run_parser.add_argument("--grid", default="default", choices=sorted(GRIDS))
     run_parser.add_argument("--out", type=Path, default=Path("build/pipeline"))
     run_parser.add_argument("--impl-a", default="reference", help="the expectation")
@@ -109,17 +113,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
     total = sum(r.n_ops for r in rows)
-    print(
-        f"grid {args.grid}: {len(rows)} streams, {total:,} operations; "
-        f"{args.impl_a} vs {args.impl_b}; master {args.master}; mode {args.mode}",
-        flush=True,
-    )
     started = time.perf_counter()
     try:
         spark = build_session(args.master)
     except (JavaMissingError, ImportError) as exc:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
+    master = spark.sparkContext.master
+    print(
+        f"grid {args.grid}: {len(rows)} streams, {total:,} operations; "
+        f"{args.impl_a} vs {args.impl_b}; master {master}; mode {args.mode}",
+        flush=True,
+    )
     try:
         show = not args.quiet and sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
         result = run_pipeline(
@@ -140,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     context = (
         f"Grid `{args.grid}` ({len(rows)} streams), `{args.impl_a}` (expected) vs "
-        f"`{args.impl_b}`, Spark master `{args.master}` ({cores} cores), mode `{args.mode}`, "
+        f"`{args.impl_b}`, Spark master `{master}` ({cores} cores), mode `{args.mode}`, "
         f"{elapsed:.0f} s wall including Spark start-up: "
         f"{result.operations / elapsed * 60:,.0f} operations replayed (on both) and diffed "
         "per minute."

@@ -165,15 +165,18 @@ def replay_stream(
 ) -> StreamReplay:
     """Run ``steps`` on ``impl_a`` (the expectation, normally the reference) and ``impl_b``.
 
-    ``impl_a``'s state is read after every step (it feeds the peaks); ``impl_b``'s after
-    every ``state_every``-th step and at the end (reading ``watched`` may cost O(shards)).
+    Both sides' full states are read and compared after every ``state_every``-th step
+    and at the end (reading ``watched`` costs O(keys) on the reference and O(shards) on
+    the optimized purgatory); results, events and try counts after every step. So
+    ``peak_watched`` is sampled every ``state_every`` steps; the purge count is exact
+    (``num_purged`` after every step) and ``peak_pending`` too (from the wheel model).
     Returns outcomes for both, the first divergence and the cost counters.
     """
     if not steps or not isinstance(steps[0], Init):
         raise ValueError("steps must start with an init step")
     started = time.perf_counter()
     init = steps[0]
-    driver_a = Driver(impl_a)
+    driver_a = Driver(impl_a, state_every=state_every)
     driver_b = Driver(impl_b, state_every=state_every)
     model = WheelModel(init.tick_ms, init.wheel_size, init.start_ms)
     heap = HeapModel()
@@ -212,12 +215,12 @@ def replay_stream(
             if isinstance(step, Advance | PurgatoryAdvance) and obs_a.raised is None:
                 fired = set(model.drain(clock))
                 mismatches += len(fired ^ _expired_labels(obs_a))
-            state = obs_a.state
-            if state is not None:
-                peak_watched = max(peak_watched, state.watched)
-                if state.num_purged > last_purged:
-                    purges += 1
-                    last_purged = state.num_purged
+            if obs_a.state is not None:
+                peak_watched = max(peak_watched, obs_a.state.watched)
+            purged = driver_a.purgatory.num_purged  # O(1): exact purge count
+            if purged > last_purged:
+                purges += 1
+                last_purged = purged
         if divergence is None:
             final_a, final_b = driver_a.state(), driver_b.state()
             if final_a != final_b:

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "COUNTEREXAMPLE_COLUMNS",
     "MODES",
     "JavaMissingError",
     "PipelineResult",
@@ -63,6 +64,9 @@ __all__ = [
     "replay_dataframe",
     "run_pipeline",
 ]
+
+COUNTEREXAMPLE_COLUMNS = (*KEY_COLUMNS, "n_ops", "op", "step", "reason")
+"""The counterexample table: the stream, and the operation or step that differs, and why."""
 
 MODES = ("arrow", "pandas", "rdd")
 """How the replay stage runs in the executors: mapInArrow, mapInPandas, RDD mapPartitions."""
@@ -129,20 +133,29 @@ def package_zip(directory: Path) -> Path:
     return target
 
 
+def _submitted_master() -> str:
+    """The master spark-submit configured (read from the launcher's Spark conf)."""
+    from pyspark import SparkConf
+
+    master: str = SparkConf().get("spark.master", "local[*]") or "local[*]"
+    return master
+
+
 def _is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
 def build_session(
-    master: str = "local[*]",
+    master: str | None = "local[*]",
     app_name: str = "kpurgatory-pipeline",
     *,
     shuffle_partitions: int | None = None,
 ) -> SparkSession:
     """A SparkSession configured for this project (see the module docstring).
 
-    ``JavaMissingError`` if Java 17+ is absent; ``ImportError`` (with the extra to
-    install) if pyspark is not installed.
+    ``master=None`` keeps the master chosen by ``spark-submit --master`` (or
+    ``local[*]`` outside spark-submit). ``JavaMissingError`` if Java 17+ is absent;
+    ``ImportError`` (with the extra to install) if pyspark is not installed.
     """
     check_java()
     try:
@@ -151,6 +164,9 @@ def build_session(
         raise ImportError(
             "pyspark is not installed: pip install -e '.[pipeline]' (pyspark, pyarrow, pandas<3)"
         ) from None
+    if master is None:
+        submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
+        master = _submitted_master() if submitted else "local[*]"
     local = _is_local(master)
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -450,9 +466,13 @@ def run_pipeline(
             out_dir.mkdir(parents=True, exist_ok=True)
 
             def write() -> None:
-                streams.write.mode("overwrite").parquet(str(out_dir / "streams.parquet"))
-                counterexamples.write.mode("overwrite").parquet(
-                    str(out_dir / "counterexamples.parquet")
+                # Written by the driver from collected tables: on a cluster the executors'
+                # disks are not the driver's, and these tables are small.
+                import pandas as pd
+
+                stream_table.to_parquet(out_dir / "streams.parquet", index=False)
+                pd.DataFrame(diff_rows, columns=COUNTEREXAMPLE_COLUMNS).to_parquet(
+                    out_dir / "counterexamples.parquet", index=False
                 )
                 summary.to_parquet(out_dir / "summary.parquet", index=False)
                 deciles.to_parquet(out_dir / "deciles.parquet", index=False)
