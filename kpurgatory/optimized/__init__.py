@@ -8,6 +8,13 @@ levels (``wheel``), a delay queue of buckets (``delay_queue``), the timer
 sharded by key hash (``purgatory``). Every structure has a ``_check()`` method that
 asserts its representation invariants. This package shares no code with the reference;
 docs/algorithm.md explains the algorithm and the cost of each operation.
+
+Documented extensions beyond the reference API (nothing else differs):
+
+* ``SystemTimer.levels``: the number of wheel levels created so far.
+* ``DelayedOperationPurgatory(..., *, shards=512)``: the number of watcher-list shards,
+  readable as ``DelayedOperationPurgatory.shards``.
+* ``DelayedOperationPurgatory.num_expired``: operations submitted there whose expiry won.
 """
 
 from kpurgatory.optimized.operation import DelayedOperation
