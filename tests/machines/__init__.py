@@ -1,0 +1,1 @@
+"""Hypothesis state machines: implementations against brute-force models or the reference."""
