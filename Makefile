@@ -29,6 +29,13 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# Nightly-style equivalence run: reference vs optimized machines under the deep Hypothesis
+# profile (2000 examples x 200 steps per machine; ~6 min CPU, no pytest timeout).
+.PHONY: deep
+deep: $(STAMP)
+	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q -s --timeout 0 \
+		tests/machines/test_equivalence_timer.py tests/machines/test_equivalence_purgatory.py
+
 # Compiled build: kpurgatory.optimized compiled with mypyc (KPURGATORY_COMPILE=1, setup.py) into
 # a wheel installed in its own venv; the suite runs from a copy of the tree without kpurgatory/,
 # so the installed compiled package is what the tests import (never a stale in-place .so).

@@ -509,7 +509,6 @@ def make_timer_machine(
                 event(f"timer: deepest level drained {min(self.max_drained, 6)}")
                 event(f"timer: deepest level scheduled {min(self.max_scheduled, 8)}")
                 event(f"timer: most levels cascaded through {min(self.max_cascade, 6)}")
-                target(float(self.max_drained), label="deepest level drained")
                 target(float(self.max_cascade), label="most levels cascaded through")
                 if stats is not None:
                     stats.record_example(self.max_scheduled, self.max_drained, self.max_cascade)
