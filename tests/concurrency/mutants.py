@@ -16,6 +16,8 @@ other line of the real code.
   right), so an event between the check and the watch is missed.
 * ``LockedCheckPurgatory``: ``check_and_complete`` calls ``try_complete`` under the
   purgatory lock (KAFKA-3994's deadlock).
+* ``SilentAddTimer``: ``add`` does not notify the timer's condition, so a waiting
+  ``advance_clock`` is never woken for an earlier task (a lost wake-up).
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from kpurgatory._checks import watch_key_list
-from kpurgatory.reference import DelayedOperation, DelayedOperationPurgatory
+from kpurgatory.reference import (
+    DelayedOperation,
+    DelayedOperationPurgatory,
+    SystemTimer,
+    TimerTask,
+)
+from kpurgatory.reference import timer as reference_timer
+from kpurgatory.spec.arithmetic import due_time, expiration_ms, is_due
 from tests.concurrency.scenarios import Impl, implementation
 
 __all__ = [
@@ -33,6 +42,7 @@ __all__ = [
     "NonAtomicCompletedOperation",
     "PlainTryLockOperation",
     "RunWithoutCasOperation",
+    "SilentAddTimer",
     "WatchAfterCheckPurgatory",
     "mutant",
 ]
@@ -117,12 +127,32 @@ class LockedCheckPurgatory(DelayedOperationPurgatory[Any]):
         return completed
 
 
+class SilentAddTimer(SystemTimer):
+    """Mutant: ``add`` schedules the task without notifying the timer's condition, so an
+    ``advance_clock`` already waiting never hears of it (a lost wake-up)."""
+
+    def add(self, task: TimerTask) -> None:
+        with reference_timer._STATE_LOCK:
+            due = due_time(expiration_ms(self._clock.now_ms(), task.delay_ms), self._tick_ms)
+            old = task._entry
+            if old is not None:
+                old.timer._pending.pop(old, None)
+                task._entry = None
+            if not is_due(due, self._current_time):
+                entry = reference_timer._Entry(self, task, due)
+                task._entry = entry
+                self._pending[entry] = None
+                return
+        self._hand_over(task)
+
+
 MUTANTS: dict[str, dict[str, type[Any]]] = {
     "plain_try_lock": {"operation": PlainTryLockOperation},
     "non_atomic_completed": {"operation": NonAtomicCompletedOperation},
     "run_without_cas": {"operation": RunWithoutCasOperation},
     "watch_after_check": {"purgatory": WatchAfterCheckPurgatory},
     "locked_check": {"purgatory": LockedCheckPurgatory},
+    "silent_add": {"timer": SilentAddTimer},
 }
 """Mutant name -> the reference classes it replaces."""
 
@@ -135,6 +165,6 @@ def mutant(name: str) -> Impl:
         f"reference+{name}",
         replaced.get("operation", base.operation),
         replaced.get("purgatory", base.purgatory),
-        base.timer,
+        replaced.get("timer", base.timer),
         base.task,
     )

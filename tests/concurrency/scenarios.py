@@ -90,7 +90,7 @@ def scheduled_operation(base: Any) -> type[Any]:
 
         def try_complete(self) -> bool:
             ready = self.ready
-            checkpoint(f"{self.name}.try_complete read ready={ready}")
+            checkpoint(f"{self.name}.try_complete acts on ready={ready}")
             return bool(ready and self.force_complete())
 
         def on_complete(self) -> None:
@@ -131,7 +131,7 @@ class World:
 
     impl: Impl
     sched: Scheduler
-    clock: ManualClock
+    clock: Any
     timer: Any
     purgatory: Any
     log: list[tuple[str, str]] = field(default_factory=list)
@@ -157,6 +157,40 @@ class World:
 
 Check = Callable[[RunResult], None]
 Build = Callable[[World], Check]
+
+
+class EventClock:
+    """A virtual clock whose ``wait`` really waits on the timer's condition, with no timeout.
+
+    ``advance_clock`` on it blocks until ``next_due()`` reports something (a task
+    scheduled, or the timer woken or closed); then time jumps to that due time, capped
+    at the timeout, and the timer drains there. Since nothing ends the wait but a
+    notify, a notify that ``add``, ``wakeup`` or ``close`` forgets (or sends before the
+    waiter listens) leaves the waiter blocked forever, which the scheduler reports as a
+    deadlock: this is how the schedule tests look for lost wake-ups (R7, R14).
+    """
+
+    def __init__(self, start_ms: int = 0) -> None:
+        self._now = start_ms
+
+    def now_ms(self) -> int:
+        """The current virtual reading."""
+        return self._now
+
+    def wait(
+        self,
+        condition: threading.Condition,
+        timeout_ms: int,
+        next_due: Callable[[], int | None],
+    ) -> int:
+        """Block (condition held) until something is due-able, then jump to it."""
+        deadline = self._now + timeout_ms
+        while True:
+            due = next_due()
+            if due is not None:
+                self._now = max(self._now, min(deadline, due))
+                return self._now
+            condition.wait()
 
 
 def run_scenario(impl: Impl, build: Build, chooser: Chooser, *, max_steps: int = 3_000) -> None:
@@ -532,6 +566,52 @@ def shutdown_vs_everything(reaper: bool = True) -> Build:
                 _expect(result, completed <= 1 and expired <= completed, f"{name}: {world.log}")
             _expect(result, world.count("complete", "watched") == 1, f"lost: {world.log}")
             _expect(result, world.timer.closed, "timer not closed after shutdown")
+
+        return check
+
+    return build
+
+
+# -- waits on the timer's condition: no lost wake-up (R7, R14) ---------------------------------
+
+
+def blocked_advance(add: bool, wake: bool, close: bool) -> Build:
+    """R7/R14: ``advance_clock(100)`` waits on an ``EventClock`` while others add, wake, close.
+
+    The scenario's own timer reads an ``EventClock``. The waiter blocks until notified;
+    ``add`` (a task
+    due in 10 ms), ``wakeup`` and ``close`` must each reach it whatever the
+    interleaving, or the schedule deadlocks. Afterwards: the task ran at most once, and
+    is never lost (without ``close`` it ran or is still scheduled, as ``wakeup`` ends the
+    wait at the current reading); with ``add`` alone the waiter drained it at exactly
+    10 ms; the waiter returned True iff it handed the task over; time never passed the
+    timeout.
+    """
+
+    def build(world: World) -> Check:
+        clock = EventClock()
+        timer = world.impl.timer("event", clock=clock, executor=InlineExecutor())
+        label_primitives(timer, "timer")
+        task = world.task("t", 10)
+        world.sched.spawn("waiter", lambda: timer.advance_clock(100))
+        if add:
+            world.sched.spawn("add", lambda: timer.add(task))
+        if wake:
+            world.sched.spawn("wake", timer.wakeup)
+        if close:
+            world.sched.spawn("close", timer.close)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result, (RuntimeError,) if close else ())
+            ran = world.count("ran", "t")
+            _expect(result, ran <= 1, f"ran {ran} times")
+            _expect(result, result.results["waiter"] is bool(ran), f"results {result.results}")
+            _expect(result, clock.now_ms() <= 100, f"clock at {clock.now_ms()}")
+            if add and not close:
+                _expect(result, ran == 1 or timer.size == 1, "task lost")
+                if not wake:
+                    _expect(result, ran == 1 and clock.now_ms() == 10, "not drained at 10")
+            timer.close()
 
         return check
 

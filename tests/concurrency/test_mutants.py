@@ -41,6 +41,7 @@ CATCHES: list[tuple[str, str, Callable[[], sc.Build], int, str]] = [
     ),
     ("watch_after_check", "lost-event", lambda: sc.watch_vs_event("a"), 2, "event missed"),
     ("locked_check", "KAFKA-3994", lambda: sc.watch_vs_event("a"), 2, "deadlock"),
+    ("silent_add", "lost-wakeup", lambda: sc.blocked_advance(True, False, False), 2, "deadlock"),
 ]
 IDS = [f"{name}-{tag}" for name, tag, *_ in CATCHES]
 

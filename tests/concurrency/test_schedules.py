@@ -187,3 +187,33 @@ def test_r29_r32_races_random_schedules(
         "cancel_for_key_b": sc.cancel_for_key_vs_completion("b"),
     }
     sc.run_scenario(subject, builds[which], schedule)
+
+
+# -- waits on the timer's condition: no lost wake-up (R7, R14) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("add", "wake", "close", "bound"),
+    [
+        (True, False, False, None),
+        (False, True, False, None),
+        (False, False, True, None),
+        (True, True, False, None),
+        (True, False, True, None),
+        (False, True, True, None),
+        (True, True, True, 1),
+        pytest.param(True, True, True, 2, marks=slow),
+    ],
+)
+def test_r7_r14_waiting_advance_clock_is_always_woken_exhaustive(
+    subject: sc.Impl, add: bool, wake: bool, close: bool, bound: int | None
+) -> None:
+    sc.exhaust(subject, sc.blocked_advance(add, wake, close), bound=bound, max_runs=20_000)
+
+
+@given(add=st.booleans(), wake=st.booleans(), close=st.booleans(), schedule=sc.priority_schedules())
+def test_r7_r14_waiting_advance_clock_random_schedules(
+    subject: sc.Impl, add: bool, wake: bool, close: bool, schedule: PriorityChooser
+) -> None:
+    if add or wake or close:  # with no event at all the waiter rightly waits forever
+        sc.run_scenario(subject, sc.blocked_advance(add, wake, close), schedule)

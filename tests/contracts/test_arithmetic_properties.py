@@ -129,7 +129,7 @@ def test_r1_r2_r3_arithmetic_property_under_crosshair_backend(prop: Property) ->
 
 @given(
     ahead=st.integers(-50, 2_000),
-    current=st.integers(-1_000, 1_000),
+    current=st.integers(-990, 1_000),  # rounded down by a tick <= 8: stays in the domain
     tick=st.integers(1, 8),
     size=st.integers(2, 4),
 )
