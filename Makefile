@@ -64,3 +64,12 @@ compiled-test: compiled-venv
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .hypothesis
+
+# Separate verification jobs (docs/verification.md): CrossHair contract checks with the CI
+# bounds plus Hypothesis on the CrossHair backend, and the deep schedule bounds.
+.PHONY: crosshair slow
+crosshair: $(STAMP)
+	PY=$(PY) scripts/crosshair_check.sh --backend
+
+slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
