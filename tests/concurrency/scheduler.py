@@ -8,9 +8,10 @@ reaches a yield point stops and the scheduler picks which thread runs next, so e
 one managed thread runs at any moment and a run is a deterministic function of the
 choices made. The choices come from a ``Chooser``:
 
-* ``ListChooser`` replays a list of ints (drawn by Hypothesis, so a failing interleaving
-  shrinks to a short list, i.e. few context switches);
-* ``explore`` enumerates every interleaving depth-first (optionally bounded by the
+* ``PriorityChooser``: a PCT schedule (thread priorities plus demotion points) drawn by
+  Hypothesis, so a failing interleaving shrinks to a few demotions;
+* ``ListChooser``: replays the list of choices printed with a failing schedule;
+* ``explore``: enumerates every interleaving depth-first (optionally bounded by the
   number of preemptions, as in CHESS), replaying each one from scratch.
 
 Because only one thread runs at a time and all shared state of the code under test is
@@ -52,7 +53,6 @@ __all__ = [
     "ScheduleAborted",
     "ScheduleError",
     "Scheduler",
-    "SwitchChooser",
     "checkpoint",
     "explore",
     "instrumented",
@@ -126,42 +126,6 @@ class ListChooser:
             self._next += 1
         else:
             pick = 0
-        self._taken.append(pick)
-        return pick
-
-
-class SwitchChooser:
-    """A schedule as a list of context switches: ``(run, target)`` pairs.
-
-    Keep choosing option 0 (the running thread, or the first runnable one when it
-    cannot go on) for ``run`` choice points, then pick option ``target`` modulo the
-    number of options, then move to the next pair; after the last pair, always 0. A
-    random list hits a single well-placed switch far more often than a flat choice list
-    does, and shrinking yields "switch after N steps to thread T", which reads well.
-    """
-
-    def __init__(self, switches: Sequence[tuple[int, int]]) -> None:
-        self._switches = list(switches)
-        self._index = 0
-        self._countdown = self._switches[0][0] if self._switches else -1
-        self._taken: list[int] = []
-
-    @property
-    def taken(self) -> list[int]:
-        """The answers given so far."""
-        return self._taken
-
-    def choose(self, candidates: Sequence[int], current_enabled: bool) -> int:
-        """0 until the current pair's run is used up, then its target."""
-        pick = 0
-        if self._index < len(self._switches):
-            if self._countdown == 0:
-                pick = self._switches[self._index][1] % len(candidates)
-                self._index += 1
-                if self._index < len(self._switches):
-                    self._countdown = self._switches[self._index][0]
-            else:
-                self._countdown -= 1
         self._taken.append(pick)
         return pick
 
