@@ -105,8 +105,8 @@ class Chooser(Protocol):
 class ListChooser:
     """Replays ``choices`` (each taken modulo the number of options), then always 0.
 
-    Hypothesis draws the list; shrinking it shortens the list and lowers its values,
-    which means fewer, earlier context switches: a readable minimal schedule.
+    Replays a schedule from the ``choices:`` line printed with every failure (any
+    chooser's answers), so a failing interleaving can be pinned in a regression test.
     """
 
     def __init__(self, choices: Sequence[int]) -> None:
