@@ -42,6 +42,7 @@ deep: $(STAMP)
 COMPILED_DIR ?= build/compiled
 COMPILED_VENV := $(abspath $(COMPILED_DIR))/venv
 COMPILED_EXTRAS ?= dev,bench
+COMPILED_PYTEST_ARGS ?=
 
 .PHONY: compiled-venv compiled-test
 
@@ -60,7 +61,8 @@ compiled-venv:
 compiled-test: compiled-venv
 	$(PYTHON) -m kpurgatory.bench.compiled copy-tree $(COMPILED_DIR)/tree
 	cd $(COMPILED_DIR)/tree && $(COMPILED_VENV)/bin/python -m kpurgatory.bench.compiled check
-	cd $(COMPILED_DIR)/tree && KPURGATORY_EXPECT_COMPILED=1 $(COMPILED_VENV)/bin/python -m pytest -q
+	cd $(COMPILED_DIR)/tree && KPURGATORY_EXPECT_COMPILED=1 $(COMPILED_VENV)/bin/python -m pytest -q \
+		$(COMPILED_PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .hypothesis

@@ -26,6 +26,13 @@ SCHEMA_VERSION = 1
 BENCHMARKS: tuple[str, ...] = ("enqueue", "scaling", "idle", "profile")
 """The benchmark groups, in the order they run."""
 
+STALLED_POINTS = 2
+"""A design leaves the sweep after this many saturated points in a row that did not raise
+its best achieved rate by more than ``PLATEAU_GROWTH``: its plateau is measured."""
+
+PLATEAU_GROWTH = 1.1
+"""Growth of the best achieved rate that still counts as climbing."""
+
 SCALING_DESIGNS: tuple[str, ...] = ("optimized", "heap", "reference")
 """Timer-level benchmarks compare these: ``old`` is a purgatory design whose timer keeps
 dead entries until the purgatory purges it, so it has no meaningful timer-only figure."""
@@ -121,13 +128,14 @@ def _run_enqueue(plan: Plan, designs: Sequence[str], seed: int, say: Progress) -
     replays: list[dict[str, Any]] = []
     for case_key, rates in plan.rates.items():
         case = enqueue.CASES[case_key]
-        saturated_in_a_row = dict.fromkeys(designs, 0)
+        stalled = dict.fromkeys(designs, 0)
+        best = dict.fromkeys(designs, 0.0)
         for index, rate in enumerate(rates):
             num = max(plan.min_requests, int(rate * plan.seconds_per_point))
             workload = enqueue.make_workload(case, rate, num, seed + index)
             for design in interleaved(designs, index):
-                if saturated_in_a_row[design] >= 2:
-                    continue  # saturated twice already: its plateau is measured
+                if stalled[design] >= STALLED_POINTS:
+                    continue  # its plateau is measured: higher targets only cost time
                 say(f"enqueue {case.name} {design} target {rate:,.0f}/s ({num:,} requests)")
                 point = enqueue.run_point(
                     load_design(design),
@@ -138,9 +146,9 @@ def _run_enqueue(plan: Plan, designs: Sequence[str], seed: int, say: Progress) -
                     max_seconds=plan.max_seconds_per_point,
                 )
                 points.append(point.to_json())
-                saturated_in_a_row[design] = (
-                    saturated_in_a_row[design] + 1 if point.saturated else 0
-                )
+                grew = point.achieved_rate > PLATEAU_GROWTH * best[design]
+                stalled[design] = stalled[design] + 1 if point.saturated and not grew else 0
+                best[design] = max(best[design], point.achieved_rate)
         workload = enqueue.make_workload(case, plan.replay_rate, plan.replay_requests, seed)
         for design in interleaved(designs, len(rates)):
             say(f"replay {case.name} {design} ({plan.replay_requests:,} requests)")
