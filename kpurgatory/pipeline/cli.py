@@ -20,7 +20,15 @@ from typing import Any
 
 from kpurgatory.pipeline.workloads import PRESETS, SCENARIOS, GridRow, grid
 
-__all__ = ["COMMITTED_VECTORS", "GRIDS", "add_parser", "grid_rows", "run", "vectors"]
+__all__ = [
+    "COMMITTED_VECTORS",
+    "GRIDS",
+    "add_parser",
+    "grid_rows",
+    "run",
+    "run_with",
+    "vectors",
+]
 
 GRIDS: dict[str, dict[str, Any]] = {
     "default": {"seeds": tuple(range(1, 8)), "shards": 3, "n_ops": 2000},
@@ -99,6 +107,13 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``kpurgatory pipeline run``: the whole job; prints where the report is."""
+    return run_with(args, None)
+
+
+def run_with(args: argparse.Namespace, session: Any) -> int:
+    """``run`` on ``session`` if given (left running: the tests share one), else on a
+    session of its own built from ``--master`` and stopped at the end."""
+    from kpurgatory.pipeline.replay import resolve_impl
     from kpurgatory.pipeline.spark import JavaMissingError, build_session, run_pipeline
 
     try:
@@ -113,9 +128,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
     total = sum(r.n_ops for r in rows)
+    try:
+        resolve_impl(args.impl_a)
+        resolve_impl(args.impl_b)
+    except ValueError as exc:
+        print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     try:
-        spark = build_session(args.master)
+        spark = build_session(args.master) if session is None else session
     except (JavaMissingError, ImportError) as exc:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
@@ -139,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
         )
         cores = spark.sparkContext.defaultParallelism
     finally:
-        spark.stop()
+        if session is None:
+            spark.stop()
     from kpurgatory.pipeline.report import write_report
 
     elapsed = time.perf_counter() - started

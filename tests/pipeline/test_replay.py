@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kpurgatory.cli import main
@@ -87,3 +89,13 @@ def test_replay_command_prints_the_first_divergence(capsys: pytest.CaptureFixtur
     assert "expected (reference)" in out and f"actual   ({MUTANT})" in out
     status, lines = replay("fetch_long_poll", "kafka", 1, 0, 40, MUTANT, "reference")
     assert status == 1 and lines[1] in out
+
+
+def test_vectors_command_writes_the_committed_vectors(tmp_path: Path) -> None:
+    committed = Path(__file__).resolve().parents[2] / "conformance" / "vectors"
+    code = main(["pipeline", "vectors", "--out", str(tmp_path), "--scenario", "join_group"])
+    assert code == 0
+    written = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert "join_group-tiny-s1-n12.json" in written and "r30-purge.json" in written
+    for name in written:
+        assert (tmp_path / name).read_text() == (committed / name).read_text()

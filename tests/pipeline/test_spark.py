@@ -8,10 +8,17 @@ from typing import Any
 
 import pytest
 
+from kpurgatory.cli import build_parser
+from kpurgatory.pipeline.cli import run_with
 from kpurgatory.pipeline.replay import resolve_impl
 from kpurgatory.pipeline.report import write_report
 from kpurgatory.pipeline.rows import COLUMNS, replay_rows
-from kpurgatory.pipeline.spark import check_java, replay_dataframe, run_pipeline
+from kpurgatory.pipeline.spark import (
+    JavaMissingError,
+    check_java,
+    replay_dataframe,
+    run_pipeline,
+)
 from kpurgatory.pipeline.workloads import GridRow, grid
 from kpurgatory.replay import replay
 
@@ -93,3 +100,25 @@ def test_pipeline_catches_a_mutant_and_replay_reproduces_it(spark: Any) -> None:
 def test_reference_against_itself_is_a_valid_pair(spark: Any) -> None:
     result = run_pipeline(spark, TINY[:2], impl_b="reference")
     assert result.ok and result.operations == 50
+
+
+def test_missing_java_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", "/nonexistent/jdk")
+    with pytest.raises(JavaMissingError, match="openjdk-17-jre-headless"):
+        check_java()
+
+
+def test_run_command_exits_1_and_prints_the_replay_command(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ``pipeline run`` command end to end: a mutant gives exit 1 and a replay command."""
+    args = ["pipeline", "run", "--grid", "small", "--scenario", "fetch_long_poll"]
+    args += ["--preset", "kafka", "--ops", "30", "--impl-b", MUTANT, "--out", str(tmp_path)]
+    assert run_with(build_parser().parse_args(args), spark) == 1
+    out = capsys.readouterr().out
+    assert "COUNTEREXAMPLE fetch_long_poll kafka seed 1 shard 0" in out
+    command = next(line for line in out.splitlines() if "reproduce:" in line)
+    assert "kpurgatory replay --scenario fetch_long_poll --preset kafka --seed 1" in command
+    assert f"report: {tmp_path.resolve() / 'report.md'}" in out
+    assert (tmp_path / "counterexamples.parquet").exists()
+    assert spark.sparkContext._jsc is not None  # the shared session was left running
