@@ -32,9 +32,12 @@ def test_timer_machine_reference_vs_other() -> None:
     run_state_machine_as_test(machine, settings=settings())
     print(f"timer machine: {stats.summary()}")
     assert stats.examples > 0
-    assert stats.drained_levels[3] * 4 >= stats.examples, (
+    # Floors, not typical values: a typical ci run has ~55 % and ~40 % here, and the
+    # worst seed seen (--hypothesis-seed=1) about 10 %; the floors keep the check
+    # meaningful (a generator that stopped reaching deep levels fails) without flaking.
+    assert stats.drained_levels[3] * 10 >= stats.examples, (
         f"too few runs drained a task from wheel level 3+: {stats.summary()}"
     )
-    assert stats.cascade_levels[3] * 10 >= stats.examples, (
+    assert stats.cascade_levels[3] >= 3, (
         f"too few runs cascaded a task down through 3+ levels: {stats.summary()}"
     )

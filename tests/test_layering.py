@@ -1,0 +1,73 @@
+"""Imports run one way: spec imports no implementation, reference never imports optimized.
+
+Checked on the source (every ``import`` and ``from ... import`` statement, including
+ones inside functions), because importing any subpackage at run time executes the
+``kpurgatory`` package's ``__init__``, which re-exports the optimized implementation.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import kpurgatory
+
+PACKAGE_ROOT = Path(kpurgatory.__file__).parent
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "spec": ("kpurgatory.reference", "kpurgatory.optimized", "kpurgatory.pipeline"),
+    "reference": ("kpurgatory.optimized", "kpurgatory.pipeline", "kpurgatory.bench"),
+    "optimized": ("kpurgatory.reference", "kpurgatory.pipeline", "kpurgatory.bench"),
+}
+
+
+def imported_modules(path: Path) -> list[str]:
+    """Every module name an import statement in ``path`` names (``from a import b`` gives
+    both ``a`` and ``a.b``, since ``b`` may be a submodule)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
+            names.append(node.module)
+            names.extend(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports_run_one_way(layer: str) -> None:
+    offenders = [
+        f"{path.relative_to(PACKAGE_ROOT.parent)} imports {name}"
+        for path in sorted((PACKAGE_ROOT / layer).rglob("*.py"))
+        for name in imported_modules(path)
+        if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN[layer])
+    ]
+    assert not offenders, offenders
+
+
+def test_core_has_no_runtime_dependencies() -> None:
+    """The core library (everything but pipeline, bench, conformance's optional parts)
+    imports only the standard library and kpurgatory itself."""
+    import sys
+
+    stdlib = sys.stdlib_module_names
+    core = [PACKAGE_ROOT / name for name in ("spec", "reference", "optimized")] + [
+        PACKAGE_ROOT / f"{name}.py" for name in ("clock", "executors", "sync", "_checks")
+    ]
+    paths = [p for entry in core for p in ([entry] if entry.is_file() else entry.rglob("*.py"))]
+    offenders = [
+        f"{path.name} imports {name}"
+        for path in paths
+        for name in imported_modules(path)
+        if name.split(".")[0] not in stdlib and name.split(".")[0] != "kpurgatory"
+    ]
+    assert not offenders, offenders
+
+
+def test_default_export_is_the_optimized_implementation() -> None:
+    from kpurgatory import optimized
+
+    for name in ("TimerTask", "SystemTimer", "DelayedOperation", "DelayedOperationPurgatory"):
+        assert getattr(kpurgatory, name) is getattr(optimized, name)
