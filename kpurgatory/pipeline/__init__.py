@@ -5,9 +5,12 @@
   per-operation outcomes, per-stream cost counters, first divergence.
 - ``costs``: a model of Kafka's hierarchical wheel and of a per-request heap, fed from
   the observations, that counts delay-queue work (bucket offers, polls, cascades).
+- ``rows``: one grid row's output rows (outcomes and stream counters) as plain columns,
+  the unit the Spark executors run and the tests compare against.
 - ``spark``: the PySpark job (local or cluster): replay in the executors, diff, report.
 - ``report``: aggregates to Parquet, Markdown/HTML and PNG charts.
-- ``cli``: ``kpurgatory pipeline run`` and ``kpurgatory pipeline vectors``.
+- ``cli``: ``kpurgatory pipeline run`` and ``kpurgatory pipeline vectors``
+  (``python -m kpurgatory.pipeline`` and the spark-submit script ``__main__``).
 
 Only ``spark`` and ``report`` import pyspark, pandas, pyarrow or matplotlib (the
 ``[pipeline]`` and ``[plot]`` extras); everything else is plain Python.

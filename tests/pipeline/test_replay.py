@@ -99,3 +99,13 @@ def test_vectors_command_writes_the_committed_vectors(tmp_path: Path) -> None:
     assert "join_group-tiny-s1-n12.json" in written and "r30-purge.json" in written
     for name in written:
         assert (tmp_path / name).read_text() == (committed / name).read_text()
+
+
+def test_r25_a_miscounting_check_and_complete_is_caught_by_the_step_comparison() -> None:
+    steps = stream_steps("join_group", "kafka", 1, 0, 40)
+    result = replay_stream(steps, REFERENCE, resolve_impl("tests.pipeline.mutant_count"))
+    assert result.outcomes_a == result.outcomes_b  # invisible to the outcome join
+    assert result.divergence is not None
+    index, why = result.divergence
+    assert steps[index].STEP == "check_and_complete"
+    assert why.startswith(f"step {index} check_and_complete: result: expected")
