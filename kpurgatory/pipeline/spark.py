@@ -22,6 +22,7 @@ read nothing from the driver's disk.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -172,6 +173,7 @@ def build_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     scratch = Path(tempfile.mkdtemp(prefix="kpurgatory-spark-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # log4j2 file, package zip
     log4j = scratch / "log4j2.properties"
     log4j.write_text(LOG4J2, encoding="utf-8")
     cores = os.cpu_count() or 2
