@@ -44,7 +44,12 @@ COMPILED_VENV := $(abspath $(COMPILED_DIR))/venv
 COMPILED_EXTRAS ?= dev,bench
 COMPILED_PYTEST_ARGS ?=
 
-.PHONY: compiled-venv compiled-test
+.PHONY: compiled-venv compiled-test bench
+
+# The full benchmark run that makes docs/performance.md and docs/perf/ (pure and compiled
+# builds, about 30 minutes; run it on a quiet machine).
+bench: $(STAMP) compiled-venv
+	$(PY) -m kpurgatory bench --full --compiled-python $(COMPILED_DIR)/venv/bin/python
 
 compiled-venv:
 	rm -rf $(COMPILED_DIR)/dist $(COMPILED_VENV)
