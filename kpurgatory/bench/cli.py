@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -86,6 +87,8 @@ def _command_line(args: argparse.Namespace) -> str:
 
 def _compiled_pass(python: str, args: argparse.Namespace, say: Callable[[str], None]) -> Any:
     """Run the same benchmarks in ``python`` (a compiled build) and return its run."""
+    if os.sep in python:  # a path: make it absolute, the pass runs from a temporary folder
+        python = str(Path(python).absolute())
     with tempfile.TemporaryDirectory(prefix="kpurgatory-bench-") as folder:
         out = Path(folder) / "run.json"
         command = [
