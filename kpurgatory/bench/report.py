@@ -373,7 +373,11 @@ def render(results: dict[str, Any], plots: Sequence[str], analysis: str | None =
         "**old** (Kafka 0.8's purgatory: a delay queue of operations, completed ones left in "
         "it, size-triggered purges after every expiry), **reference** (`kpurgatory.reference`, "
         "the semantics; O(n) scan per advance_clock). Baselines live in "
-        "`kpurgatory/bench/baselines/`.",
+        "`kpurgatory/bench/baselines/`: heap is checked equivalent to the reference by the "
+        "equivalence machines; old differs from the spec only where Kafka 0.8 did: its "
+        "size counts completed operations until they are drained or purged (R9, R12, R28), "
+        "its purges are triggered by size (R30), and a reaper step expires one operation "
+        "(R31).",
         "- Enqueue: Kafka's TestPurgatoryPerformance with the Scala semantics: a generator "
         "thread (exponential inter-arrival at the target rate, ms-truncated with the remainder "
         "carried), log-normal completion latency from p50/p75, 3 keys drawn once from 100, "
