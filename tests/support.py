@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import threading
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import ModuleType, TracebackType
 from typing import Any
 
 from kpurgatory.spec.events import (
@@ -111,3 +112,47 @@ def operation_class(impl: ModuleType) -> type[Any]:
             return f"FlagOperation({self.name!r}, delay_ms={self.delay_ms})"
 
     return FlagOperation
+
+
+class TrackingLock:
+    """A re-entrant lock that knows which thread holds it (to check "holds the lock").
+
+    Satisfies ``kpurgatory.spec.protocols.AbstractLock``; passed as an operation's lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._owner: int | None = None
+        self._depth = 0
+        self.acquisitions = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Acquire like ``RLock.acquire`` and remember the owner."""
+        got = self._lock.acquire(blocking, timeout)
+        if got:
+            self._owner = threading.get_ident()
+            self._depth += 1
+            self.acquisitions += 1
+        return got
+
+    def release(self) -> None:
+        """Release one level; forget the owner when fully released."""
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def held_by_me(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return self._owner == threading.get_ident()

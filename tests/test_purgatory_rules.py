@@ -10,59 +10,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.spec.events import OperationCompleted, OperationExpired
-from tests.support import Recorder, operation_class, task_class
+from tests.support import Recorder, TrackingLock, operation_class, task_class
 
 WAIT_S = 5.0
 """Upper bound for joining a helper thread; a healthy run needs milliseconds."""
-
-
-class TrackingLock:
-    """A re-entrant lock that knows which thread holds it (to check "holds the lock").
-
-    Satisfies ``kpurgatory.spec.protocols.AbstractLock``; passed as an operation's lock.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._owner: int | None = None
-        self._depth = 0
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Acquire like ``RLock.acquire`` and remember the owner."""
-        got = self._lock.acquire(blocking, timeout)
-        if got:
-            self._owner = threading.get_ident()
-            self._depth += 1
-        return got
-
-    def release(self) -> None:
-        """Release one level; forget the owner when fully released."""
-        self._depth -= 1
-        if self._depth == 0:
-            self._owner = None
-        self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.release()
-
-    def held_by_me(self) -> bool:
-        """Whether the calling thread holds the lock."""
-        return self._owner == threading.get_ident()
 
 
 class HookClock(ManualClock):
