@@ -17,7 +17,7 @@ re-entrant monitors allow. See ``kpurgatory.optimized.timer`` for the whole sche
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kpurgatory.optimized.timer import TimerTask
@@ -55,7 +55,8 @@ class TimerTaskEntry:
     never changes timer, only bucket (cascades stay inside the timer). ``list``,
     ``next`` and ``prev`` are the links, guarded by that lock. The entry is *current*
     while ``task._entry is entry``; a re-add or cancel makes it stale, and a stale
-    entry is never linked (it was unlinked by the same re-add or cancel).
+    entry is never linked (it was unlinked by the same re-add or cancel). ``task`` is
+    None only on a bucket's sentinel root, which is never collected or handed over.
 
     Reference equivalent: ``kpurgatory.reference.timer._Entry``. Cost: one small
     object with ``__slots__`` per scheduled ``add``.
@@ -63,7 +64,7 @@ class TimerTaskEntry:
 
     __slots__ = ("due", "list", "lock", "next", "prev", "task")
 
-    def __init__(self, task: TimerTask, due: int, lock: AbstractLock) -> None:
+    def __init__(self, task: TimerTask | None, due: int, lock: AbstractLock) -> None:
         self.task = task
         self.due = due
         self.lock = lock
@@ -78,14 +79,7 @@ class TimerTaskEntry:
 
 def _sentinel(lock: AbstractLock) -> TimerTaskEntry:
     """The root of an empty circular list: an entry with no task that links to itself."""
-    root = TimerTaskEntry.__new__(TimerTaskEntry)
-    root.task = cast("TimerTask", None)
-    root.due = 0
-    root.lock = lock
-    root.list = None
-    root.next = root
-    root.prev = root
-    return root
+    return TimerTaskEntry(None, 0, lock)
 
 
 class TimerTaskList:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kpurgatory import sync
 from kpurgatory._checks import (
@@ -37,6 +37,24 @@ from kpurgatory.clock import ManualClock
 from kpurgatory.optimized.operation import DelayedOperation
 from kpurgatory.optimized.timer import SystemTimer
 from kpurgatory.spec.protocols import AbstractLock
+
+if TYPE_CHECKING:
+    from _typeshed import IdentityFunction
+
+_C = TypeVar("_C")
+
+try:  # mypyc reads the decorator at build time; the pure package does not need it
+    from mypy_extensions import mypyc_attr
+except ImportError:  # pragma: no cover - only without mypy_extensions installed
+
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> IdentityFunction:
+        """A no-op stand-in for ``mypy_extensions.mypyc_attr`` (a class decorator)."""
+
+        def unchanged(cls: _C) -> _C:
+            return cls
+
+        return unchanged
+
 
 __all__ = ["DEFAULT_SHARDS", "REAPER_STEP_MS", "DelayedOperationPurgatory", "WatcherList"]
 
@@ -83,6 +101,7 @@ class _Shard(Generic[T]):
         self.count = 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperationPurgatory(Generic[T]):
     """Holds delayed operations until they complete or expire (Kafka's purgatory).
 
@@ -403,18 +422,17 @@ class DelayedOperationPurgatory(Generic[T]):
             self._estimated_total_operations = delayed
         purged = 0
         for shard in self._shards:
-            with shard.lock:
-                if not shard.watchers:
-                    continue
-                for key, watchers in list(shard.watchers.items()):
-                    ops = watchers.ops
-                    done = [op_id for op_id, op in ops.items() if op.is_completed]
-                    for op_id in done:
-                        del ops[op_id]
-                    purged += len(done)
-                    shard.count -= len(done)
-                    if not ops:
-                        del shard.watchers[key]
+            with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it
+                if shard.watchers:
+                    for key, watchers in list(shard.watchers.items()):
+                        ops = watchers.ops
+                        done = [op_id for op_id, op in ops.items() if op.is_completed]
+                        for op_id in done:
+                            del ops[op_id]
+                        purged += len(done)
+                        shard.count -= len(done)
+                        if not ops:
+                            del shard.watchers[key]
         if purged:
             with self._counters_lock:
                 self._num_purged += purged

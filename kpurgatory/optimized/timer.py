@@ -46,6 +46,7 @@ from __future__ import annotations
 import abc
 import logging
 from concurrent.futures import Executor
+from typing import TYPE_CHECKING, TypeVar
 
 from kpurgatory import sync
 from kpurgatory._checks import require_at_least, require_int, require_str
@@ -56,6 +57,24 @@ from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.optimized.wheel import TimingWheel
 from kpurgatory.spec.arithmetic import due_time, expiration_ms, is_due, round_down
 from kpurgatory.spec.protocols import AbstractLock, Clock
+
+if TYPE_CHECKING:
+    from _typeshed import IdentityFunction
+
+_C = TypeVar("_C")
+
+try:  # mypyc reads the decorator at build time; the pure package does not need it
+    from mypy_extensions import mypyc_attr
+except ImportError:  # pragma: no cover - only without mypy_extensions installed
+
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> IdentityFunction:
+        """A no-op stand-in for ``mypy_extensions.mypyc_attr`` (a class decorator)."""
+
+        def unchanged(cls: _C) -> _C:
+            return cls
+
+        return unchanged
+
 
 __all__ = ["SystemTimer", "TimerTask"]
 
@@ -69,6 +88,7 @@ timer at construction; controlled-schedule tests may rebind this module attribut
 instrumented lock before building timers."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TimerTask(abc.ABC):
     """A task a ``SystemTimer`` runs once its delay has passed (Kafka's ``TimerTask``).
 
@@ -111,6 +131,7 @@ class TimerTask(abc.ABC):
         """The work to do when the task is due. Runs on the timer's executor."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SystemTimer:
     """A hierarchical-timing-wheel timer that hands due tasks to an executor.
 
@@ -287,6 +308,7 @@ class SystemTimer:
         hand_over = self._hand_over
         for entry in collected:
             task = entry.task
+            assert task is not None  # only a bucket's sentinel has no task; never collected
             if task._entry is not entry:
                 continue  # cancelled or re-added before its turn (R11)
             hand_over(task)
@@ -355,7 +377,7 @@ class SystemTimer:
             for level in wheel.levels():
                 for bucket in level.buckets:
                     for entry in bucket.entries():
-                        if entry.task._entry is not entry:
+                        if entry.task is None or entry.task._entry is not entry:
                             raise AssertionError(f"{entry!r} is linked but stale")
                         if entry.due <= self._current_time:
                             raise AssertionError(
