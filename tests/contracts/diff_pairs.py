@@ -14,10 +14,10 @@ conditions, so every wrapper guards its domain itself and returns ``None`` outsi
 from __future__ import annotations
 
 import threading
-from typing import Any, cast
 
 from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry
 from kpurgatory.optimized.delay_queue import DelayQueue
+from kpurgatory.optimized.timer import TimerTask
 from kpurgatory.optimized.wheel import (
     TimingWheel,
     advanced_time,
@@ -173,8 +173,16 @@ def spec_placement(
     return level, slot_of(due, tick, wheel_size), bucket_start(due, tick)
 
 
-class _Task:
-    """Stands in for the task of an entry: the wheel never touches it."""
+class _Task(TimerTask):
+    """Stands in for the task of an entry: the wheel places it but never runs it.
+
+    A real ``TimerTask`` subclass, so the mypyc-compiled ``TimerTaskEntry`` accepts it."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def run(self) -> None:
+        raise AssertionError("the wheel never runs a task")
 
 
 def opt_placement(
@@ -186,7 +194,7 @@ def opt_placement(
     lock = threading.RLock()
     counter = TaskCounter()
     wheel = TimingWheel(tick_ms, wheel_size, current_time, counter, DelayQueue(lock), lock)
-    entry = TimerTaskEntry(cast(Any, _Task()), due, lock)
+    entry = TimerTaskEntry(_Task(), due, lock)
     with lock:
         if not wheel.add(entry):
             return -1, -1, -1
