@@ -4,8 +4,11 @@ Behaviour is that of ``kpurgatory.reference.operation`` (R16-R21: CAS completed 
 ``run`` holding the operation lock as in Kafka 4.1, ``safe_try_complete`` skipping a
 completed operation as in Kafka 4.0, the 1.1-2.6 ``maybe_try_complete`` loop); the
 difference is the base class, the optimized ``TimerTask``, so ``force_complete``'s
-``cancel`` is an O(1) unlink from a wheel bucket. Locks and flags come from
-``kpurgatory.sync`` so controlled-schedule tests can instrument them.
+``cancel`` is an O(1) unlink from a wheel bucket, and the three flags (completed,
+try-complete pending, submitted) are plain booleans guarded by one per-operation flag
+lock (reference: three ``AtomicFlag`` objects, each with its own lock), which saves
+three allocations per operation. Both locks come from ``kpurgatory.sync.new_lock`` so
+controlled-schedule tests can instrument them.
 
 Extension: a purgatory that accepts the operation registers an expiry hook, so it can
 count the operations whose expiry won (``DelayedOperationPurgatory.num_expired``).
@@ -52,6 +55,11 @@ class DelayedOperation(TimerTask):
     ``on_expiration`` (runs after ``on_complete`` when expiry won). ``lock`` guards
     ``try_complete``; by default each operation gets its own re-entrant lock, and
     several operations may share one (Kafka's ``lockOpt``).
+
+    The flags ``_completed``, ``_try_complete_pending`` and ``_submitted`` are plain
+    booleans: read without a lock (a Python attribute read is atomic, like Java's
+    volatile read), written only while holding ``_flags``, so each compare-and-set or
+    get-and-set is one ``with self._flags:`` test-and-write (R16, R20, R34).
     """
 
     def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
@@ -59,9 +67,10 @@ class DelayedOperation(TimerTask):
         if lock is not None and not isinstance(lock, AbstractLock):
             raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")
         self._lock: AbstractLock = sync.new_lock() if lock is None else lock
-        self._completed = sync.new_flag(False)
-        self._try_complete_pending = sync.new_flag(False)
-        self._submitted = sync.new_flag(False)
+        self._flags: AbstractLock = sync.new_lock()
+        self._completed = False
+        self._try_complete_pending = False
+        self._submitted = False
         self._on_expired: Callable[[], None] | None = None
 
     @property
@@ -72,7 +81,7 @@ class DelayedOperation(TimerTask):
     @property
     def is_completed(self) -> bool:
         """Whether the operation has completed (early or by expiry)."""
-        return self._completed.get()
+        return self._completed
 
     def force_complete(self) -> bool:
         """Complete the operation if nobody has yet (R16).
@@ -81,9 +90,13 @@ class DelayedOperation(TimerTask):
         flag (compare-and-set), cancels the timer entry (O(1) unlink), then calls
         ``on_complete``. If ``on_complete`` raises, the operation stays completed and the
         exception reaches this method's caller. Every other call returns False.
-        Reference equivalent: ``DelayedOperation.force_complete``.
+        Reference equivalent: ``DelayedOperation.force_complete`` (same, with the
+        compare-and-set done under the flag lock).
         """
-        if self._completed.compare_and_set(False, True):
+        with self._flags:  # compare-and-set False -> True
+            won = not self._completed
+            self._completed = True
+        if won:
             self.cancel()
             self.on_complete()
             return True
@@ -118,7 +131,7 @@ class DelayedOperation(TimerTask):
     def safe_try_complete(self) -> bool:
         """``try_complete`` while holding the lock; False at once if already completed (R18)."""
         with self._lock:
-            if self._completed.get():
+            if self._completed:
                 return False
             return self.try_complete()
 
@@ -148,19 +161,25 @@ class DelayedOperation(TimerTask):
         while True:
             if self._lock.acquire(blocking=False):
                 try:
-                    self._try_complete_pending.set(False)
+                    with self._flags:
+                        self._try_complete_pending = False
                     done = self.try_complete()
                 finally:
                     self._lock.release()
-                retry = self._try_complete_pending.get()
+                retry = self._try_complete_pending
             else:
-                retry = not self._try_complete_pending.get_and_set(True)
-            if self._completed.get() or not retry:
+                with self._flags:  # get-and-set True
+                    retry = not self._try_complete_pending
+                    self._try_complete_pending = True
+            if self._completed or not retry:
                 return done
 
     def _claim_submission(self) -> bool:
         """Mark the operation as submitted to a purgatory; False if it already was (R34)."""
-        return self._submitted.compare_and_set(False, True)
+        with self._flags:  # compare-and-set False -> True
+            claimed = not self._submitted
+            self._submitted = True
+        return claimed
 
     def __repr__(self) -> str:
         state = "completed" if self.is_completed else "pending"

@@ -241,6 +241,7 @@ class ManagedThread:
     result: object = None
     error: BaseException | None = None
     ever_blocked: bool = False
+    blocked_on: set[str] = field(default_factory=set)
     thread: threading.Thread | None = None
 
 
@@ -253,6 +254,8 @@ class RunResult:
     ever_blocked: dict[str, bool]
     trace: list[str]
     choices: list[int]
+    blocked_on: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per thread: the labels of the steps it ever had to wait for (e.g. ``acquire op.lock``)."""
 
     def fail(self, message: str) -> ScheduleError:
         """A property failure carrying this run's schedule."""
@@ -378,6 +381,7 @@ class Scheduler:
             ever_blocked={t.name: t.ever_blocked for t in self._threads},
             trace=list(self.trace),
             choices=list(self._chooser.taken),
+            blocked_on={t.name: frozenset(t.blocked_on) for t in self._threads},
         )
 
     def _thread_main(self, managed: ManagedThread) -> None:
@@ -445,6 +449,7 @@ class Scheduler:
                 runnable.append(thread)
             else:
                 thread.ever_blocked = True
+                thread.blocked_on.add(thread.pending.label)
         if not runnable:
             waits = ", ".join(f"{t.name} waits to {t.pending.label}" for t in live if t.pending)
             self._fail("deadlock", f"no thread can move: {waits}")

@@ -378,7 +378,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "safe-try-ignores-completed",
         _OPERATION,
         "DelayedOperation.safe_try_complete",
-        "if self._completed.get():",
+        "if self._completed:",
         "if False:",
         "safe_try_complete calls try_complete on an operation already completed (R18).",
         _PURGATORY_ONLY,
