@@ -55,7 +55,7 @@ from kpurgatory.executors import SingleThreadExecutor, run_logged
 from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.optimized.wheel import TimingWheel
-from kpurgatory.spec.arithmetic import due_time, expiration_ms, is_due, round_down
+from kpurgatory.spec.arithmetic import round_down
 from kpurgatory.spec.protocols import AbstractLock, Clock
 
 if TYPE_CHECKING:
@@ -240,7 +240,10 @@ class SystemTimer:
         with lock:
             if self._closed:
                 raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
-            due = due_time(expiration_ms(self._clock.now_ms(), task._delay_ms), self._tick_ms)
+            # Inlined spec arithmetic (one interpreted call less each in the mypyc build):
+            # the definitions of expiration_ms(now, delay) and due_time(expiration, tick).
+            expiration = self._clock.now_ms() + task._delay_ms  # expiration_ms(now, delay)
+            due = expiration - expiration % self._tick_ms  # due_time: round_down(exp, tick)
             old = task._entry
             if old is not None:
                 task._entry = None
@@ -253,7 +256,7 @@ class SystemTimer:
                         bucket = old.list
                         if bucket is not None:
                             bucket.remove(old)
-            if not is_due(due, self._current_time):
+            if due > self._current_time:  # not is_due(due, current_time): due <= current
                 entry = TimerTaskEntry(task, due, lock)
                 task._entry = entry
                 if self._wheel.add(entry):

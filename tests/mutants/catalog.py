@@ -189,9 +189,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "expiry-test-off-by-one",
         _WHEEL,
-        "expired_at_level",
-        "return due < current_time + tick_ms",
-        "return due <= current_time + tick_ms",
+        "TimingWheel.add",
+        "if due < current + tick:",
+        "if due <= current + tick:",
         "Kafka's 'already expired' test with <= : a task due one tick after the current "
         "time is handed over at once (R3).",
         _TIMER_FIRST,
@@ -280,9 +280,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "bucket-expires-at-slot-end",
         _WHEEL,
-        "bucket_expiration",
-        "return vid * tick_ms",
-        "return (vid + 1) * tick_ms",
+        "TimingWheel.add",
+        "bucket.set_expiration(vid * tick)",
+        "bucket.set_expiration((vid + 1) * tick)",
         "A bucket's expiration is the end of its slot instead of the start: its tasks run "
         "a tick late (R5).",
         _TIMER_FIRST,

@@ -15,7 +15,7 @@ from kpurgatory.optimized.wheel import (
     virtual_bucket_id,
     wheel_interval,
 )
-from kpurgatory.spec.arithmetic import round_down
+from kpurgatory.spec.arithmetic import due_time, expiration_ms, is_due, round_down
 from tests.optimized.helpers import Task, locate, manual_timer
 
 
@@ -208,3 +208,37 @@ def test_expired_at_level_is_is_due_on_tick_multiples(
     due, current = round_down(due_ticks, tick), round_down(current_ticks, tick)
     assert expired_at_level(due, current, tick) == (due <= current)
     assert fits_level(due, current, tick) == (due < current + tick)
+
+
+@given(
+    start=times,
+    delay=st.integers(min_value=-(10**6), max_value=10**9),
+    tick=st.integers(min_value=1, max_value=50),
+    size=st.integers(min_value=2, max_value=16),
+)
+def test_inlined_add_places_tasks_where_the_helpers_say(
+    start: int, delay: int, tick: int, size: int
+) -> None:
+    """R1/R3: ``SystemTimer.add`` and ``TimingWheel.add`` inline the arithmetic helpers;
+    the hand-over decision, level, slot and bucket expiration they produce are the ones the
+    helpers (the definitions, with their contracts) compute."""
+    log: list[str] = []
+    with manual_timer(tick, size, start) as timer:
+        task = Task(delay, "t", log)
+        timer.add(task)
+        timer._check()
+        due = due_time(expiration_ms(start, delay), tick)
+        if is_due(due, timer.current_time):
+            assert log == ["t"] and locate(timer, task) is None
+            return
+        assert log == []
+        for level, wheel in enumerate(timer._wheel.levels(), start=1):
+            assert not expired_at_level(due, wheel.current_time, wheel.tick_ms)
+            if fits_level(due, wheel.current_time, wheel.interval):
+                vid = virtual_bucket_id(due, wheel.tick_ms)
+                expected = bucket_expiration(vid, wheel.tick_ms)
+                assert locate(timer, task) == (level, expected)
+                bucket = wheel.buckets[slot_index(vid, size)]
+                assert [entry.task for entry in bucket.entries()] == [task]
+                return
+        raise AssertionError(f"no level's window holds due time {due}")
