@@ -68,6 +68,48 @@ DEFAULT_SHARDS = 512
 
 T = TypeVar("T", bound=DelayedOperation)
 
+_KNOWN_OPERATION_TYPES: set[type] = set()
+"""Classes already seen to pass ``isinstance(op, DelayedOperation)`` (a class never stops
+being a subclass, so the answer is cached; bounded by ``_KNOWN_TYPES_LIMIT``)."""
+
+_KNOWN_TYPES_LIMIT = 256
+"""At most this many classes are cached (classes made on the fly would grow it forever)."""
+
+_RESEQUENCEABLE = (list, tuple, set, frozenset)
+"""``watch_keys`` types that can be iterated again after a failed fast pass."""
+
+
+def _watch_keys(watch_keys: Iterable[Hashable]) -> list[Hashable]:
+    """The distinct keys of ``watch_keys`` in first-occurrence order, validated.
+
+    Same result and errors as ``kpurgatory._checks.watch_key_list`` (what the reference
+    uses), cheaper on the common case: for a list, tuple or set, one ``dict.fromkeys``
+    call hashes and dedups every key in C; only if that fails (an unhashable key) or finds
+    no key does the slow path run again on the same collection to raise the exact
+    message. Any other iterable (a lone ``str``/``bytes`` included, or a one-shot
+    iterator that cannot be read twice) takes the slow path directly. Cost: O(keys).
+    """
+    if type(watch_keys) in _RESEQUENCEABLE:
+        try:
+            keys = list(dict.fromkeys(watch_keys))
+        except TypeError:
+            return watch_key_list(watch_keys)
+        if keys:
+            return keys
+    return watch_key_list(watch_keys)
+
+
+def _shard_index(key: Hashable, shards: int) -> int:
+    """``abs(hash(key)) % shards``; ``TypeError`` naming ``key`` if it is unhashable.
+
+    Hashes once (reference: ``require_hashable`` then the lookup's own hash). O(1).
+    """
+    try:
+        return abs(hash(key)) % shards
+    except TypeError:
+        require_hashable("key", key)
+        raise
+
 
 class WatcherList(Generic[T]):
     """The operations watched on one key, in watch order (Kafka's ``Watchers``).
@@ -239,11 +281,15 @@ class DelayedOperationPurgatory(Generic[T]):
         once per operation (R34). Cost: O(1) per key plus the timer add. Reference
         equivalent: same sequence on one global lock.
         """
-        if not isinstance(operation, DelayedOperation):
-            raise TypeError(
-                f"operation must be an optimized DelayedOperation, not {type(operation).__name__}"
-            )
-        keys = watch_key_list(watch_keys)
+        cls = type(operation)
+        if cls not in _KNOWN_OPERATION_TYPES:  # a set lookup before the ABC isinstance
+            if not isinstance(operation, DelayedOperation):
+                raise TypeError(
+                    f"operation must be an optimized DelayedOperation, not {cls.__name__}"
+                )
+            if len(_KNOWN_OPERATION_TYPES) < _KNOWN_TYPES_LIMIT:
+                _KNOWN_OPERATION_TYPES.add(cls)
+        keys = _watch_keys(watch_keys)
         if self._is_shut_down:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
         if not operation._claim_submission():
@@ -290,8 +336,7 @@ class DelayedOperationPurgatory(Generic[T]):
         and is still the mapped one (R26). Cost: O(n) for n watched ops plus their
         ``try_complete``. Reference equivalent: same on one lock, unlink by list scan.
         """
-        require_hashable("key", key)
-        shard = self._shards[abs(hash(key)) % self._num_shards]
+        shard = self._shards[_shard_index(key, self._num_shards)]
         with shard.lock:
             watchers = shard.watchers.get(key)
             if watchers is None:
@@ -316,8 +361,7 @@ class DelayedOperationPurgatory(Generic[T]):
         the list is in watch order and includes completed ones. O(n). Reference
         equivalent: ``cancel_for_key``.
         """
-        require_hashable("key", key)
-        shard = self._shards[abs(hash(key)) % self._num_shards]
+        shard = self._shards[_shard_index(key, self._num_shards)]
         with shard.lock:
             watchers = shard.watchers.pop(key, None)
             if watchers is None:
