@@ -41,7 +41,7 @@ class DelayQueue:
     O(B log B) plus the entries of the buckets that can hold the minimum.
     """
 
-    __slots__ = ("_condition", "_heap", "_seq", "_target", "_waiters")
+    __slots__ = ("_condition", "_heap", "_seq", "_target", "_waiters", "offers", "polls")
 
     def __init__(self, lock: AbstractLock) -> None:
         self._heap: list[tuple[int, int, TimerTaskList]] = []
@@ -49,6 +49,10 @@ class DelayQueue:
         self._condition = sync.new_condition(lock)
         self._waiters = 0
         self._target: int | None = None
+        self.offers = 0
+        """Buckets offered so far (each ``offer``); read through ``SystemTimer.stats``."""
+        self.polls = 0
+        """Buckets taken out by ``poll`` so far; read through ``SystemTimer.stats``."""
 
     @property
     def condition(self) -> threading.Condition:
@@ -65,6 +69,7 @@ class DelayQueue:
         if expiration is None:
             raise ValueError(f"{bucket!r} has no expiration to be queued under")
         heapq.heappush(self._heap, (expiration, next(self._seq), bucket))
+        self.offers += 1
 
     def poll(self, now: int) -> TimerTaskList | None:
         """Take out the bucket with the least expiration if that is <= ``now``, else None.
@@ -73,6 +78,7 @@ class DelayQueue:
         """
         heap = self._heap
         if heap and heap[0][0] <= now:
+            self.polls += 1
             return heapq.heappop(heap)[2]
         return None
 

@@ -177,6 +177,7 @@ class SystemTimer:
         self._current_time = round_down(start, self._tick_ms)
         self._wake_requested = False
         self._closed = False
+        self._cascades = 0
 
     # -- read-only state -------------------------------------------------------------
 
@@ -214,6 +215,26 @@ class SystemTimer:
     def closed(self) -> bool:
         """Whether ``close`` has been called."""
         return self._closed
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """A snapshot of the wheel's work counters (extension; the reference has none).
+
+        ``bucket_offers``: buckets offered to the delay queue (each offer: a bucket whose
+        expiration changed); ``bucket_polls``: buckets the drains of ``advance_clock``
+        took out of it (empty ones included); ``cascades``: entries a drain re-inserted
+        into a finer level instead of handing them over. The same three counts as
+        ``kpurgatory.pipeline.costs.WheelModel``. Read together under the timer lock, so
+        they are consistent with each other; a fresh dict each call. Each count costs one
+        integer increment under the lock already held.
+        """
+        with self._lock:
+            queue = self._queue
+            return {
+                "bucket_offers": queue.offers,
+                "bucket_polls": queue.polls,
+                "cascades": self._cascades,
+            }
 
     @property
     def levels(self) -> int:
@@ -293,9 +314,13 @@ class SystemTimer:
             wheel_advance = wheel.advance_clock
             poll = self._queue.poll
             append = collected.append
+            cascaded = 0
 
             def reinsert(entry: TimerTaskEntry) -> None:
-                if not wheel_add(entry):
+                nonlocal cascaded
+                if wheel_add(entry):
+                    cascaded += 1  # re-linked on a finer level: a cascade
+                else:
                     append(entry)
 
             bucket = poll(now)
@@ -307,6 +332,7 @@ class SystemTimer:
                 bucket = poll(now)
             wheel_advance(now)
             self._current_time = wheel.current_time
+            self._cascades += cascaded
         handed_over = False
         hand_over = self._hand_over
         for entry in collected:
