@@ -18,29 +18,11 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
 
 from kpurgatory import sync
+from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.timer import TimerTask
 from kpurgatory.spec.protocols import AbstractLock
-
-if TYPE_CHECKING:
-    from _typeshed import IdentityFunction
-
-_C = TypeVar("_C")
-
-try:  # mypyc reads the decorator at build time; the pure package does not need it
-    from mypy_extensions import mypyc_attr
-except ImportError:  # pragma: no cover - only without mypy_extensions installed
-
-    def mypyc_attr(*attrs: str, **kwattrs: object) -> IdentityFunction:
-        """A no-op stand-in for ``mypy_extensions.mypyc_attr`` (a class decorator)."""
-
-        def unchanged(cls: _C) -> _C:
-            return cls
-
-        return unchanged
-
 
 __all__ = ["DelayedOperation"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Iterable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from kpurgatory import sync
 from kpurgatory._checks import (
@@ -34,27 +34,10 @@ from kpurgatory._checks import (
     watch_key_list,
 )
 from kpurgatory.clock import ManualClock
+from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.operation import DelayedOperation
 from kpurgatory.optimized.timer import SystemTimer
 from kpurgatory.spec.protocols import AbstractLock
-
-if TYPE_CHECKING:
-    from _typeshed import IdentityFunction
-
-_C = TypeVar("_C")
-
-try:  # mypyc reads the decorator at build time; the pure package does not need it
-    from mypy_extensions import mypyc_attr
-except ImportError:  # pragma: no cover - only without mypy_extensions installed
-
-    def mypyc_attr(*attrs: str, **kwattrs: object) -> IdentityFunction:
-        """A no-op stand-in for ``mypy_extensions.mypyc_attr`` (a class decorator)."""
-
-        def unchanged(cls: _C) -> _C:
-            return cls
-
-        return unchanged
-
 
 __all__ = ["DEFAULT_SHARDS", "REAPER_STEP_MS", "DelayedOperationPurgatory", "WatcherList"]
 

@@ -46,35 +46,17 @@ from __future__ import annotations
 import abc
 import logging
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, TypeVar
 
 from kpurgatory import sync
 from kpurgatory._checks import require_at_least, require_int, require_str
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, run_logged
+from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.optimized.wheel import TimingWheel
 from kpurgatory.spec.arithmetic import round_down
 from kpurgatory.spec.protocols import AbstractLock, Clock
-
-if TYPE_CHECKING:
-    from _typeshed import IdentityFunction
-
-_C = TypeVar("_C")
-
-try:  # mypyc reads the decorator at build time; the pure package does not need it
-    from mypy_extensions import mypyc_attr
-except ImportError:  # pragma: no cover - only without mypy_extensions installed
-
-    def mypyc_attr(*attrs: str, **kwattrs: object) -> IdentityFunction:
-        """A no-op stand-in for ``mypy_extensions.mypyc_attr`` (a class decorator)."""
-
-        def unchanged(cls: _C) -> _C:
-            return cls
-
-        return unchanged
-
 
 __all__ = ["SystemTimer", "TimerTask"]
 
