@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -74,18 +73,14 @@ RULE_GENERATOR_VERSION = "1"
 """Version of the hand-written rule vectors below; bump it when one changes."""
 
 
-def _conformance_root() -> Path:
-    """The folder of committed vectors and schema: ``$KPURGATORY_CONFORMANCE_DIR`` if set,
-    else the source checkout's ``conformance/``, else ``./conformance`` (an installed wheel
-    run from a checkout)."""
-    override = os.environ.get("KPURGATORY_CONFORMANCE_DIR")
-    if override:
-        return Path(override)
-    checkout = Path(__file__).resolve().parents[2] / "conformance"
+def conformance_root(package_file: Path = Path(__file__)) -> Path:
+    """The folder of committed vectors and schema: the source checkout's ``conformance/``
+    beside the package, else ``./conformance`` (an installed wheel run from a checkout)."""
+    checkout = package_file.resolve().parents[2] / "conformance"
     return checkout if checkout.is_dir() else Path.cwd() / "conformance"
 
 
-SCHEMA_PATH = _conformance_root() / "schema" / "vector.schema.json"
+SCHEMA_PATH = conformance_root() / "schema" / "vector.schema.json"
 """The JSON Schema of a vector (in a source checkout)."""
 
 

@@ -233,3 +233,17 @@ def test_committed_workload_vectors_are_current() -> None:
             source["scenario"], source["preset"], source["seed"], source["shard"], n_ops
         )
         assert again == vector, path.name
+
+
+def test_conformance_root_is_the_checkout_else_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a checkout the committed folder is found beside the package; an installed
+    package (no ``conformance/`` beside it) falls back to ``./conformance``."""
+    from kpurgatory.conformance import vectors
+
+    assert vectors.conformance_root() == vectors.SCHEMA_PATH.parents[1]
+    assert (vectors.conformance_root() / "schema" / "vector.schema.json").is_file()
+    installed = tmp_path / "site-packages" / "kpurgatory" / "conformance" / "vectors.py"
+    monkeypatch.chdir(tmp_path)
+    assert vectors.conformance_root(installed) == tmp_path / "conformance"
