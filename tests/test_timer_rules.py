@@ -624,6 +624,28 @@ def test_r11_task_moved_mid_drain_runs_once_in_its_new_timer(impl: ModuleType) -
         assert (a.size, b.size) == (0, 0)
 
 
+def test_r11_task_collected_again_by_a_nested_drain_runs_once(impl: ModuleType) -> None:
+    """R11: a later task of a drain is re-added and collected by a nested drain before its
+    turn; the nested drain hands it over, the outer drain skips it, so it runs once."""
+    clock = ManualClock(0)
+    recorder = Recorder(clock)
+    with make_timer(impl, clock) as timer:
+        victim = task_class(impl)(7, "victim", recorder)
+
+        def re_add_and_drain() -> None:
+            timer.add(victim)  # due 10 + 7 = 17
+            clock.advance(7)
+            assert timer.advance_clock(0) is True  # the nested drain hands the victim over
+
+        timer.add(victim)
+        timer.add(callback_task_class(impl)(5, "nested", recorder, re_add_and_drain))
+        assert timer.advance_clock(10) is True
+        assert runs(recorder) == [("nested", 10), ("victim", 17)]
+        assert timer.size == 0
+        assert timer.advance_clock(100) is False
+        assert runs(recorder) == [("nested", 10), ("victim", 17)]
+
+
 # ---- R12: size --------------------------------------------------------------------------
 
 

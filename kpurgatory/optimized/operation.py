@@ -44,7 +44,16 @@ class DelayedOperation(TimerTask):
     get-and-set is one ``with self._flags:`` test-and-write (R16, R20, R34).
     """
 
-    def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
+    __slots__ = (
+        "_completed",
+        "_flags",
+        "_lock",
+        "_on_expired",
+        "_submitted",
+        "_try_complete_pending",
+    )
+
+    def __init__(self, delay_ms: object, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms)
         if lock is not None and not isinstance(lock, AbstractLock):
             raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")

@@ -12,10 +12,11 @@ Locking scheme (Python has no read/write lock, so Kafka's read lock for ``add`` 
 write lock for the drain become one exclusive lock):
 
 * One process-wide re-entrant lock, ``_TIMER_LOCK`` (from ``kpurgatory.sync``, an
-  ``RLock`` by default), guards every optimized timer's wheel, buckets, entry links,
-  counter, delay queue and current time, and every task's ``_entry`` pointer. Each
-  timer captures it at construction (``self._lock``) and so does each of its entries
-  (``entry.lock``). ``add``, ``cancel`` and the whole drain of ``advance_clock`` run
+  ``RLock`` by default), guards every optimized timer's wheel, buckets, delay queue,
+  counter and current time, and every task's entry slots (a task is its own
+  ``TimerTaskEntry``, see ``kpurgatory.optimized.bucket``). Each timer captures it at
+  construction (``self._lock``) and so does each holder of entries (every bucket and
+  ``HandOver``: ``holder.lock``). ``add``, ``cancel`` and the whole drain of ``advance_clock`` run
   under it, so an add never sees a half-done drain, and moving a task between two
   timers (unlink in one, link in the other) is one atomic step: a task is linked in at
   most one bucket of one timer, and every ``size`` is exact at every instant (R10,
@@ -28,9 +29,10 @@ write lock for the drain become one exclusive lock):
   collect phase of a drain only, never while a task runs.
 * Hand-over happens after the lock is released, so a task run by an ``InlineExecutor``
   may call back into any timer (R37). Just before each hand-over the drain reads
-  ``task._entry is entry`` (one atomic read: the hand-over's linearization point) and
-  skips a task cancelled or re-added meanwhile (R11); a cancel after that read is a
-  cancel of a task already handed over (R9).
+  ``task._entry_list is marker`` (``marker``: the drain's own ``HandOver``; one atomic
+  read, the hand-over's linearization point) and skips a task cancelled, re-added or
+  collected by another drain meanwhile (R11); a cancel after that read is a cancel of a
+  task already handed over (R9).
 * Lock order (R37): operation lock, then purgatory shard lock, then the timer lock.
   The only user code run under the timer lock is the clock (``now_ms`` in ``add`` and
   ``wait`` in ``advance_clock``), exactly as in the reference.
@@ -52,7 +54,7 @@ from kpurgatory._checks import require_at_least, require_int, require_str
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, run_logged
 from kpurgatory.optimized._mypyc import mypyc_attr
-from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry
+from kpurgatory.optimized.bucket import HandOver, TaskCounter, TimerTaskEntry
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.optimized.wheel import TimingWheel
 from kpurgatory.spec.arithmetic import round_down
@@ -71,17 +73,21 @@ instrumented lock before building timers."""
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class TimerTask(abc.ABC):
+class TimerTask(TimerTaskEntry, metaclass=abc.ABCMeta):
     """A task a ``SystemTimer`` runs once its delay has passed (Kafka's ``TimerTask``).
 
     Reference equivalent: ``kpurgatory.reference.timer.TimerTask`` (same API and rules:
-    any int delay, at most one schedule at a time, R9-R11). Holds ``_entry``, its
-    current ``TimerTaskEntry`` (or None), guarded by the timer lock.
+    any int delay, at most one schedule at a time, R9-R11). The task is its own timer
+    entry (Kafka allocates a separate ``TimerTaskEntry`` per ``add``): the inherited
+    ``_entry_*`` slots hold its current scheduling, guarded by the timer lock. The class
+    has ``__slots__``; a subclass that declares ``__slots__`` too has no ``__dict__``.
     """
 
-    def __init__(self, delay_ms: int) -> None:
+    __slots__ = ("_delay_ms",)
+
+    def __init__(self, delay_ms: object) -> None:
+        super().__init__()
         self._delay_ms = require_int("delay_ms", delay_ms)
-        self._entry: TimerTaskEntry | None = None
 
     @property
     def delay_ms(self) -> int:
@@ -93,19 +99,17 @@ class TimerTask(abc.ABC):
 
         Idempotent; ``size`` drops at once. A run already handed over is not stopped; a
         task that has left the schedule but whose hand-over turn has not come is not
-        handed over (R11). O(1): unlink through the entry under the timer lock.
-        Reference equivalent: ``_pending.pop`` under the reference's global lock.
+        handed over (R11). O(1): detach from the holder (bucket or drain) under the
+        holder's lock. Reference equivalent: ``_pending.pop`` under the reference's
+        global lock.
         """
         while True:
-            entry = self._entry
-            if entry is None:
+            holder = self._entry_list
+            if holder is None:
                 return
-            with entry.lock:
-                if self._entry is entry:  # else re-added or cancelled meanwhile: re-read
-                    self._entry = None
-                    bucket = entry.list
-                    if bucket is not None:
-                        bucket.remove(entry)
+            with holder.lock:
+                if self._entry_list is holder:  # else re-added or cancelled meanwhile: re-read
+                    holder.remove(self)
                     return
 
     @abc.abstractmethod
@@ -123,14 +127,19 @@ class SystemTimer:
     20 ms, 400 ms, 8 s, ...). ``start_ms`` sets the initial current time (default: the
     clock's reading). By default the timer reads a ``MonotonicClock`` and runs tasks on
     one worker thread named ``executor-<executor_name>`` (R15).
+
+    Checked arguments are annotated ``object`` and validated at run time, so the
+    mypyc-compiled build gives the same R35 errors as the pure one (see
+    ``DelayedOperationPurgatory``); expected: ``executor_name: str``, ``tick_ms: int``,
+    ``wheel_size: int``, ``start_ms: int | None``, ``task: TimerTask``, ``timeout_ms: int``.
     """
 
     def __init__(
         self,
-        executor_name: str,
-        tick_ms: int = 1,
-        wheel_size: int = 20,
-        start_ms: int | None = None,
+        executor_name: object,
+        tick_ms: object = 1,
+        wheel_size: object = 20,
+        start_ms: object = None,
         *,
         clock: Clock | None = None,
         executor: Executor | None = None,
@@ -226,7 +235,7 @@ class SystemTimer:
 
     # -- scheduling ------------------------------------------------------------------
 
-    def add(self, task: TimerTask) -> None:
+    def add(self, task: object) -> None:
         """Schedule ``task`` at its due time, or hand it over now if already due (R1, R3, R10).
 
         Pre: the timer is open (else ``RuntimeError``); ``task`` is an optimized
@@ -247,28 +256,22 @@ class SystemTimer:
             # the definitions of expiration_ms(now, delay) and due_time(expiration, tick).
             expiration = self._clock.now_ms() + task._delay_ms  # expiration_ms(now, delay)
             due = expiration - expiration % self._tick_ms  # due_time: round_down(exp, tick)
-            old = task._entry
+            old = task._entry_list
             if old is not None:
-                task._entry = None
                 if old.lock is lock:
-                    bucket = old.list
-                    if bucket is not None:
-                        bucket.remove(old)
+                    old.remove(task)
                 else:  # a timer built under another lock (tests that rebind it)
                     with old.lock:
-                        bucket = old.list
-                        if bucket is not None:
-                            bucket.remove(old)
+                        old.remove(task)
             if due > self._current_time:  # not is_due(due, current_time): due <= current
-                entry = TimerTaskEntry(task, due, lock)
-                task._entry = entry
-                if self._wheel.add(entry):
+                task._entry_due = due
+                if self._wheel.add(task):
                     self._queue.note_scheduled(due)
                     return
-                task._entry = None  # unreachable: the wheel agrees with is_due (R3)
+                # unreachable: the wheel agrees with is_due (R3); hand over as due
         self._hand_over(task)
 
-    def advance_clock(self, timeout_ms: int) -> bool:
+    def advance_clock(self, timeout_ms: object) -> bool:
         """Let up to ``timeout_ms`` pass, then hand over every task due (R4-R8, R11).
 
         Under the timer lock: wait through the clock (R7), then drain: take out each
@@ -291,6 +294,7 @@ class SystemTimer:
             if self._closed:
                 return False
             collected: list[TimerTaskEntry] = []
+            marker = HandOver(self._lock)
             wheel = self._wheel
             wheel_add = wheel.add
             wheel_advance = wheel.advance_clock
@@ -303,6 +307,7 @@ class SystemTimer:
                 if wheel_add(entry):
                     cascaded += 1  # re-linked on a finer level: a cascade
                 else:
+                    entry._entry_list = marker
                     append(entry)
 
             bucket = poll(now)
@@ -318,11 +323,10 @@ class SystemTimer:
         handed_over = False
         hand_over = self._hand_over
         for entry in collected:
-            task = entry.task
-            assert task is not None  # only a bucket's sentinel has no task; never collected
-            if task._entry is not entry:
-                continue  # cancelled or re-added before its turn (R11)
-            hand_over(task)
+            if entry._entry_list is not marker:
+                continue  # cancelled, re-added or collected again before its turn (R11)
+            assert isinstance(entry, TimerTask)  # only a bucket's root is a bare entry
+            hand_over(entry)
             handed_over = True
         return handed_over
 
@@ -368,8 +372,8 @@ class SystemTimer:
         bucket placement, every non-empty bucket queued, counter == linked entries),
         the delay queue's (heap, no duplicates, keys == expirations, only this timer's
         buckets), the current time equals the lowest wheel's and is a multiple of the
-        tick, and every linked entry is its task's current entry and is due strictly
-        after the current time.
+        tick, every bucket is guarded by this timer's lock, and every linked entry is due
+        strictly after the current time.
         """
         with self._lock:
             wheel = self._wheel
@@ -387,10 +391,10 @@ class SystemTimer:
             wheel._check(queued)
             for level in wheel.levels():
                 for bucket in level.buckets:
+                    if bucket.lock is not self._lock:
+                        raise AssertionError(f"{bucket!r} is guarded by another timer's lock")
                     for entry in bucket.entries():
-                        if entry.task is None or entry.task._entry is not entry:
-                            raise AssertionError(f"{entry!r} is linked but stale")
-                        if entry.due <= self._current_time:
+                        if entry._entry_due <= self._current_time:
                             raise AssertionError(
                                 f"{entry!r} is linked but due at current time {self._current_time}"
                             )

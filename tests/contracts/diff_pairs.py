@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 
-from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry
+from kpurgatory.optimized.bucket import TaskCounter
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.optimized.timer import TimerTask
 from kpurgatory.optimized.wheel import (
@@ -174,12 +174,14 @@ def spec_placement(
 
 
 class _Task(TimerTask):
-    """Stands in for the task of an entry: the wheel places it but never runs it.
+    """Stands in for a scheduled task (a task is its own entry): the wheel places it but
+    never runs it. A real ``TimerTask`` subclass, so the mypyc-compiled wheel accepts it."""
 
-    A real ``TimerTask`` subclass, so the mypyc-compiled ``TimerTaskEntry`` accepts it."""
+    __slots__ = ()
 
-    def __init__(self) -> None:
+    def __init__(self, due: int) -> None:
         super().__init__(0)
+        self._entry_due = due
 
     def run(self) -> None:
         raise AssertionError("the wheel never runs a task")
@@ -194,13 +196,13 @@ def opt_placement(
     lock = threading.RLock()
     counter = TaskCounter()
     wheel = TimingWheel(tick_ms, wheel_size, current_time, counter, DelayQueue(lock), lock)
-    entry = TimerTaskEntry(_Task(), due, lock)
+    entry = _Task(due)
     with lock:
         if not wheel.add(entry):
             return -1, -1, -1
     for level, layer in enumerate(wheel.levels()):
         for slot, bucket in enumerate(layer.buckets):
-            if entry.list is bucket:
+            if entry._entry_list is bucket:
                 assert bucket.expiration is not None
                 return level, slot, bucket.expiration
     raise AssertionError("entry linked nowhere")

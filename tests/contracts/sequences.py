@@ -19,19 +19,29 @@ the structure's ``_check`` (which CrossHair reports as an error).
 from __future__ import annotations
 
 import threading
-from typing import Any, cast
 
 from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry, TimerTaskList
 from kpurgatory.optimized.delay_queue import DelayQueue
+from kpurgatory.optimized.timer import TimerTask
 from kpurgatory.optimized.wheel import TimingWheel
 
 
-class _Task:
-    """Stands in for an entry's task: the bucket and wheel never call it."""
+class _Task(TimerTask):
+    """Stands in for a scheduled task (a task is its own entry): the bucket and wheel
+    link it but never run it."""
+
+    __slots__ = ()
+
+    def __init__(self, due: int) -> None:
+        super().__init__(0)
+        self._entry_due = due
+
+    def run(self) -> None:
+        raise AssertionError("the bucket and the wheel never run a task")
 
 
-def _entry(due: int, lock: Any) -> TimerTaskEntry:
-    return TimerTaskEntry(cast(Any, _Task()), due, lock)
+def _entry(due: int) -> TimerTaskEntry:
+    return _Task(due)
 
 
 class BucketDriver:
@@ -39,7 +49,7 @@ class BucketDriver:
 
     inv: self.bucket._check() == len(self.linked)
     inv: self.counter.value == len(self.linked)
-    inv: all(entry.list is self.bucket for entry in self.linked)
+    inv: all(entry._entry_list is self.bucket for entry in self.linked)
     """
 
     def __init__(self, dues: list[int]) -> None:
@@ -58,7 +68,7 @@ class BucketDriver:
 
         post: __return__ == len(self.linked)
         """
-        entry = _entry(due, self.lock)
+        entry = _entry(due)
         self.bucket.add(entry)
         self.linked.append(entry)
         return len(self.linked)
@@ -78,11 +88,11 @@ class BucketDriver:
     def flush(self) -> list[int]:
         """Unlink everything, head first; return the due times in insertion order.
 
-        post: __return__ == [entry.due for entry in __old__.self.linked]
+        post: __return__ == [entry._entry_due for entry in __old__.self.linked]
         post: self.bucket.expiration is None
         """
         flushed: list[int] = []
-        self.bucket.flush(lambda entry: flushed.append(entry.due))
+        self.bucket.flush(lambda entry: flushed.append(entry._entry_due))
         self.linked.clear()
         return flushed
 
@@ -101,7 +111,7 @@ def bucket_sequence(ops: list[int]) -> list[int]:
         else:
             driver.remove(-op - 1)
         assert driver.bucket._check() == len(driver.linked) == driver.counter.value
-    return [entry.due for entry in driver.bucket.entries()]
+    return [entry._entry_due for entry in driver.bucket.entries()]
 
 
 def _bucket_model(ops: list[int]) -> list[int]:
@@ -137,7 +147,7 @@ class WheelDriver:
         post: __return__ == (delay >= 1)
         """
         with self.lock:
-            return self.wheel.add(_entry(self.wheel.current_time + delay, self.lock))
+            return self.wheel.add(_entry(self.wheel.current_time + delay))
 
     def advance(self, step: int) -> int:
         """Drain every bucket due within ``step`` ms, cascading the rest; return how many
@@ -163,7 +173,7 @@ class WheelDriver:
                 self.wheel.advance_clock(expiration)
                 bucket.flush(cascade)
             self.wheel.advance_clock(now)
-            assert all(entry.due <= now for entry in due), "drained an entry early"
+            assert all(entry._entry_due <= now for entry in due), "drained an entry early"
             return len(due)
 
 

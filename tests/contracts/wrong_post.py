@@ -41,12 +41,12 @@ class _LeakyBucket(TimerTaskList):
     __slots__ = ()
 
     def remove(self, entry: TimerTaskEntry) -> bool:
-        if entry.list is not self:
+        if entry._entry_list is not self:
             return False
-        entry.prev.next = entry.next
-        entry.next.prev = entry.prev
-        entry.next = entry.prev = entry
-        entry.list = None
+        entry._entry_prev._entry_next = entry._entry_next
+        entry._entry_next._entry_prev = entry._entry_prev
+        entry._entry_next = entry._entry_prev = entry
+        entry._entry_list = None
         return True
 
 

@@ -481,7 +481,15 @@ def make_timer_machine(
                 st.just(1_700_000_000_123),
             ),
             start_a=st.one_of(st.none(), st.none(), st.none(), st.integers(-50, 50)),
-            start_b=st.one_of(st.none(), st.none(), st.integers(-50, 50)),
+            # B ahead of the clock (a task moved from A to B is due there at once), or so
+            # far ahead that only "years" delays are scheduled in B
+            start_b=st.one_of(
+                st.none(),
+                st.none(),
+                st.integers(-50, 50),
+                st.integers(1, 5_000),
+                st.just(50_000_000),
+            ),
         )
         def set_up(
             self,
@@ -621,6 +629,20 @@ def make_timer_machine(
         def add(self, label: str, timer_name: str) -> None:
             """Re-add a task: scheduled (replace), cancelled, run, or in the other timer (R10)."""
             self._add(label, timer_name)
+
+        @precondition(
+            lambda self: (
+                bool(self.sides)
+                and any(name == "A" for name, _ in self.sides[0].scheduled.values())
+            )
+        )
+        @rule(pick=st.integers(0, 1 << 16))
+        def move_scheduled(self, pick: int) -> None:
+            """Move a task scheduled in A to B (R10); due there at once when B is ahead."""
+            in_a = sorted(
+                label for label, (name, _) in self.sides[0].scheduled.items() if name == "A"
+            )
+            self._add(in_a[pick % len(in_a)], "B")
 
         @rule(label=tasks)
         def cancel(self, label: str) -> None:

@@ -242,8 +242,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "cancel-forgets-counter",
         _TIMER,
         "TimerTask.cancel",
-        "bucket.remove(entry)",
-        "bucket.remove(entry); bucket.counter.value += 1",
+        "holder.remove(self)",
+        "holder.remove(self)\n"
+        "                if hasattr(holder, 'counter'):\n"
+        "                    holder.counter.value += 1",
         "cancel unlinks the entry but leaves the shared task counter up: size too high (R9, R12).",
         _TIMER_FIRST,
     ),
@@ -252,7 +254,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "no-r11-recheck",
         _TIMER,
         "SystemTimer.advance_clock",
-        "if task._entry is not entry:",
+        "if entry._entry_list is not marker:",
         "if False:",
         "The drain hands over a task cancelled or re-added after it left the schedule but "
         "before its turn (R11).",
@@ -291,10 +293,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "readd-keeps-old-entry",
         _TIMER,
         "SystemTimer.add",
-        "if old.lock is lock:\n                bucket = old.list",
-        "if old.lock is lock:\n                bucket = None",
-        "Re-adding a scheduled task (in the same timer or moving it to another) leaves "
-        "the old entry linked (R10): the old timer's size stays up.",
+        "if old.lock is lock:\n                old.remove(task)",
+        "if old.lock is lock:\n                pass",
+        "Re-adding a task skips the unlink of its old scheduling. A re-add that schedules "
+        "it again still moves it (linking detaches it first), but one due at once leaves "
+        "it linked in the old bucket (R10): size stays up and it runs a second time.",
         _TIMER_FIRST,
     ),
     # ---- operation and purgatory: the list -----------------------------------

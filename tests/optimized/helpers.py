@@ -36,7 +36,7 @@ def locate(timer: SystemTimer, task: TimerTask) -> tuple[int, int] | None:
     """(level, bucket expiration) of ``task``'s entry, levels numbered from 1; None if unlinked."""
     for level, wheel in enumerate(timer._wheel.levels(), start=1):
         for bucket in wheel.buckets:
-            if any(entry.task is task for entry in bucket.entries()):
+            if any(entry is task for entry in bucket.entries()):
                 assert bucket.expiration is not None
                 return level, bucket.expiration
     return None

@@ -1,4 +1,5 @@
-"""Unit tests of the bucket list (``TimerTaskList``/``TimerTaskEntry``) and its ``_check``."""
+"""Unit tests of the bucket list (``TimerTaskList``), the entry slots a task carries
+(``TimerTaskEntry``), the drain marker (``HandOver``) and ``_check``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import threading
 
 import pytest
 
-from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry, TimerTaskList
+from kpurgatory.optimized.bucket import (
+    EntryHolder,
+    HandOver,
+    TaskCounter,
+    TimerTaskEntry,
+    TimerTaskList,
+)
 from kpurgatory.optimized.timer import TimerTask
 
 
@@ -21,7 +28,15 @@ LOCK = threading.RLock()
 
 
 def entry(due: int) -> TimerTaskEntry:
-    return TimerTaskEntry(Noop(0), due, LOCK)
+    """A task carrying a scheduling due at ``due`` (what the timer sets before linking)."""
+    task = Noop(0)
+    task._entry_due = due
+    return task
+
+
+def holder_of(e: TimerTaskEntry) -> EntryHolder | None:
+    """Read ``e``'s holder (a call, so mypy does not keep a narrowed type across steps)."""
+    return e._entry_list
 
 
 def make(counter: TaskCounter | None = None) -> TimerTaskList:
@@ -35,7 +50,7 @@ def test_add_keeps_order_and_counts() -> None:
         bucket.add(e)
     assert bucket.entries() == entries
     assert bucket.counter.value == 4
-    assert all(e.list is bucket for e in entries)
+    assert all(e._entry_list is bucket for e in entries)
     assert bucket._check() == 4
 
 
@@ -50,7 +65,7 @@ def test_remove_is_o1_and_only_from_its_own_list() -> None:
     assert first.remove(b) is True
     assert first.remove(b) is False  # idempotent
     assert first.entries() == [a, c]
-    assert b.list is None and b.next is b and b.prev is b
+    assert b._entry_list is None and b._entry_next is b and b._entry_prev is b
     assert counter.value == 2
     first._check()
 
@@ -95,7 +110,7 @@ def test_flush_unlinks_everything_in_order_and_resets_expiration() -> None:
     seen: list[TimerTaskEntry] = []
 
     def visit(e: TimerTaskEntry) -> None:
-        assert e.list is None  # unlinked before the callback runs
+        assert e._entry_list is None  # unlinked before the callback runs
         seen.append(e)
 
     bucket.flush(visit)
@@ -158,7 +173,7 @@ def test_check_detects_broken_links() -> None:
     a, b = entry(1), entry(1)
     bucket.add(a)
     bucket.add(b)
-    b.prev = b  # corrupt the back link
+    b._entry_prev = b  # corrupt the back link
     with pytest.raises(AssertionError, match="links disagree"):
         bucket._check()
 
@@ -167,8 +182,8 @@ def test_check_detects_an_entry_pointing_at_another_list() -> None:
     bucket, other = make(), make()
     a = entry(1)
     bucket.add(a)
-    a.list = other
-    with pytest.raises(AssertionError, match="another list"):
+    a._entry_list = other
+    with pytest.raises(AssertionError, match="another holder"):
         bucket._check()
 
 
@@ -179,3 +194,40 @@ def test_check_detects_more_entries_than_the_counter() -> None:
     bucket.counter.value = 0
     with pytest.raises(AssertionError, match="counter"):
         bucket._check()
+
+
+def test_check_detects_a_bare_entry_linked_as_a_task() -> None:
+    bucket = make()
+    bucket.add(TimerTaskEntry(1))
+    with pytest.raises(AssertionError, match="without a task"):
+        bucket._check()
+
+
+def test_a_task_is_its_own_entry_with_no_dict() -> None:
+    """The memory saving of issue 5: no separate entry object, and no ``__dict__``."""
+
+    class Slotted(TimerTask):
+        __slots__ = ()
+
+        def run(self) -> None:
+            """Nothing to do."""
+
+    task = Slotted(5)
+    assert isinstance(task, TimerTaskEntry)
+    assert not hasattr(task, "__dict__")
+    assert task._entry_list is None and task._entry_next is task
+
+
+def test_hand_over_marker_forgets_only_its_own_entries() -> None:
+    """A drain's marker holds collected entries until their turn (R11)."""
+    bucket, marker, other = make(), HandOver(LOCK), HandOver(LOCK)
+    a = entry(1)
+    a._entry_list = marker
+    assert other.remove(a) is False and holder_of(a) is marker
+    bucket.add(a)  # a re-add detaches it from the marker first
+    assert holder_of(a) is bucket and bucket.counter.value == 1
+    bucket.remove(a)
+    a._entry_list = marker
+    assert marker.remove(a) is True and holder_of(a) is None
+    a._entry_list = marker
+    assert "collected" in repr(a)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kpurgatory import InlineExecutor, MonotonicClock
 from kpurgatory.optimized import SystemTimer
-from kpurgatory.optimized.bucket import TaskCounter, TimerTaskEntry, TimerTaskList
+from kpurgatory.optimized.bucket import TaskCounter, TimerTaskList
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.spec.arithmetic import round_down
 from tests.optimized.helpers import Task, locate, manual_timer
@@ -174,7 +174,9 @@ def test_task_readded_by_an_earlier_task_in_the_same_drain_is_skipped() -> None:
 def queued_bucket(queue: DelayQueue, expiration: int, dues: list[int]) -> TimerTaskList:
     bucket = TimerTaskList(TaskCounter(), LOCK, 0, 1)
     for due in dues:
-        bucket.add(TimerTaskEntry(Task(0, "x", []), due, LOCK))
+        task = Task(0, "x", [])
+        task._entry_due = due
+        bucket.add(task)
     bucket.set_expiration(expiration)
     queue.offer(bucket)
     return bucket
@@ -244,19 +246,19 @@ def test_timer_check_detects_an_entry_in_the_wrong_slot() -> None:
     with manual_timer() as timer:
         task = Task(5, "t", [])
         timer.add(task)
-        entry = task._entry
-        assert entry is not None
-        entry.due = 6
+        task._entry_due = 6
         with pytest.raises(AssertionError, match="lies in bucket"):
             timer._check()
 
 
-def test_timer_check_detects_a_stale_linked_entry() -> None:
+def test_timer_check_detects_an_entry_linked_under_another_lock() -> None:
     with manual_timer() as timer:
         task = Task(5, "t", [])
         timer.add(task)
-        task._entry = None
-        with pytest.raises(AssertionError, match="stale"):
+        holder = task._entry_list
+        assert isinstance(holder, TimerTaskList)
+        holder.lock = threading.RLock()
+        with pytest.raises(AssertionError, match="another"):
             timer._check()
 
 
