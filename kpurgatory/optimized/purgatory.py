@@ -136,18 +136,24 @@ class DelayedOperationPurgatory(Generic[T]):
     ``shutdown``. With ``reaper_enabled`` a thread named
     ``ExpirationReaper-<broker_id>-<purgatory_name>`` loops ``advance_clock(200)``
     (R31). ``shards`` (keyword-only extension) sets the number of watcher shards.
+
+    The checked arguments (names, numbers, flags) are annotated ``object``: they are
+    validated at run time with messages that name them (R35), in the pure and in the
+    mypyc-compiled build alike (mypyc would otherwise check ``int``/``str``/``bool``
+    annotations itself, with messages that name no argument and with ``True`` passing as
+    an ``int``). The expected types are those of the reference signature.
     """
 
     def __init__(
         self,
-        purgatory_name: str,
+        purgatory_name: object,
         timer: SystemTimer | None = None,
-        broker_id: int = 0,
-        purge_interval: int = 1000,
-        reaper_enabled: bool = True,
-        timer_enabled: bool = True,
+        broker_id: object = 0,
+        purge_interval: object = 1000,
+        reaper_enabled: object = True,
+        timer_enabled: object = True,
         *,
-        shards: int = DEFAULT_SHARDS,
+        shards: object = DEFAULT_SHARDS,
     ) -> None:
         self._name = require_str("purgatory_name", purgatory_name)
         if timer is not None and not isinstance(timer, SystemTimer):
@@ -157,12 +163,12 @@ class DelayedOperationPurgatory(Generic[T]):
         self._reaper_enabled = require_bool("reaper_enabled", reaper_enabled)
         self._timer_enabled = require_bool("timer_enabled", timer_enabled)
         self._num_shards = require_at_least("shards", shards, 1)
-        if reaper_enabled and timer is not None and isinstance(timer.clock, ManualClock):
+        if self._reaper_enabled and timer is not None and isinstance(timer.clock, ManualClock):
             raise ValueError(
                 "reaper_enabled=True needs a real clock: the reaper would advance the "
                 "ManualClock on its own; pass reaper_enabled=False and call advance_clock"
             )
-        self._timer = SystemTimer(purgatory_name) if timer is None else timer
+        self._timer = SystemTimer(self._name) if timer is None else timer
         self._shards: tuple[_Shard[T], ...] = tuple(_Shard() for _ in range(self._num_shards))
         self._counters_lock = sync.new_lock()
         self._estimated_total_operations = 0
@@ -173,10 +179,10 @@ class DelayedOperationPurgatory(Generic[T]):
         self._is_shut_down = False
         self._stop_reaper = threading.Event()
         self._reaper: threading.Thread | None = None
-        if reaper_enabled:
+        if self._reaper_enabled:
             self._reaper = threading.Thread(
                 target=self._reap,
-                name=f"ExpirationReaper-{broker_id}-{purgatory_name}",
+                name=f"ExpirationReaper-{self._broker_id}-{self._name}",
                 daemon=True,
             )
             self._reaper.start()
@@ -356,7 +362,7 @@ class DelayedOperationPurgatory(Generic[T]):
             operation.cancel()
         return operations
 
-    def advance_clock(self, timeout_ms: int) -> None:
+    def advance_clock(self, timeout_ms: object) -> None:
         """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
 
         ``RuntimeError`` after ``shutdown``.
