@@ -37,6 +37,7 @@ __all__ = [
     "HandOver",
     "TaskCounter",
     "TimerTaskEntry",
+    "UNLINKED",
     "TimerTaskList",
 ]
 
@@ -84,11 +85,19 @@ class TimerTaskEntry:
         self._entry_list: EntryHolder | None = None
         self._entry_next: TimerTaskEntry = self
         self._entry_prev: TimerTaskEntry = self
+        # A bucket's root keeps these self-links; an unlinked task points at UNLINKED
+        # instead (see ``TimerTaskList.remove``).
 
     def __repr__(self) -> str:
         holder = self._entry_list
         where = "unlinked" if holder is None else holder.describe()
         return f"{type(self).__name__}(due={self._entry_due}, {where})"
+
+
+UNLINKED = TimerTaskEntry()
+"""Where an unlinked entry's links point (never followed: an entry with no bucket holder
+is never traversed). Not the entry itself: a self-link would make every finished task
+cyclic garbage, freed only by the cyclic collector instead of at once by its refcount."""
 
 
 class EntryHolder:
@@ -207,8 +216,8 @@ class TimerTaskList(EntryHolder):
         nxt = entry._entry_next
         prev._entry_next = nxt
         nxt._entry_prev = prev
-        entry._entry_next = entry
-        entry._entry_prev = entry
+        entry._entry_next = UNLINKED
+        entry._entry_prev = UNLINKED
         entry._entry_list = None
         self.counter.value -= 1
         return True

@@ -292,7 +292,7 @@ class DelayedOperationPurgatory(Generic[T]):
         def watch_all() -> None:
             op_id = id(operation)
             for key in keys:
-                if operation.is_completed:
+                if operation._completed:
                     break
                 shard = shards[abs(hash(key)) % num_shards]
                 with shard.lock:
@@ -308,10 +308,10 @@ class DelayedOperationPurgatory(Generic[T]):
             with self._counters_lock:
                 self._num_completed += 1
             return True
-        if not operation.is_completed:
+        if not operation._completed:
             if self._timer_enabled:
                 self._timer.add(operation)
-            if operation.is_completed:
+            if operation._completed:
                 operation.cancel()
         return False
 
@@ -333,7 +333,7 @@ class DelayedOperationPurgatory(Generic[T]):
             snapshot = list(watchers.ops.values())
         completed = 0
         for operation in snapshot:
-            if operation.is_completed:
+            if operation._completed:
                 self._unwatch(shard, watchers, operation)
             elif operation.safe_try_complete():
                 completed += 1
@@ -459,7 +459,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 if shard.watchers:
                     for key, watchers in list(shard.watchers.items()):
                         ops = watchers.ops
-                        done = [op_id for op_id, op in ops.items() if op.is_completed]
+                        done = [op_id for op_id, op in ops.items() if op._completed]
                         for op_id in done:
                             del ops[op_id]
                         purged += len(done)

@@ -54,7 +54,7 @@ from kpurgatory._checks import require_at_least, require_int, require_str
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, run_logged
 from kpurgatory.optimized._mypyc import mypyc_attr
-from kpurgatory.optimized.bucket import HandOver, TaskCounter, TimerTaskEntry
+from kpurgatory.optimized.bucket import UNLINKED, HandOver, TaskCounter, TimerTaskEntry
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.optimized.wheel import TimingWheel
 from kpurgatory.spec.arithmetic import round_down
@@ -86,7 +86,11 @@ class TimerTask(TimerTaskEntry, metaclass=abc.ABCMeta):
     __slots__ = ("_delay_ms",)
 
     def __init__(self, delay_ms: object) -> None:
-        super().__init__()
+        # TimerTaskEntry.__init__ inlined (one call less per task), with UNLINKED links
+        self._entry_due = 0
+        self._entry_list = None
+        self._entry_next = UNLINKED
+        self._entry_prev = UNLINKED
         self._delay_ms = require_int("delay_ms", delay_ms)
 
     @property

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import pytest
 
 from kpurgatory.optimized.bucket import (
+    UNLINKED,
     EntryHolder,
     HandOver,
     TaskCounter,
@@ -65,7 +68,7 @@ def test_remove_is_o1_and_only_from_its_own_list() -> None:
     assert first.remove(b) is True
     assert first.remove(b) is False  # idempotent
     assert first.entries() == [a, c]
-    assert b._entry_list is None and b._entry_next is b and b._entry_prev is b
+    assert b._entry_list is None and b._entry_next is UNLINKED and b._entry_prev is UNLINKED
     assert counter.value == 2
     first._check()
 
@@ -215,7 +218,7 @@ def test_a_task_is_its_own_entry_with_no_dict() -> None:
     task = Slotted(5)
     assert isinstance(task, TimerTaskEntry)
     assert not hasattr(task, "__dict__")
-    assert task._entry_list is None and task._entry_next is task
+    assert task._entry_list is None and task._entry_next is UNLINKED  # no self-cycle
 
 
 def test_hand_over_marker_forgets_only_its_own_entries() -> None:
@@ -231,3 +234,26 @@ def test_hand_over_marker_forgets_only_its_own_entries() -> None:
     assert marker.remove(a) is True and holder_of(a) is None
     a._entry_list = marker
     assert "collected" in repr(a)
+
+
+def test_finished_tasks_are_freed_by_refcount_not_by_the_cycle_collector() -> None:
+    """Neither a new task nor an unlinked one points at itself: dropping it frees it."""
+
+    class Weak(TimerTask):
+        __slots__ = ("__weakref__",)
+
+        def run(self) -> None:
+            """Nothing to do."""
+
+    bucket = make()
+    task = Weak(0)
+    task._entry_due = 1
+    bucket.add(task)
+    bucket.remove(task)
+    ref = weakref.ref(task)
+    gc.disable()
+    try:
+        del task
+        assert ref() is None
+    finally:
+        gc.enable()
