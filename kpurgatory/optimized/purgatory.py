@@ -208,13 +208,12 @@ class DelayedOperationPurgatory(Generic[T]):
     def watched(self) -> int:
         """(key, operation) pairs in watcher lists, completed ones included (R27).
 
-        O(shards): each shard keeps its count. Reference: sum of list lengths.
+        O(shards), without locks: each shard keeps its count, and reading one int
+        attribute is atomic, so each term is a value the shard really had; like the
+        locked version, the sum is not a snapshot across shards taken at one instant.
+        Reference: sum of list lengths under its one lock.
         """
-        total = 0
-        for shard in self._shards:
-            with shard.lock:
-                total += shard.count
-        return total
+        return sum([shard.count for shard in self._shards])
 
     @property
     def num_delayed(self) -> int:
@@ -223,12 +222,11 @@ class DelayedOperationPurgatory(Generic[T]):
 
     @property
     def watched_keys(self) -> int:
-        """Keys that have a watcher list (empty lists are dropped, R26). O(shards)."""
-        total = 0
-        for shard in self._shards:
-            with shard.lock:
-                total += len(shard.watchers)
-        return total
+        """Keys that have a watcher list (empty lists are dropped, R26).
+
+        O(shards), without locks, as ``watched`` (``len`` of a dict is atomic).
+        """
+        return sum([len(shard.watchers) for shard in self._shards])
 
     @property
     def estimated_total_operations(self) -> int:
