@@ -11,6 +11,7 @@ the real code.
 
 from __future__ import annotations
 
+import _thread
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -67,10 +68,6 @@ class AtomicFlag:
         return f"AtomicFlag({self._value})"
 
 
-def _default_lock() -> AbstractLock:
-    return threading.RLock()
-
-
 def _default_flag(value: bool) -> AtomicFlag:
     return AtomicFlag(value)
 
@@ -82,8 +79,13 @@ def _default_condition(lock: AbstractLock) -> threading.Condition:
     return threading.Condition(held)
 
 
-lock_factory: Callable[[], AbstractLock] = _default_lock
-"""Creates every operation lock; tests may rebind it to an instrumented lock."""
+lock_factory: Callable[[], AbstractLock] = _thread.RLock
+"""Creates every operation lock; tests may rebind it to an instrumented lock.
+
+The default is the C re-entrant lock type itself (what ``threading.RLock()`` returns),
+so creating the two locks of every operation costs no Python-level call beyond
+``new_lock`` (measured: about a tenth of the compiled replay's CPU went into the
+wrapper functions)."""
 
 flag_factory: Callable[[bool], AtomicFlag] = _default_flag
 """Creates every atomic flag; tests may rebind it to an instrumented flag."""
