@@ -133,7 +133,7 @@ class HandOver(EntryHolder):
     after the hand-over: a later ``cancel`` resets it under the lock, which is harmless.
 
     Reference equivalent: the reference drain's ``task._entry is entry`` re-check.
-    Cost: one small object per drain that collects anything.
+    Cost: one small object per drain.
     """
 
     __slots__ = ()
