@@ -73,11 +73,6 @@ class TopicLog:
         with self._lock:
             return list(self._records.get(topic, [])[offset : offset + limit])
 
-    def topics(self) -> list[str]:
-        """Every topic that has received a record."""
-        with self._lock:
-            return list(self._records)
-
 
 # --8<-- [end:log]
 

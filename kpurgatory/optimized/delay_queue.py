@@ -82,11 +82,6 @@ class DelayQueue:
             return heapq.heappop(heap)[2]
         return None
 
-    def peek_expiration(self) -> int | None:
-        """The least queued expiration, or None if the queue is empty. O(1)."""
-        heap = self._heap
-        return heap[0][0] if heap else None
-
     def buckets(self) -> list[TimerTaskList]:
         """The queued buckets in heap order (a copy)."""
         return [item[2] for item in self._heap]
