@@ -19,7 +19,7 @@ from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from kpurgatory.clock import MonotonicClock
 
@@ -85,18 +85,28 @@ class CountingClock(MonotonicClock):
     ) -> int:
         """``MonotonicClock.wait``, counting the call and each wake-up."""
         self.waits += 1
-        deadline = self.now_ms() + timeout_ms
-        while True:
-            now = self.now_ms()
-            due = next_due()
-            if now >= deadline or (due is not None and due <= now):
-                return now
-            wake_at = deadline if due is None else min(deadline, due)
-            condition.wait((wake_at - now) / 1000.0)
-            self.wakeups += 1
+        counted = cast("threading.Condition", _CountedCondition(condition, self))
+        return super().wait(counted, timeout_ms, next_due)
 
     def __repr__(self) -> str:
         return f"CountingClock(waits={self.waits}, wakeups={self.wakeups})"
+
+
+class _CountedCondition:
+    """Stands in for the timer's condition inside ``MonotonicClock.wait`` (which only calls
+    its ``wait``): passes each wait on and counts the wake-up in ``clock.wakeups``."""
+
+    __slots__ = ("_clock", "_condition")
+
+    def __init__(self, condition: threading.Condition, clock: CountingClock) -> None:
+        self._condition = condition
+        self._clock = clock
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """``condition.wait(timeout)``, then one more wake-up counted."""
+        notified = self._condition.wait(timeout)
+        self._clock.wakeups += 1
+        return notified
 
 
 def rss_bytes() -> int:
