@@ -163,11 +163,6 @@ class PeakRss:
             self._thread.join()
         self.peak = max(self.peak, rss_bytes())
 
-    @property
-    def growth(self) -> int:
-        """Peak minus the RSS on entry, in bytes."""
-        return self.peak - self.start
-
 
 @dataclass
 class GcTimer:
