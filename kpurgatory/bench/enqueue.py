@@ -37,11 +37,11 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from kpurgatory.bench.harness import DirectExecutor, GcTimer, PeakRss
+from kpurgatory.bench.harness import DirectExecutor, GcTimer, JsonResult, PeakRss
 from kpurgatory.clock import ManualClock
 
 __all__ = [
@@ -258,7 +258,7 @@ class CompletionQueue:
 
 
 @dataclass
-class EnqueuePoint:
+class EnqueuePoint(JsonResult):
     """The result of one point: one design, one case, one target rate."""
 
     design: str
@@ -278,17 +278,12 @@ class EnqueuePoint:
     expired: int
     unfinished: int
     truncated: bool
+    DERIVED = ("saturated",)
 
     @property
     def saturated(self) -> bool:
         """Achieved below ``SATURATION_FRACTION`` of target, or stopped by the time budget."""
         return self.truncated or self.achieved_rate < SATURATION_FRACTION * self.target_rate
-
-    def to_json(self) -> dict[str, object]:
-        """The point as a JSON-ready dict, ``saturated`` included."""
-        data = asdict(self)
-        data["saturated"] = self.saturated
-        return data
 
 
 def run_point(
@@ -386,7 +381,7 @@ def run_point(
 
 
 @dataclass
-class ReplayResult:
+class ReplayResult(JsonResult):
     """One single-threaded virtual-time replay: requests and the CPU they took."""
 
     design: str
@@ -396,17 +391,12 @@ class ReplayResult:
     completed_early: int
     expired: int
     unfinished: int
+    DERIVED = ("requests_per_cpu_s",)
 
     @property
     def requests_per_cpu_s(self) -> float:
         """Requests handled per CPU second (enqueue, completion and expiry included)."""
         return self.num / max(self.cpu_s, 1e-9)
-
-    def to_json(self) -> dict[str, object]:
-        """JSON-ready dict with the derived rate."""
-        data = asdict(self)
-        data["requests_per_cpu_s"] = self.requests_per_cpu_s
-        return data
 
 
 def replay(impl: ModuleType, design: str, case: EnqueueCase, workload: Workload) -> ReplayResult:

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import Field, asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ClassVar, ParamSpec, TypeVar, cast
 
 from kpurgatory.clock import MonotonicClock
 
@@ -27,6 +27,7 @@ __all__ = [
     "CountingClock",
     "DirectExecutor",
     "GcTimer",
+    "JsonResult",
     "PeakRss",
     "interleaved",
     "machine_info",
@@ -62,6 +63,20 @@ class DirectExecutor(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Nothing is ever pending."""
+
+
+class JsonResult:
+    """Base of the benchmarks' result dataclasses: the JSON form is every field plus the
+    derived figures (properties) named in ``DERIVED``, so the results file carries them."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+    DERIVED: ClassVar[tuple[str, ...]] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready dict: the fields, then each ``DERIVED`` property."""
+        data = asdict(self)
+        data.update((name, getattr(self, name)) for name in self.DERIVED)
+        return data
 
 
 class CountingClock(MonotonicClock):

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from kpurgatory.bench.harness import CountingClock, thread_cpu_seconds
+from kpurgatory.bench.harness import CountingClock, JsonResult, thread_cpu_seconds
 
 __all__ = ["IdleResult", "idle_costs"]
 
@@ -26,7 +26,7 @@ IDLE_TIMEOUT_MS = 3_600_000
 
 
 @dataclass
-class IdleResult:
+class IdleResult(JsonResult):
     """What one design's reaper did during the idle window."""
 
     design: str
@@ -34,17 +34,12 @@ class IdleResult:
     waits: int
     wakeups: int
     reaper_cpu_s: float | None
+    DERIVED = ("wakeups_per_minute",)
 
     @property
     def wakeups_per_minute(self) -> float:
         """Wake-ups scaled to one minute."""
         return self.wakeups * 60.0 / self.window_s
-
-    def to_json(self) -> dict[str, object]:
-        """JSON-ready dict with the per-minute rate."""
-        data = asdict(self)
-        data["wakeups_per_minute"] = self.wakeups_per_minute
-        return data
 
 
 def _idle_operation_class(impl: ModuleType) -> type[Any]:

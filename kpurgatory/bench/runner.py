@@ -11,12 +11,12 @@ the same run.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from kpurgatory.bench import enqueue, idle, profiling, scaling
 from kpurgatory.bench.designs import available_designs, build_label, load_design
-from kpurgatory.bench.harness import interleaved, machine_info
+from kpurgatory.bench.harness import JsonResult, interleaved, machine_info
 
 __all__ = ["FULL", "PLANS", "QUICK", "Plan", "goals", "run_all"]
 
@@ -39,7 +39,7 @@ dead entries until the purgatory purges it, so it has no meaningful timer-only f
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(JsonResult):
     """How much of each benchmark to run."""
 
     mode: str
@@ -60,10 +60,6 @@ class Plan:
     profile_rate: float
     profile_requests: int
     profile_case: str
-
-    def to_json(self) -> dict[str, object]:
-        """The plan as recorded in the results."""
-        return asdict(self)
 
 
 QUICK = Plan(

@@ -28,11 +28,11 @@ import gc
 import random
 import time
 import tracemalloc
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from kpurgatory.bench.harness import DirectExecutor, GcTimer
+from kpurgatory.bench.harness import DirectExecutor, GcTimer, JsonResult
 from kpurgatory.clock import ManualClock
 
 __all__ = [
@@ -96,7 +96,7 @@ def _prefill(impl: ModuleType, timer: Any, n: int, rng: random.Random) -> list[A
 
 
 @dataclass
-class PerOpResult:
+class PerOpResult(JsonResult):
     """Per-operation costs of one design with ``pending`` tasks pending (seconds per op)."""
 
     design: str
@@ -104,10 +104,6 @@ class PerOpResult:
     add_cancel_s: float
     add_expire_s: float
     ops: int
-
-    def to_json(self) -> dict[str, object]:
-        """JSON-ready dict."""
-        return asdict(self)
 
 
 def per_op_costs(
@@ -156,24 +152,19 @@ def per_op_costs(
 
 
 @dataclass
-class MemoryResult:
+class MemoryResult(JsonResult):
     """Traced bytes per pending task: the task object, and what ``add`` allocated."""
 
     design: str
     pending: int
     task_bytes: float
     timer_bytes: float
+    DERIVED = ("total_bytes",)
 
     @property
     def total_bytes(self) -> float:
         """Task plus timer bytes per pending task."""
         return self.task_bytes + self.timer_bytes
-
-    def to_json(self) -> dict[str, object]:
-        """JSON-ready dict with the total."""
-        data = asdict(self)
-        data["total_bytes"] = self.total_bytes
-        return data
 
 
 def memory_per_task(impl: ModuleType, design: str, pending: int, *, seed: int) -> MemoryResult:
@@ -206,7 +197,7 @@ def memory_per_task(impl: ModuleType, design: str, pending: int, *, seed: int) -
 
 
 @dataclass
-class LifecycleResult:
+class LifecycleResult(JsonResult):
     """The full lifecycle of ``n`` tasks in one design."""
 
     design: str
@@ -218,6 +209,7 @@ class LifecycleResult:
     gc_collections: int
     gc_s: float
     peak_bytes_per_task: float | None
+    DERIVED = ("total_s", "tasks_per_s")
 
     @property
     def total_s(self) -> float:
@@ -228,13 +220,6 @@ class LifecycleResult:
     def tasks_per_s(self) -> float:
         """Tasks through their whole life per second."""
         return self.n / max(self.total_s, 1e-9)
-
-    def to_json(self) -> dict[str, object]:
-        """JSON-ready dict with the derived figures."""
-        data = asdict(self)
-        data["total_s"] = self.total_s
-        data["tasks_per_s"] = self.tasks_per_s
-        return data
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import pytest
 from kpurgatory.bench import enqueue
 from kpurgatory.bench.designs import available_designs, build_label, is_compiled, load_design
 from kpurgatory.bench.harness import CountingClock, DirectExecutor, interleaved
+from kpurgatory.bench.idle import IdleResult
 from kpurgatory.bench.report import render
 from kpurgatory.bench.runner import goals, saturation
 from kpurgatory.bench.scaling import lifecycle_schedule
@@ -47,6 +48,19 @@ def test_counting_clock_counts_waits_and_wakeups() -> None:
     with condition:
         clock.wait(condition, 20, lambda: None)
     assert clock.waits == 1 and clock.wakeups >= 1
+
+
+def test_result_json_carries_the_derived_figures() -> None:
+    """A result's JSON form is its fields plus each property named in ``DERIVED``."""
+    result = IdleResult("heap", 2.0, 10, 4, None)
+    assert result.to_json() == {
+        "design": "heap",
+        "window_s": 2.0,
+        "waits": 10,
+        "wakeups": 4,
+        "reaper_cpu_s": None,
+        "wakeups_per_minute": 120.0,
+    }
 
 
 def test_interleaved_rotates_the_order() -> None:
