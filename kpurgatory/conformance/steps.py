@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias, get_args
 
 __all__ = [
     "NESTED_STEPS",
@@ -203,23 +203,7 @@ Step: TypeAlias = (
 )
 """Any step of the language."""
 
-_KINDS: dict[str, type[Any]] = {
-    cls.STEP: cls
-    for cls in (
-        Init,
-        Add,
-        Cancel,
-        Advance,
-        ClockAdvance,
-        Watch,
-        SetReady,
-        CheckAndComplete,
-        ForceComplete,
-        CancelForKey,
-        PurgatoryAdvance,
-        Shutdown,
-    )
-}
+_KINDS: dict[str, type[Any]] = {cls.STEP: cls for cls in get_args(Step)}
 
 NESTED_STEPS: frozenset[str] = frozenset(
     {"add", "cancel", "set_ready", "check_and_complete", "force_complete", "cancel_for_key"}
