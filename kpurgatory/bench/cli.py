@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kpurgatory.bench.runner import BENCHMARKS, PLANS, goals, run_all
+from kpurgatory.bench.runner import BENCHMARKS, DEFAULT_SEED, PLANS, goals, run_all
 
 __all__ = ["add_parser", "main"]
 
@@ -33,8 +33,6 @@ DEFAULT_REPORT = {
     "full": Path("docs/performance.md"),
     "quick": Path("build/bench-quick/performance.md"),
 }
-DEFAULT_SEED = 2015
-"""The workload seed unless ``--seed`` says otherwise."""
 
 ANALYSIS_NAME = "analysis.md"
 """A hand-written reading of the results, in the output folder, included in the report."""
