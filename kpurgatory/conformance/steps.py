@@ -335,10 +335,5 @@ def _check(step: Step) -> None:
             raise ValueError(f"{kind}.purge_interval must be >= 0, got {step.purge_interval}")
         if not step.timers or len(set(step.timers)) != len(step.timers):
             raise ValueError(f"{kind}.timers must be a non-empty list of distinct labels")
-    elif isinstance(step, Watch):
-        if step.ready_on_try is not None and step.ready_on_try < 1:
-            raise ValueError(f"{kind}.ready_on_try must be >= 1 or null, got {step.ready_on_try}")
-    elif isinstance(step, Add):
-        for inner in step.on_run:
-            if inner.STEP not in NESTED_STEPS:
-                raise ValueError(f"{kind}.on_run may not contain {inner.STEP!r}")
+    elif isinstance(step, Watch) and step.ready_on_try is not None and step.ready_on_try < 1:
+        raise ValueError(f"{kind}.ready_on_try must be >= 1 or null, got {step.ready_on_try}")
