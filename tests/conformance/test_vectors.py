@@ -15,6 +15,7 @@ import pytest
 
 from kpurgatory import reference
 from kpurgatory.conformance.driver import (
+    Driver,
     Observation,
     RecordedEvent,
     State,
@@ -132,6 +133,13 @@ def test_steps_round_trip_through_json() -> None:
         ({"step": "watch", "operation": "o", "delay_ms": 1, "keys": [1.5]}, TypeError, "keys"),
         ({"step": "advance", "ms": 1, "colour": "red"}, ValueError, "colour"),
         ({"step": "init", "tick_ms": 0}, ValueError, "init.tick_ms"),
+        ({"step": "init", "wheel_size": 1}, ValueError, "init.wheel_size"),
+        ({"step": "init", "purge_interval": -1}, ValueError, "init.purge_interval"),
+        (
+            {"step": "watch", "operation": "o", "delay_ms": 1, "keys": ["k"], "ready_on_try": 0},
+            ValueError,
+            "watch.ready_on_try",
+        ),
         ({"step": "init", "timers": ["a", "a"]}, ValueError, "init.timers"),
         (
             {"step": "add", "task": "a", "delay_ms": 1, "on_run": [{"step": "advance", "ms": 1}]},
@@ -154,6 +162,15 @@ def test_driver_refuses_steps_that_do_not_fit_the_run() -> None:
         run_steps(reference, [Init(), Add("a", 1), Add("a", 2)])
     with pytest.raises(StepError, match="operation"):
         run_steps(reference, [Init(), Watch("o", 1, ("k",)), Add("o", 1)])
+
+
+def test_driver_refuses_a_module_without_the_api_and_a_bad_state_every() -> None:
+    with pytest.raises(TypeError, match="must export SystemTimer"):
+        Driver(json)
+    with pytest.raises(TypeError, match="state_every must be an int"):
+        Driver(reference, state_every=True)
+    with pytest.raises(ValueError, match="state_every must be >= 1"):
+        Driver(reference, state_every=0)
 
 
 # ---- the comparison (R6: same due time is a multiset) -----------------------------------
