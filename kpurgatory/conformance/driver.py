@@ -65,6 +65,7 @@ from kpurgatory.spec.events import (
 
 __all__ = [
     "IMPLEMENTATION_ERRORS",
+    "PUBLIC_API",
     "Driver",
     "Observation",
     "RecordedEvent",
@@ -78,6 +79,14 @@ __all__ = [
 
 IMPLEMENTATION_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, RuntimeError)
 """Exceptions an implementation may raise from a step; the driver records their class name."""
+
+PUBLIC_API: tuple[str, ...] = (
+    "SystemTimer",
+    "TimerTask",
+    "DelayedOperation",
+    "DelayedOperationPurgatory",
+)
+"""The names an implementation module must export to be driven."""
 
 
 class StepError(ValueError):
@@ -293,7 +302,7 @@ class Driver:
             raise ValueError(f"state_every must be >= 1, got {state_every}")
         self._state_every = state_every
         self._steps_done = 0
-        for name in ("SystemTimer", "TimerTask", "DelayedOperation", "DelayedOperationPurgatory"):
+        for name in PUBLIC_API:
             if not hasattr(impl, name):
                 raise TypeError(f"impl must export {name}; {impl.__name__} does not")
         self.impl = impl

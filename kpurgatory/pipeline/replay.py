@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from kpurgatory.conformance.driver import Driver, Observation, State, compare_observations
+from kpurgatory.conformance.driver import (
+    PUBLIC_API,
+    Driver,
+    Observation,
+    State,
+    compare_observations,
+)
 from kpurgatory.conformance.steps import (
     Advance,
     CancelForKey,
@@ -84,7 +90,7 @@ def resolve_impl(name: str) -> ModuleType:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ValueError(f"impl {name!r}: cannot import {module_name}: {exc}") from None
-    for attr in ("SystemTimer", "TimerTask", "DelayedOperation", "DelayedOperationPurgatory"):
+    for attr in PUBLIC_API:
         if not hasattr(module, attr):
             raise ValueError(f"impl {name!r}: {module_name} does not export {attr}")
     return module
