@@ -23,13 +23,89 @@ def _series_name(run: dict[str, Any], design: str) -> str:
     return f"{design} ({build})" if design == "optimized" else f"{design} [{build} run]"
 
 
+def _by_design(rows: Sequence[dict[str, Any]], design: str, x: str) -> list[dict[str, Any]]:
+    """The rows of ``design``, sorted by the field ``x`` (one plotted series)."""
+    return sorted((row for row in rows if row["design"] == design), key=lambda row: row[x])
+
+
+def _cpu_us_per_request(point: dict[str, Any]) -> float:
+    return float(point["cpu_s"] * 1e6 / max(point["enqueued"], 1))
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _enqueue_plot(
+    runs: Sequence[dict[str, Any]], case: str, metric: str, ylabel: str, path: Path
+) -> Path:
+    """One case's enqueue points, ``metric`` (achieved rate or CPU) against target rate."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    top = 0.0
+    for run in runs:
+        points = [p for p in run.get("enqueue", {}).get("points", []) if p["case"] == case]
+        for design in DESIGN_ORDER:
+            mine = _by_design(points, design, "target_rate")
+            if not mine:
+                continue
+            xs = [p["target_rate"] for p in mine]
+            if metric == "achieved_rate":
+                ys = [p["achieved_rate"] for p in mine]
+            else:
+                ys = [_cpu_us_per_request(p) for p in mine]
+            top = max(top, *xs)
+            ax.plot(xs, ys, marker="o", label=_series_name(run, design))
+    if metric == "achieved_rate" and top:
+        ax.plot([0, top], [0, top], color="grey", linestyle=":", label="target")
+    ax.set_xlabel("target rate (requests/s)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"Enqueue benchmark, {case} (timeout 200 ms, 3 keys of 100)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _scaling_plot(runs: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Per-operation timer cost against pending count, add+cancel and add+expire side by side."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, kind, title in (
+        (axes[0], "add_cancel_s", "add + cancel"),
+        (axes[1], "add_expire_s", "add + expire"),
+    ):
+        for run in runs:
+            rows = run.get("scaling", {}).get("per_op", [])
+            for design in DESIGN_ORDER:
+                mine = _by_design(rows, design, "pending")
+                if mine:
+                    ax.plot(
+                        [r["pending"] for r in mine],
+                        [r[kind] * 1e6 for r in mine],
+                        marker="o",
+                        label=_series_name(run, design),
+                    )
+        ax.set_xscale("log")
+        ax.set_xlabel("tasks pending")
+        ax.set_ylabel("CPU us per operation")
+        ax.set_title(f"Timer cost per {title}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
 def write_plots(runs: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     """Write the PNGs into ``out_dir``; return their paths (empty without matplotlib data)."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     cases = sorted({p["case"] for run in runs for p in run.get("enqueue", {}).get("points", [])})
@@ -38,66 +114,11 @@ def write_plots(runs: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
             ("achieved_rate", "achieved enqueue rate (requests/s)", "enqueue"),
             ("cpu_per_request_us", "process CPU per request (us)", "enqueue-cpu"),
         ):
-            fig, ax = plt.subplots(figsize=(7, 5))
-            top = 0.0
-            for run in runs:
-                points = [p for p in run.get("enqueue", {}).get("points", []) if p["case"] == case]
-                for design in DESIGN_ORDER:
-                    mine = sorted(
-                        (p for p in points if p["design"] == design),
-                        key=lambda p: p["target_rate"],
-                    )
-                    if not mine:
-                        continue
-                    xs = [p["target_rate"] for p in mine]
-                    if metric == "achieved_rate":
-                        ys = [p["achieved_rate"] for p in mine]
-                    else:
-                        ys = [p["cpu_s"] * 1e6 / max(p["enqueued"], 1) for p in mine]
-                    top = max(top, *xs)
-                    ax.plot(xs, ys, marker="o", label=_series_name(run, design))
-            if metric == "achieved_rate" and top:
-                ax.plot([0, top], [0, top], color="grey", linestyle=":", label="target")
-            ax.set_xlabel("target rate (requests/s)")
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"Enqueue benchmark, {case} (timeout 200 ms, 3 keys of 100)")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
-            path = out_dir / f"{stem}-{case}.png"
-            fig.tight_layout()
-            fig.savefig(path, dpi=100)
-            plt.close(fig)
-            written.append(path)
+            written.append(
+                _enqueue_plot(runs, case, metric, ylabel, out_dir / f"{stem}-{case}.png")
+            )
     if any(run.get("scaling", {}).get("per_op") for run in runs):
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-        for ax, kind, title in (
-            (axes[0], "add_cancel_s", "add + cancel"),
-            (axes[1], "add_expire_s", "add + expire"),
-        ):
-            for run in runs:
-                rows = run.get("scaling", {}).get("per_op", [])
-                for design in DESIGN_ORDER:
-                    mine = sorted(
-                        (r for r in rows if r["design"] == design), key=lambda r: r["pending"]
-                    )
-                    if mine:
-                        ax.plot(
-                            [r["pending"] for r in mine],
-                            [r[kind] * 1e6 for r in mine],
-                            marker="o",
-                            label=_series_name(run, design),
-                        )
-            ax.set_xscale("log")
-            ax.set_xlabel("tasks pending")
-            ax.set_ylabel("CPU us per operation")
-            ax.set_title(f"Timer cost per {title}")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
-        path = out_dir / "scaling.png"
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        written.append(_scaling_plot(runs, out_dir / "scaling.png"))
     return written
 
 
@@ -146,7 +167,7 @@ def _enqueue_section(run: dict[str, Any], plots: Sequence[str]) -> list[str]:
                 "yes" if point["saturated"] else "",
                 f"{point['enqueued']:,}",
                 f"{point['cpu_s']:.2f}",
-                f"{point['cpu_s'] * 1e6 / max(point['enqueued'], 1):.0f}",
+                f"{_cpu_us_per_request(point):.0f}",
                 f"{point['rss_peak_mb']:.0f}",
                 f"{point['gc_collections']} / {point['gc_s'] * 1000:.0f}",
                 f"{point['expired']:,}",
