@@ -149,12 +149,12 @@ def _goals_section(goal_list: Sequence[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _enqueue_section(run: dict[str, Any], plots: Sequence[str]) -> list[str]:
-    data = run.get("enqueue")
-    if not data:
-        return []
-    label = run.get("build", "pure")
-    lines = [f"### Enqueue benchmark ({label} run)", ""]
+def _images(plots: Sequence[str], prefix: str) -> list[str]:
+    return [f"![{stem}](perf/{stem})" for stem in plots if stem.startswith(prefix)]
+
+
+def _enqueue_section(data: dict[str, Any], build: str, plots: Sequence[str]) -> list[str]:
+    lines = [f"### Enqueue benchmark ({build} run)", ""]
     rows = []
     for point in data["points"]:
         rows.append(
@@ -225,16 +225,12 @@ def _enqueue_section(run: dict[str, Any], plots: Sequence[str]) -> list[str]:
     ]
     lines += _table(["case", "design", "requests", "CPU s", "requests per CPU s", "expired"], rows)
     lines.append("")
-    lines += [f"![{stem}](perf/{stem})" for stem in plots if stem.startswith("enqueue")]
+    lines += _images(plots, "enqueue")
     return [*lines, ""]
 
 
-def _scaling_section(run: dict[str, Any], plots: Sequence[str]) -> list[str]:
-    data = run.get("scaling")
-    if not data:
-        return []
-    label = run.get("build", "pure")
-    lines = [f"### Timer scaling ({label} run)", ""]
+def _scaling_section(data: dict[str, Any], build: str, plots: Sequence[str]) -> list[str]:
+    lines = [f"### Timer scaling ({build} run)", ""]
     rows = [
         [
             r["design"],
@@ -286,15 +282,12 @@ def _scaling_section(run: dict[str, Any], plots: Sequence[str]) -> list[str]:
         "(6,000 advance_clock calls, each scanning every pending task).",
         "",
     ]
-    lines += [f"![{stem}](perf/{stem})" for stem in plots if stem.startswith("scaling")]
+    lines += _images(plots, "scaling")
     return [*lines, ""]
 
 
-def _idle_section(run: dict[str, Any]) -> list[str]:
-    data = run.get("idle")
-    if not data:
-        return []
-    lines = [f"### Idle cost ({run.get('build', 'pure')} run)", ""]
+def _idle_section(data: dict[str, Any], build: str) -> list[str]:
+    lines = [f"### Idle cost ({build} run)", ""]
     rows = [
         [
             r["design"],
@@ -319,11 +312,7 @@ def _idle_section(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _profile_section(run: dict[str, Any]) -> list[str]:
-    data = run.get("profile")
-    if not data:
-        return []
-    build = run.get("build", "pure")
+def _profile_section(data: dict[str, Any], build: str) -> list[str]:
     lines = [f"### Profile of {data['design']} ({build} run, {data['case']})", ""]
     for view, title in (
         ("generator", "generator thread of a real run"),
@@ -382,10 +371,16 @@ def render(results: dict[str, Any], plots: Sequence[str], analysis: str | None =
         lines += [analysis.strip(), ""]
     lines += ["## Results", ""]
     for run in runs:
-        lines += _enqueue_section(run, plots if run is first else [])
-        lines += _scaling_section(run, plots if run is first else [])
-        lines += _idle_section(run)
-        lines += _profile_section(run)
+        build = run.get("build", "pure")
+        images = plots if run is first else []
+        if run.get("enqueue"):
+            lines += _enqueue_section(run["enqueue"], build, images)
+        if run.get("scaling"):
+            lines += _scaling_section(run["scaling"], build, images)
+        if run.get("idle"):
+            lines += _idle_section(run["idle"], build)
+        if run.get("profile"):
+            lines += _profile_section(run["profile"], build)
     lines += [
         "## Method",
         "",
