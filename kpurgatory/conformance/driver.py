@@ -75,6 +75,7 @@ __all__ = [
     "compare_observations",
     "first_divergence",
     "run_steps",
+    "state_difference",
 ]
 
 IMPLEMENTATION_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, RuntimeError)
@@ -644,14 +645,16 @@ def compare_observations(expected: Observation, actual: Observation) -> str | No
     if expected.tries != actual.tries:
         return f"tries: expected {dict(expected.tries)}, got {dict(actual.tries)}"
     if expected.state is not None and actual.state is not None and expected.state != actual.state:
-        exp_state, act_state = expected.state.to_json(), actual.state.to_json()
-        diffs = [
-            f"{name}: expected {exp_state[name]}, got {act_state[name]}"
-            for name in exp_state
-            if exp_state[name] != act_state[name]
-        ]
-        return "state: " + "; ".join(diffs)
+        return "state: " + state_difference(expected.state, actual.state)
     return None
+
+
+def state_difference(expected: State, actual: State) -> str:
+    """The fields where two states differ: ``name: expected x, got y``, joined by ``; ``."""
+    exp, act = expected.to_json(), actual.to_json()
+    return "; ".join(
+        f"{name}: expected {exp[name]}, got {act[name]}" for name in exp if exp[name] != act[name]
+    )
 
 
 def _short(items: list[dict[str, Any]], limit: int = 12) -> str:

@@ -28,8 +28,8 @@ from kpurgatory.conformance.driver import (
     PUBLIC_API,
     Driver,
     Observation,
-    State,
     compare_observations,
+    state_difference,
 )
 from kpurgatory.conformance.steps import (
     Advance,
@@ -230,7 +230,7 @@ def replay_stream(
         if divergence is None:
             final_a, final_b = driver_a.state(), driver_b.state()
             if final_a != final_b:
-                divergence = (len(steps), _state_difference(final_a, final_b))
+                divergence = (len(steps), "final state: " + state_difference(final_a, final_b))
         impl_counters = _impl_counters(driver_b)
     finally:
         driver_a.close()
@@ -267,12 +267,6 @@ def replay_stream(
         impl_counters,
         time.perf_counter() - started,
     )
-
-
-def _state_difference(a: State, b: State) -> str:
-    ja, jb = a.to_json(), b.to_json()
-    diffs = [f"{k}: expected {ja[k]}, got {jb[k]}" for k in ja if ja[k] != jb[k]]
-    return "final state: " + "; ".join(diffs)
 
 
 def _impl_counters(driver: Driver) -> dict[str, int]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import pytest
 
+from kpurgatory import reference
 from kpurgatory.cli import main
+from kpurgatory.conformance.driver import PUBLIC_API
 from kpurgatory.pipeline.replay import replay_stream, resolve_impl
 from kpurgatory.pipeline.rows import replay_rows
 from kpurgatory.pipeline.workloads import PRESETS, SCENARIOS, stream_steps
@@ -109,3 +112,27 @@ def test_r25_a_miscounting_check_and_complete_is_caught_by_the_step_comparison()
     index, why = result.divergence
     assert steps[index].STEP == "check_and_complete"
     assert why.startswith(f"step {index} check_and_complete: result: expected")
+
+
+class _OvercountingPurgatory(reference.DelayedOperationPurgatory[reference.DelayedOperation]):
+    """Reports one purged operation too many once it has purged any (state only)."""
+
+    @property
+    def num_purged(self) -> int:
+        purged = super().num_purged
+        return purged + 1 if purged else 0
+
+
+def test_a_state_difference_between_sampled_steps_is_caught_at_the_end() -> None:
+    """States are read every ``state_every`` steps only; the final states are compared too."""
+    mutant = types.ModuleType("overcounting_purges")
+    vars(mutant).update(
+        {name: getattr(reference, name) for name in PUBLIC_API},
+        DelayedOperationPurgatory=_OvercountingPurgatory,
+    )
+    steps = stream_steps("produce_acks_all", "tiny", 1, 0, 60)
+    result = replay_stream(steps, REFERENCE, mutant, state_every=len(steps) + 1)
+    assert result.divergence is not None
+    index, why = result.divergence
+    assert index == len(steps)
+    assert why == "final state: num_purged: expected 34, got 35"
