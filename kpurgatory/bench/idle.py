@@ -63,6 +63,12 @@ def _thread_by_name(name: str) -> threading.Thread | None:
     return None
 
 
+def _thread_cpu(thread: threading.Thread | None) -> float | None:
+    """CPU seconds ``thread`` used so far; None if it is missing or /proc is unavailable."""
+    native = None if thread is None else thread.native_id
+    return None if native is None else thread_cpu_seconds(native)
+
+
 def idle_costs(designs: dict[str, ModuleType], window_s: float) -> tuple[list[IdleResult], float]:
     """Idle every design side by side for ``window_s``; per-design results and process CPU s."""
     if window_s <= 0:
@@ -80,9 +86,7 @@ def idle_costs(designs: dict[str, ModuleType], window_s: float) -> tuple[list[Id
     time.sleep(0.3)  # let every reaper reach its steady state
     starts = []
     for _design, clock, _purgatory, reaper in setups:
-        native = reaper.native_id if reaper is not None else None
-        cpu = thread_cpu_seconds(native) if native is not None else None
-        starts.append((clock.waits, clock.wakeups, cpu))
+        starts.append((clock.waits, clock.wakeups, _thread_cpu(reaper)))
     process_start = time.process_time()
     started = time.monotonic()
     time.sleep(window_s)
@@ -92,8 +96,7 @@ def idle_costs(designs: dict[str, ModuleType], window_s: float) -> tuple[list[Id
     for (design, clock, purgatory, reaper), (waits, wakeups, cpu) in zip(
         setups, starts, strict=True
     ):
-        native = reaper.native_id if reaper is not None else None
-        cpu_end = thread_cpu_seconds(native) if native is not None else None
+        cpu_end = _thread_cpu(reaper)
         reaper_cpu = None if cpu is None or cpu_end is None else cpu_end - cpu
         results.append(
             IdleResult(design, window, clock.waits - waits, clock.wakeups - wakeups, reaper_cpu)
