@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from kpurgatory import sync
 from kpurgatory._checks import (
@@ -50,6 +50,12 @@ class DelayedOperationPurgatory(Generic[T]):
     watcher lists before the reaper purges them (R30).
     """
 
+    _timer_type: ClassVar[type[SystemTimer]] = SystemTimer
+    """The timer class accepted as ``timer`` and created by default."""
+
+    _operation_type: ClassVar[type[object]] = DelayedOperation
+    """The operation class ``try_complete_else_watch`` accepts (typed loosely: it is abstract)."""
+
     def __init__(
         self,
         purgatory_name: str,
@@ -60,8 +66,10 @@ class DelayedOperationPurgatory(Generic[T]):
         timer_enabled: bool = True,
     ) -> None:
         self._name = require_str("purgatory_name", purgatory_name)
-        if timer is not None and not isinstance(timer, SystemTimer):
-            raise TypeError(f"timer must be a reference SystemTimer, not {type(timer).__name__}")
+        if timer is not None and not isinstance(timer, self._timer_type):
+            raise TypeError(
+                f"timer must be a {_qualified(self._timer_type)}, not {type(timer).__name__}"
+            )
         self._broker_id = require_int("broker_id", broker_id)
         self._purge_interval = require_at_least("purge_interval", purge_interval, 0)
         self._reaper_enabled = require_bool("reaper_enabled", reaper_enabled)
@@ -71,7 +79,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 "reaper_enabled=True needs a real clock: the reaper would advance the "
                 "ManualClock on its own; pass reaper_enabled=False and call advance_clock"
             )
-        self._timer = SystemTimer(purgatory_name) if timer is None else timer
+        self._timer = self._timer_type(purgatory_name) if timer is None else timer
         self._lock = sync.new_lock()
         self._watchers: dict[Hashable, list[T]] = {}
         self._estimated_total_operations = 0
@@ -150,9 +158,10 @@ class DelayedOperationPurgatory(Generic[T]):
         through this method at most once (R34). Raises ``TypeError``/``ValueError`` on
         bad arguments (R36) and ``RuntimeError`` after ``shutdown``.
         """
-        if not isinstance(operation, DelayedOperation):
+        if not isinstance(operation, self._operation_type):
             raise TypeError(
-                f"operation must be a reference DelayedOperation, not {type(operation).__name__}"
+                f"operation must be a {_qualified(self._operation_type)}, "
+                f"not {type(operation).__name__}"
             )
         keys = watch_key_list(watch_keys)
         if self._is_shut_down:
@@ -278,18 +287,23 @@ class DelayedOperationPurgatory(Generic[T]):
             if self._estimated_total_operations - delayed <= self._purge_interval:
                 return
             self._estimated_total_operations = delayed
-            purged = 0
-            for key in list(self._watchers):
-                operations = self._watchers[key]
-                pending = [operation for operation in operations if not operation.is_completed]
-                purged += len(operations) - len(pending)
-                if pending:
-                    self._watchers[key] = pending
-                else:
-                    del self._watchers[key]
-            self._num_purged += purged
+            purged = self._purge_watchers()
         if purged:
             logger.debug("purgatory %r purged %d completed operations", self._name, purged)
+
+    def _purge_watchers(self) -> int:
+        """Unlink completed operations from every watcher list; return how many (lock held)."""
+        purged = 0
+        for key in list(self._watchers):
+            operations = self._watchers[key]
+            pending = [operation for operation in operations if not operation.is_completed]
+            purged += len(operations) - len(pending)
+            if pending:
+                self._watchers[key] = pending
+            else:
+                del self._watchers[key]
+        self._num_purged += purged
+        return purged
 
     def _reap(self) -> None:
         while not self._stop_reaper.is_set():
@@ -297,8 +311,17 @@ class DelayedOperationPurgatory(Generic[T]):
                 if self._timer.closed:  # closed under us: idle instead of spinning
                     self._stop_reaper.wait(REAPER_STEP_MS / 1000)
                     continue
-                self._timer.advance_clock(REAPER_STEP_MS)
-                self._purge_if_due()
+                self._reaper_step()
             except Exception:
                 logger.exception("expiration reaper of %r failed a step; it carries on", self._name)
                 self._stop_reaper.wait(REAPER_STEP_MS / 1000)
+
+    def _reaper_step(self) -> None:
+        """One iteration of the reaper loop (R31): wait up to 200 ms for due tasks, then purge."""
+        self._timer.advance_clock(REAPER_STEP_MS)
+        self._purge_if_due()
+
+
+def _qualified(cls: type) -> str:
+    """``module.Name`` of ``cls``, for errors that say which design's class was expected."""
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -14,12 +14,14 @@ import random
 from types import ModuleType
 from typing import Any
 
+import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import kpurgatory.reference as reference
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.bench.baselines import heap, old
+from kpurgatory.reference.purgatory import REAPER_STEP_MS
 from kpurgatory.spec.events import OperationCompleted, OperationExpired, TaskRan
 from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
 from tests.support import Recorder, operation_class, task_class
@@ -167,3 +169,39 @@ def test_old_reaper_step_expires_one_operation_r31_differs() -> None:
         assert len(recorder.names(OperationExpired)) == 1
         purgatory.advance_clock(0)  # the public call drains everything due (R5)
         assert sorted(recorder.names(OperationExpired)) == ["o0", "o1", "o2"]
+
+
+def test_old_reaper_step_replaces_the_reference_step_r31_differs() -> None:
+    """The reaper's step on ``old`` waits up to 200 ms, then expires one operation only."""
+    clock = ManualClock(0)
+    recorder = Recorder(clock)
+    with _purgatory(old, clock, 1000) as purgatory:
+        for i in range(3):
+            purgatory.try_complete_else_watch(operation_class(old)(10, f"o{i}", recorder), [i])
+        purgatory._reaper_step()
+        assert clock.now_ms() == REAPER_STEP_MS
+        assert len(recorder.names(OperationExpired)) == 1
+
+
+@pytest.mark.parametrize(
+    ("impl", "foreign"),
+    [(heap, reference), (heap, old), (old, heap), (reference, heap)],
+    ids=["heap-reference", "heap-old", "old-heap", "reference-heap"],
+)
+def test_purgatory_refuses_another_designs_timer(impl: ModuleType, foreign: ModuleType) -> None:
+    """Each purgatory takes only its own design's timer (R35)."""
+    with _timer(foreign, ManualClock(0)) as timer, pytest.raises(TypeError, match="timer"):
+        impl.DelayedOperationPurgatory("p", timer=timer, reaper_enabled=False)
+
+
+@pytest.mark.parametrize(
+    ("impl", "foreign"),
+    [(heap, reference), (old, reference), (reference, heap)],
+    ids=["heap-reference", "old-reference", "reference-heap"],
+)
+def test_purgatory_refuses_another_designs_operation(impl: ModuleType, foreign: ModuleType) -> None:
+    """Each purgatory takes only its own design's operations (R35)."""
+    clock = ManualClock(0)
+    operation = operation_class(foreign)(10, "o", Recorder(clock))
+    with _purgatory(impl, clock, 1000) as purgatory, pytest.raises(TypeError, match="operation"):
+        purgatory.try_complete_else_watch(operation, ["k"])

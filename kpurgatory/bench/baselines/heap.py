@@ -58,7 +58,7 @@ class SystemTimer(HeapTimerBase):
         return self._dead
 
 
-class DelayedOperationPurgatory(PurgatoryBase[DelayedOperation]):
-    """The spec's purgatory (R22-R34) on a heap ``SystemTimer``; same API as the reference."""
+class DelayedOperationPurgatory(PurgatoryBase):
+    """The reference purgatory (R22-R34) on a heap ``SystemTimer``."""
 
     _timer_type = SystemTimer

@@ -24,13 +24,15 @@ through the same calls as every other design.
 
 from __future__ import annotations
 
+from typing import cast
+
 from kpurgatory.bench.baselines._core import (
-    REAPER_STEP_MS,
     DelayedOperation,
     HeapTimerBase,
     PurgatoryBase,
     TimerTask,
 )
+from kpurgatory.reference.purgatory import REAPER_STEP_MS
 
 __all__ = ["DelayedOperation", "DelayedOperationPurgatory", "SystemTimer", "TimerTask"]
 
@@ -57,27 +59,28 @@ class SystemTimer(HeapTimerBase):
         return self._advance(timeout_ms, 1)
 
 
-class DelayedOperationPurgatory(PurgatoryBase[DelayedOperation]):
-    """Kafka 0.8's purgatory: watcher lists, a delay queue of operations, size-triggered purges."""
+class DelayedOperationPurgatory(PurgatoryBase):
+    """Kafka 0.8's purgatory: watcher lists, a delay queue of operations, size-triggered purges.
+
+    The reference purgatory with 0.8's purge check and reaper step in place of R30/R31's.
+    """
 
     _timer_type = SystemTimer
 
     @property
-    def timer(self) -> SystemTimer:
-        """The delay queue operations wait in."""
-        timer = self._timer
-        assert isinstance(timer, SystemTimer)
-        return timer
+    def _queue(self) -> SystemTimer:
+        """The timer, typed as the delay queue it is (``_timer_type`` makes it one)."""
+        return cast(SystemTimer, self._timer)
 
     def _purge_if_due(self) -> None:
         """0.8: purge watcher lists if ``watched >= purge_interval``; the queue if its size is."""
         with self._lock:
-            if sum(len(ops) for ops in self._watchers.values()) >= self._purge_interval:
+            if self.watched >= self._purge_interval:
                 self._purge_watchers()
-        if self.timer.size >= self._purge_interval:
-            self.timer.purge()
+        if self._queue.size >= self._purge_interval:
+            self._queue.purge()
 
     def _reaper_step(self) -> None:
         """0.8's reaper iteration: expire at most one operation, then the purge checks."""
-        self.timer.expire_one(REAPER_STEP_MS)
+        self._queue.expire_one(REAPER_STEP_MS)
         self._purge_if_due()
