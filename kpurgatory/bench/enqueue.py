@@ -42,7 +42,7 @@ from types import ModuleType
 from typing import Any
 
 from kpurgatory.bench.harness import DirectExecutor, GcTimer, JsonResult, PeakRss
-from kpurgatory.clock import ManualClock
+from kpurgatory.clock import ManualClock, MonotonicClock
 
 __all__ = [
     "CASES",
@@ -204,8 +204,8 @@ def fake_operation_class(impl: ModuleType) -> type[Any]:
     return FakeOperation
 
 
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
+_now_ms = MonotonicClock().now_ms
+"""The real clock, in ms: the one every design's timer reads by default."""
 
 
 class CompletionQueue:
