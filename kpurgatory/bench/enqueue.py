@@ -399,6 +399,21 @@ class ReplayResult(JsonResult):
         return self.num / max(self.cpu_s, 1e-9)
 
 
+def _complete_due(
+    purgatory: Any, pending: list[tuple[int, int, Any]], now: Callable[[], int], until: float
+) -> int:
+    """Force-complete the queued operations due by ``until``, earliest first, each once the
+    purgatory's clock has reached its ``completes_at``; return how many completed early."""
+    completed = 0
+    while pending and pending[0][0] <= until:
+        completes_at, _, operation = heapq.heappop(pending)
+        if completes_at > now():
+            purgatory.advance_clock(completes_at - now())
+        if operation.force_complete():
+            completed += 1
+    return completed
+
+
 def replay(impl: ModuleType, design: str, case: EnqueueCase, workload: Workload) -> ReplayResult:
     """Run ``workload`` in one thread on a ``ManualClock``: the CPU cost of the same work.
 
@@ -421,12 +436,7 @@ def replay(impl: ModuleType, design: str, case: EnqueueCase, workload: Workload)
     arrival = 0
     for index in range(workload.num):
         arrival += workload.intervals[index]
-        while pending and pending[0][0] <= arrival:
-            completes_at, _, operation = heapq.heappop(pending)
-            if completes_at > now():
-                purgatory.advance_clock(completes_at - now())
-            if operation.force_complete():
-                completed_early += 1
+        completed_early += _complete_due(purgatory, pending, now, arrival)
         if arrival > now():
             purgatory.advance_clock(arrival - now())
         latency = workload.latencies[index]
@@ -434,12 +444,7 @@ def replay(impl: ModuleType, design: str, case: EnqueueCase, workload: Workload)
         if latency < TIMEOUT_MS:
             heapq.heappush(pending, (operation.completes_at, index, operation))
         purgatory.try_complete_else_watch(operation, keys)
-    while pending:
-        completes_at, _, operation = heapq.heappop(pending)
-        if completes_at > now():
-            purgatory.advance_clock(completes_at - now())
-        if operation.force_complete():
-            completed_early += 1
+    completed_early += _complete_due(purgatory, pending, now, math.inf)
     purgatory.advance_clock(TIMEOUT_MS + 1)
     cpu_s = time.process_time() - cpu_start
     purgatory.shutdown()
