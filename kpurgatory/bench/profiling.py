@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from kpurgatory.bench.enqueue import EnqueueCase, make_workload, replay, run_point
+from kpurgatory.bench.harness import JsonResult
 
 __all__ = ["profile_generator", "profile_replay", "summarize"]
 
@@ -71,6 +72,13 @@ def _profiler() -> Any:
     return Profiler(interval=SAMPLE_INTERVAL_S)
 
 
+def _outcome(profiler: Any, key: str, result: JsonResult) -> tuple[dict[str, Any], str]:
+    """The last session's summary, with ``result`` under ``key``, and its text tree."""
+    summary = summarize(profiler.last_session)
+    summary[key] = result.to_json()
+    return summary, str(profiler.output_text(unicode=False, color=False, show_all=False))
+
+
 def profile_generator(
     impl: ModuleType,
     design: str,
@@ -92,10 +100,7 @@ def profile_generator(
         max_seconds=max_seconds,
         profiler=profiler,
     )
-    summary = summarize(profiler.last_session)
-    summary["point"] = point.to_json()
-    text = profiler.output_text(unicode=False, color=False, show_all=False)
-    return summary, str(text)
+    return _outcome(profiler, "point", point)
 
 
 def profile_replay(
@@ -107,7 +112,4 @@ def profile_replay(
     profiler.start()
     result = replay(impl, design, case, workload)
     profiler.stop()
-    summary = summarize(profiler.last_session)
-    summary["replay"] = result.to_json()
-    text = profiler.output_text(unicode=False, color=False, show_all=False)
-    return summary, str(text)
+    return _outcome(profiler, "replay", result)
