@@ -248,7 +248,11 @@ def lifecycle_schedule(n: int, seed: int) -> LifecycleSchedule:
     return LifecycleSchedule(delays, cancel_steps)
 
 
-def _run_lifecycle(impl: ModuleType, schedule: LifecycleSchedule, traced: bool) -> tuple[Any, ...]:
+def _run_lifecycle(
+    impl: ModuleType, schedule: LifecycleSchedule, traced: bool
+) -> tuple[float, float, int, GcTimer, int]:
+    """One lifecycle run: add CPU s, walk CPU s, tasks expired, the collections seen, and
+    the traced peak in bytes (0 unless ``traced``)."""
     task_class = bench_task_class(impl)
     executor = DirectExecutor()
     timer = _timer(impl, executor)
