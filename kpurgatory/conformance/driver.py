@@ -31,7 +31,7 @@ import contextlib
 import functools
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -67,6 +67,7 @@ __all__ = [
     "IMPLEMENTATION_ERRORS",
     "PUBLIC_API",
     "Driver",
+    "DriverSide",
     "Observation",
     "RecordedEvent",
     "State",
@@ -566,6 +567,35 @@ class Driver:
 
     def _expired(self, label: str) -> None:
         self._record(OperationExpired(label, self.clock.now_ms()))
+
+
+class DriverSide:
+    """An implementation run in process, one ``Driver`` per run: each ``Init`` starts a new one.
+
+    ``impl`` is the implementation module, or a factory called at each ``Init`` (for
+    implementations that keep state between runs). This is the in-process side of the
+    stateful comparison and the Python adapter's session. ``StepError`` for a step
+    before the first ``Init`` and wherever ``Driver.execute`` raises it.
+    """
+
+    def __init__(self, impl: ModuleType | Callable[[], ModuleType]) -> None:
+        self.impl = impl
+        self._driver: Driver | None = None
+
+    def execute(self, step: Step) -> Observation:
+        """Run ``step``; an ``Init`` closes the current run and starts a new driver."""
+        if isinstance(step, Init):
+            self.close()
+            self._driver = Driver(self.impl if isinstance(self.impl, ModuleType) else self.impl())
+        if self._driver is None:
+            raise StepError("the first step of a run must be init")
+        return self._driver.execute(step)
+
+    def close(self) -> None:
+        """Close the current run's timers and purgatory."""
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None
 
 
 def run_steps(

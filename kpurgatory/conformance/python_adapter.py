@@ -2,10 +2,10 @@
 
 ``python -m kpurgatory.conformance.python_adapter --impl reference`` (or ``optimized``)
 speaks the adapter protocol of docs/conformance.md: it reads one JSON step per line,
-executes it with ``kpurgatory.conformance.driver.Driver`` on the chosen
-implementation, and writes the observation as one JSON line. An ``init`` step starts a
-new run. A line it cannot execute (bad JSON, an unknown step kind, a step that does not
-fit the run) is answered with ``{"error": "<message>"}`` and the run carries on.
+executes it with ``kpurgatory.conformance.driver.DriverSide`` (a ``Driver`` per run) on
+the chosen implementation, and writes the observation as one JSON line. An ``init`` step
+starts a new run. A line it cannot execute (bad JSON, an unknown step kind, a step that
+does not fit the run) is answered with ``{"error": "<message>"}`` and the run carries on.
 
 It exists so that the protocol is exercised end to end by the Python implementations
 themselves (CI runs ``kpurgatory conformance`` through it), and as a model for
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import IO, Protocol
 
-from kpurgatory.conformance.driver import Driver, StepError
-from kpurgatory.conformance.steps import Init, step_from_json
+from kpurgatory.conformance.driver import DriverSide, StepError
+from kpurgatory.conformance.steps import step_from_json
 
 __all__ = ["IMPLEMENTATIONS", "LineSource", "main", "serve"]
 
@@ -51,51 +51,32 @@ def serve(
     implementations that keep state between runs). Each answer is flushed at once, so
     the client can send the next step only after reading this one.
     """
-    session = _Session(impl)
+    runs = DriverSide(impl)
     answered = 0
     try:
         for line in iter(stdin.readline, ""):
             if not line.strip():
                 continue
-            stdout.write(json.dumps(session.answer(line)) + "\n")
+            stdout.write(json.dumps(_answer(runs, line)) + "\n")
             stdout.flush()
             answered += 1
     finally:
-        session.close()
+        runs.close()
     return answered
 
 
-class _Session:
-    """The current run: a ``Driver``, replaced by every ``init`` step."""
-
-    def __init__(self, impl: ModuleType | Callable[[], ModuleType]) -> None:
-        self.impl = impl
-        self.driver: Driver | None = None
-
-    def answer(self, line: str) -> dict[str, object]:
-        """The JSON answer to one input line: an observation, or ``{"error": ...}``."""
-        try:
-            step = step_from_json(json.loads(line))
-        except json.JSONDecodeError as exc:
-            return {"error": f"not JSON: {exc}"}
-        except (TypeError, ValueError) as exc:
-            return {"error": str(exc)}
-        if isinstance(step, Init):
-            self.close()
-            impl = self.impl if isinstance(self.impl, ModuleType) else self.impl()
-            self.driver = Driver(impl)
-        if self.driver is None:
-            return {"error": "the first step of a run must be init"}
-        try:
-            return self.driver.execute(step).to_json()
-        except StepError as exc:
-            return {"error": str(exc)}
-
-    def close(self) -> None:
-        """Close the current run's timers and purgatory."""
-        if self.driver is not None:
-            self.driver.close()
-            self.driver = None
+def _answer(runs: DriverSide, line: str) -> dict[str, object]:
+    """The JSON answer to one input line: an observation, or ``{"error": ...}``."""
+    try:
+        step = step_from_json(json.loads(line))
+    except json.JSONDecodeError as exc:
+        return {"error": f"not JSON: {exc}"}
+    except (TypeError, ValueError) as exc:
+        return {"error": str(exc)}
+    try:
+        return runs.execute(step).to_json()
+    except StepError as exc:  # the step does not fit the run (no init yet, unknown label)
+        return {"error": str(exc)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,7 @@ from hypothesis.stateful import (
 )
 
 from kpurgatory.conformance.adapter import AdapterError, AdapterProcess
-from kpurgatory.conformance.driver import Driver, Observation, compare_observations
+from kpurgatory.conformance.driver import DriverSide, Observation, compare_observations
 from kpurgatory.conformance.steps import (
     Add,
     Advance,
@@ -89,29 +89,6 @@ class Side(Protocol):
     def execute(self, step: Step) -> Observation: ...
 
     def close(self) -> None: ...
-
-
-class DriverSide:
-    """An implementation module run in process through ``Driver`` (a new one per run)."""
-
-    def __init__(self, impl: ModuleType) -> None:
-        self.impl = impl
-        self._driver: Driver | None = None
-
-    def execute(self, step: Step) -> Observation:
-        """Run ``step``; an ``Init`` replaces the driver."""
-        if isinstance(step, Init):
-            self.close()
-            self._driver = Driver(self.impl)
-        if self._driver is None:
-            raise ValueError("step: the first step of a run must be init")
-        return self._driver.execute(step)
-
-    def close(self) -> None:
-        """Close the current run."""
-        if self._driver is not None:
-            self._driver.close()
-            self._driver = None
 
 
 class AdapterSide:

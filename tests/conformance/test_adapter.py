@@ -15,6 +15,7 @@ import io
 import json
 import shlex
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -312,6 +313,21 @@ def test_python_adapter_serve_answers_each_line() -> None:
     assert answers[6]["result"] is True  # due 5 (R1: 7 rounds down to 5 with tick 5)
     assert [event["task"] for event in answers[6]["events"]] == ["t"]
     assert answers[8]["result"] is False  # a new run: nothing scheduled
+
+
+def test_python_adapter_serve_calls_a_factory_at_each_init() -> None:
+    """``impl`` may be a factory: a fresh implementation module for every run."""
+    made: list[str] = []
+
+    def factory() -> types.ModuleType:
+        made.append("run")
+        return reference
+
+    lines = ['{"step": "init"}', '{"step": "advance", "ms": 1}', '{"step": "init"}']
+    out = io.StringIO()
+    assert serve(factory, io.StringIO("\n".join(lines) + "\n"), out) == 3
+    assert made == ["run", "run"]
+    assert all("error" not in json.loads(line) for line in out.getvalue().splitlines())
 
 
 def test_adapter_process_reports_an_error_answer_as_answered() -> None:
