@@ -204,7 +204,7 @@ class HeapTimerBase:
                     old.timer._dead += 1
             if due > self._current_time:
                 heap = self._heap
-                if self._drop_dead_heads:
+                if self._drop_dead_heads:  # _pop_dead_heads inlined: add is the measured path
                     while heap and not heap[0][2].live:
                         heapq.heappop(heap)
                         self._dead -= 1
@@ -308,12 +308,17 @@ class HeapTimerBase:
     def _next_due(self) -> int | None:
         if self._closed or self._wake_requested:
             return _WAKE_NOW
-        heap = self._heap
         if self._drop_dead_heads:
-            while heap and not heap[0][2].live:
-                heapq.heappop(heap)
-                self._dead -= 1
+            self._pop_dead_heads()
+        heap = self._heap
         return heap[0][0] if heap else None
+
+    def _pop_dead_heads(self) -> None:
+        """Pop dead entries off the head of the heap (caller holds the state lock)."""
+        heap = self._heap
+        while heap and not heap[0][2].live:
+            heapq.heappop(heap)
+            self._dead -= 1
 
     def _hand_over(self, task: TimerTask) -> None:
         try:

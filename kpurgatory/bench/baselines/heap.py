@@ -14,8 +14,6 @@ plus the amortized rebuilds; n includes up to as many dead entries as live ones 
 
 from __future__ import annotations
 
-import heapq
-
 from kpurgatory.bench.baselines._core import (
     DelayedOperation,
     HeapTimerBase,
@@ -46,11 +44,8 @@ class SystemTimer(HeapTimerBase):
             and self._dead / length > MIN_CANCELLED_TIMER_HANDLES_FRACTION
         ):
             self._drop_dead()
-            return
-        heap = self._heap
-        while heap and not heap[0][2].live:
-            heapq.heappop(heap)
-            self._dead -= 1
+        else:
+            self._pop_dead_heads()
 
     @property
     def dead_entries(self) -> int:
