@@ -124,16 +124,12 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
             seeds=args.seed,
             n_ops=args.ops,
         )
-    except ValueError as exc:
-        print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
-        return 2
-    total = sum(r.n_ops for r in rows)
-    try:
         resolve_impl(args.impl_a)
         resolve_impl(args.impl_b)
     except ValueError as exc:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
+    total = sum(r.n_ops for r in rows)
     started = time.perf_counter()
     try:
         spark = build_session(args.master) if session is None else session

@@ -94,6 +94,13 @@ def test_replay_command_prints_the_first_divergence(capsys: pytest.CaptureFixtur
     assert status == 1 and lines[1] in out
 
 
+def test_run_command_refuses_an_unknown_implementation_before_spark(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["pipeline", "run", "--grid", "small", "--impl-b", "no.such.module"]) == 2
+    assert "kpurgatory pipeline run: impl 'no.such.module'" in capsys.readouterr().err
+
+
 def test_vectors_command_writes_the_committed_vectors(tmp_path: Path) -> None:
     committed = Path(__file__).resolve().parents[2] / "conformance" / "vectors"
     code = main(["pipeline", "vectors", "--out", str(tmp_path), "--scenario", "join_group"])
