@@ -4,18 +4,19 @@ Each module-level name mirrors the public API of an implementation package, so t
 module can be passed as ``impl`` anywhere (``resolve_impl("tests.pipeline.mutants")``).
 The base is the optimized package when present, else the reference.
 
-- ``SystemTimer`` drains one tick late: its clock wrapper reports the drain reading one
-  tick early, so tasks due at the true reading wait for the next ``advance_clock`` (a
-  violation of R5 that shifts expirations to a later virtual time).
+- ``SystemTimer`` drains one tick late: its clock wrapper (``LaggingClock``, shared with
+  the broken conformance adapter) reports the drain reading one tick early, so tasks due
+  at the true reading wait for the next ``advance_clock`` (a violation of R5 that shifts
+  expirations to a later virtual time).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import threading
-from collections.abc import Callable
 from typing import Any
+
+from tests.conformance.broken_adapter import LaggingClock
 
 _BASE_NAME = (
     "kpurgatory.optimized"
@@ -27,27 +28,6 @@ _base: Any = importlib.import_module(_BASE_NAME)
 TimerTask = _base.TimerTask
 DelayedOperation = _base.DelayedOperation
 DelayedOperationPurgatory = _base.DelayedOperationPurgatory
-
-
-class _LateClock:
-    """Wraps a clock; ``wait`` returns a drain reading one tick behind the real one."""
-
-    def __init__(self, inner: Any, tick_ms: int) -> None:
-        self.inner = inner
-        self.tick_ms = tick_ms
-
-    def now_ms(self) -> int:
-        result: int = self.inner.now_ms()
-        return result
-
-    def wait(
-        self,
-        condition: threading.Condition,
-        timeout_ms: int,
-        next_due: Callable[[], int | None],
-    ) -> int:
-        reading: int = self.inner.wait(condition, timeout_ms, next_due)
-        return reading - self.tick_ms
 
 
 class SystemTimer(_base.SystemTimer):  # type: ignore[misc]
@@ -63,7 +43,7 @@ class SystemTimer(_base.SystemTimer):  # type: ignore[misc]
         clock: Any = None,
         executor: Any = None,
     ) -> None:
-        late = None if clock is None else _LateClock(clock, tick_ms)
+        late = None if clock is None else LaggingClock(clock, tick_ms)
         super().__init__(
             executor_name, tick_ms, wheel_size, start_ms, clock=late, executor=executor
         )
