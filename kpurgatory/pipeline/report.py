@@ -2,7 +2,7 @@
 
 Charts (matplotlib, Agg backend, no display needed):
 
-- ``expired_fraction.png``: the share of operations that expired, per scenario and preset;
+- ``expired.png``: the share of operations that expired, per scenario and preset;
 - ``lateness.png``: virtual lateness of expired operations (at_ms - deadline: negative
   means up to tick - 1 ms early, which R1 allows; positive means the drain came late);
 - ``cascades_by_decile.png``: cascades per operation by deadline decile (R1's wheel
@@ -77,20 +77,20 @@ def _charts(result: PipelineResult, out: Path) -> list[tuple[str, str]]:
     presets = sorted(summary["preset"].unique())
     width = 0.8 / max(1, len(presets))
 
-    def grouped_bars(column: str, title: str, ylabel: str, name: str, log: bool = False) -> None:
+    def cell(column: str, scenario: str, preset: str) -> float:
+        return float(
+            summary[(summary.scenario == scenario) & (summary.preset == preset)][column].sum()
+        )
+
+    def grouped_bars(column: str, title: str, ylabel: str, name: str) -> None:
         fig, ax = plt.subplots(figsize=(10, 4.5))
         for offset, preset in enumerate(presets):
-            values = [
-                float(summary[(summary.scenario == s) & (summary.preset == preset)][column].sum())
-                for s in scenarios
-            ]
+            values = [cell(column, s, preset) for s in scenarios]
             ax.bar([i + offset * width for i in range(len(scenarios))], values, width, label=preset)
         ax.set_xticks([i + width * (len(presets) - 1) / 2 for i in range(len(scenarios))])
         ax.set_xticklabels(scenarios, rotation=15)
         ax.set_title(title)
         ax.set_ylabel(ylabel)
-        if log:
-            ax.set_yscale("log")
         ax.legend(fontsize="small")
         fig.tight_layout()
         fig.savefig(out / name, dpi=100)
@@ -125,11 +125,7 @@ def _charts(result: PipelineResult, out: Path) -> list[tuple[str, str]]:
     x = range(len(labels))
 
     def pick(column: str) -> list[float]:
-        return [
-            float(summary[(summary.scenario == s) & (summary.preset == p)][column].sum())
-            for s in scenarios
-            for p in presets
-        ]
+        return [cell(column, s, p) for s in scenarios for p in presets]
 
     for ax, (bucket_col, heap_col, title) in (
         (left, ("bucket_queue_ops_per_request", "heap_ops_per_request", "queue ops / request")),
