@@ -400,11 +400,11 @@ def run_stateful(
     the search reproducible. Errors that are not disagreements (a bug in the machine,
     an interrupt) propagate.
     """
-    for name, value, low in (("max_examples", max_examples, 1), ("step_count", step_count, 1)):
+    for name, value in (("max_examples", max_examples), ("step_count", step_count)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        if value < low:
-            raise ValueError(f"{name} must be >= {low}, got {value}")
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
     failures: list[StatefulFailure] = []
     stats = StatefulStats()
     machine = make_machine(other, reference, failures.append, stats)
