@@ -7,17 +7,12 @@ when present, else the reference.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Hashable
 from typing import Any
 
-_BASE_NAME = (
-    "kpurgatory.optimized"
-    if importlib.util.find_spec("kpurgatory.optimized") is not None
-    else "kpurgatory.reference"
-)
-_base: Any = importlib.import_module(_BASE_NAME)
+from tests.support import implementation_names, load
+
+_base: Any = load("optimized" if "optimized" in implementation_names() else "reference")
 
 SystemTimer = _base.SystemTimer
 TimerTask = _base.TimerTask

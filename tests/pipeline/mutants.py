@@ -12,18 +12,12 @@ The base is the optimized package when present, else the reference.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any
 
 from tests.conformance.broken_adapter import LaggingClock
+from tests.support import implementation_names, load
 
-_BASE_NAME = (
-    "kpurgatory.optimized"
-    if importlib.util.find_spec("kpurgatory.optimized") is not None
-    else "kpurgatory.reference"
-)
-_base: Any = importlib.import_module(_BASE_NAME)
+_base: Any = load("optimized" if "optimized" in implementation_names() else "reference")
 
 TimerTask = _base.TimerTask
 DelayedOperation = _base.DelayedOperation
