@@ -33,7 +33,7 @@ from kpurgatory.conformance.python_adapter import serve
 from kpurgatory.conformance.stateful import DriverSide, check_sequence, run_stateful
 from kpurgatory.conformance.steps import Add, Advance, Init, Step, steps_from_json
 from tests.conformance.broken_adapter import mutant
-from tests.support import implementation_names
+from tests.support import implementation_names, load
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = ROOT / "tests" / "conformance" / "broken_adapter.py"
@@ -102,9 +102,8 @@ def test_python_implementation_passes_the_stateful_machine_through_the_adapter(
 @pytest.mark.parametrize("impl", [name for name in implementation_names() if name != "reference"])
 def test_stateful_machine_in_process_finds_no_difference(impl: str) -> None:
     """The same machine, with the other implementation in process (no adapter)."""
-    other = __import__(f"kpurgatory.{impl}", fromlist=["SystemTimer"])
     failure, stats = run_stateful(
-        DriverSide(other), reference=reference, max_examples=40, step_count=30, seed=3
+        DriverSide(load(impl)), reference=reference, max_examples=40, step_count=30, seed=3
     )
     assert failure is None, failure
     assert stats.runs >= 40
