@@ -159,8 +159,8 @@ Check = Callable[[RunResult], None]
 Build = Callable[[World], Check]
 
 
-class EventClock:
-    """A virtual clock whose ``wait`` really waits on the timer's condition, with no timeout.
+class EventClock(ManualClock):
+    """A ``ManualClock`` whose ``wait`` really waits on the timer's condition, with no timeout.
 
     ``advance_clock`` on it blocks until ``next_due()`` reports something (a task
     scheduled, or the timer woken or closed); then time jumps to that due time, capped
@@ -170,13 +170,6 @@ class EventClock:
     deadlock: this is how the schedule tests look for lost wake-ups (R7, R14).
     """
 
-    def __init__(self, start_ms: int = 0) -> None:
-        self._now = start_ms
-
-    def now_ms(self) -> int:
-        """The current virtual reading."""
-        return self._now
-
     def wait(
         self,
         condition: threading.Condition,
@@ -184,12 +177,12 @@ class EventClock:
         next_due: Callable[[], int | None],
     ) -> int:
         """Block (condition held) until something is due-able, then jump to it."""
-        deadline = self._now + timeout_ms
+        now = self.now_ms()
         while True:
             due = next_due()
             if due is not None:
-                self._now = max(self._now, min(deadline, due))
-                return self._now
+                self.advance(max(0, min(timeout_ms, due - now)))
+                return self.now_ms()
             condition.wait()
 
 
