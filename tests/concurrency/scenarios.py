@@ -146,6 +146,19 @@ class World:
         """A new counting timer task."""
         return counting_task(self.impl.task)(delay_ms, name, self.log)
 
+    def spawn_event(self, op: Any, then: Callable[[], object]) -> None:
+        """Spawn thread ``event``: ``op.ready := True`` (its own schedule step), then ``then()``.
+
+        The thread's result is what ``then`` returns.
+        """
+
+        def body() -> object:
+            checkpoint("event: ready := True")
+            op.ready = True
+            return then()
+
+        self.sched.spawn("event", body)
+
     def count(self, kind: str, name: str) -> int:
         """How often ``(kind, name)`` was logged."""
         return sum(1 for entry in self.log if entry == (kind, name))
@@ -279,14 +292,9 @@ def submit_race(event: bool, force: bool) -> Build:
         op = world.operation("op", delay_ms=0)
         world.sched.spawn("submit", lambda: world.purgatory.try_complete_else_watch(op, ["k"]))
 
-        def event_body() -> bool:
-            checkpoint("event: ready := True")
-            op.ready = True
-            return bool(world.purgatory.check_and_complete("k") == 1)
-
         names = ["submit"]
         if event:
-            world.sched.spawn("event", event_body)
+            world.spawn_event(op, lambda: world.purgatory.check_and_complete("k") == 1)
             names.append("event")
         if force:
             world.sched.spawn("force", op.force_complete)
@@ -327,12 +335,7 @@ def maybe_try_complete_race(callers: int) -> Build:
         for index in range(callers):
             world.sched.spawn(f"caller{index}", op.maybe_try_complete)
 
-        def event_body() -> object:
-            checkpoint("event: ready := True")
-            op.ready = True
-            return op.maybe_try_complete()
-
-        world.sched.spawn("event", event_body)
+        world.spawn_event(op, op.maybe_try_complete)
 
         def check(result: RunResult) -> None:
             _no_errors(result)
@@ -378,14 +381,10 @@ def foreign_lock_holder(via: str, shared_with_operation: bool) -> Build:
 
             world.sched.spawn("holder", hold)
 
-        def event_body() -> object:
-            checkpoint("event: ready := True")
-            op.ready = True
-            if via == "maybe":
-                return op.maybe_try_complete()
-            return world.purgatory.check_and_complete("k")
-
-        world.sched.spawn("event", event_body)
+        if via == "maybe":
+            world.spawn_event(op, op.maybe_try_complete)
+        else:
+            world.spawn_event(op, lambda: world.purgatory.check_and_complete("k"))
 
         def check(result: RunResult) -> None:
             _no_errors(result)
@@ -413,13 +412,7 @@ def watch_vs_event(event_key: str, event_first_try: bool = False) -> Build:
         op = world.operation("op", delay_ms=LONG_DELAY_MS)
         world.sched.spawn("submit", lambda: world.purgatory.try_complete_else_watch(op, ["a", "b"]))
 
-        def event_body() -> int:
-            checkpoint("event: ready := True")
-            op.ready = True
-            count: int = world.purgatory.check_and_complete(event_key)
-            return count
-
-        world.sched.spawn("event", event_body)
+        world.spawn_event(op, lambda: world.purgatory.check_and_complete(event_key))
 
         def check(result: RunResult) -> None:
             _no_errors(result)
@@ -506,13 +499,7 @@ def cancel_for_key_vs_completion(event_key: str) -> Build:
         assert world.purgatory.try_complete_else_watch(op, ["a", "b"]) is False
         world.sched.spawn("cancel", lambda: world.purgatory.cancel_for_key("a"))
 
-        def event_body() -> int:
-            checkpoint("event: ready := True")
-            op.ready = True
-            count: int = world.purgatory.check_and_complete(event_key)
-            return count
-
-        world.sched.spawn("event", event_body)
+        world.spawn_event(op, lambda: world.purgatory.check_and_complete(event_key))
 
         def check(result: RunResult) -> None:
             _no_errors(result)
@@ -547,13 +534,7 @@ def shutdown_vs_everything(reaper: bool = True) -> Build:
         world.sched.spawn("shutdown", world.purgatory.shutdown)
         world.sched.spawn("submit", lambda: world.purgatory.try_complete_else_watch(fresh, ["k"]))
 
-        def event_body() -> int:
-            checkpoint("event: ready := True")
-            watched.ready = True
-            count: int = world.purgatory.check_and_complete("k")
-            return count
-
-        world.sched.spawn("event", event_body)
+        world.spawn_event(watched, lambda: world.purgatory.check_and_complete("k"))
         if reaper:
             world.sched.spawn("reaper", lambda: world.purgatory.advance_clock(DELAY_MS))
 
