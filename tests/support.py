@@ -13,7 +13,7 @@ import importlib.util
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from kpurgatory.spec.events import (
     CompletionVia,
@@ -63,12 +63,22 @@ def _subject(event: Event) -> str:
     return event.task if isinstance(event, TaskRan) else event.operation
 
 
+class RunSink(Protocol):
+    """Where a ``RecordingTask`` reports its runs: a ``Recorder``, or a test's own log."""
+
+    def ran(self, name: str) -> None: ...
+
+
 @functools.cache
 def task_class(impl: ModuleType) -> type[Any]:
-    """A ``TimerTask`` of ``impl`` that records ``TaskRan`` when it runs."""
+    """A ``TimerTask`` of ``impl`` that calls ``recorder.ran(name)`` when it runs.
+
+    With a ``Recorder`` that records ``TaskRan``; ``impl`` may be any (hashable) object
+    exporting ``TimerTask``, such as a baseline or mutant package.
+    """
 
     class RecordingTask(impl.TimerTask):  # type: ignore[misc,name-defined]
-        def __init__(self, delay_ms: int, name: str, recorder: Recorder) -> None:
+        def __init__(self, delay_ms: int, name: str, recorder: RunSink) -> None:
             super().__init__(delay_ms)
             self.name = name
             self.recorder = recorder

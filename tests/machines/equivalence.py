@@ -45,6 +45,7 @@ from hypothesis.stateful import (
 
 from kpurgatory.clock import ManualClock
 from kpurgatory.executors import InlineExecutor
+from tests.support import task_class
 
 __all__ = [
     "ADVANCE_KINDS",
@@ -279,27 +280,11 @@ TimerLogEntry = tuple[str, int, int, str, tuple[Any, ...]]
 """(label, due, clock reading at run, timer it was scheduled in, nested runs)."""
 
 
-@functools.cache
-def _task_class(pkg: ImplPackage) -> type[Any]:
-    """A ``TimerTask`` of ``pkg`` that reports its runs to the side that owns it."""
-
-    class EquivalenceTask(pkg.TimerTask):  # type: ignore[misc]
-        def __init__(self, delay_ms: int, label: str, side: _TimerSide) -> None:
-            super().__init__(delay_ms)
-            self.label = label
-            self.side = side
-
-        def run(self) -> None:
-            self.side.on_run(self.label)
-
-        def __repr__(self) -> str:
-            return f"EquivalenceTask({self.label!r}, delay_ms={self.delay_ms})"
-
-    return EquivalenceTask
-
-
 class _TimerSide:
     """One implementation's world: a manual clock, timers A and B on it, and the tasks.
+
+    The tasks are ``tests.support`` recording tasks whose recorder is the side itself:
+    each run calls ``ran(label)``.
 
     ``scheduled`` is the side's own model of where each task is scheduled and its due
     time; it is updated by the side's adds, cancels and runs only, so comparing the two
@@ -331,7 +316,7 @@ class _TimerSide:
         self.agent_action: tuple[str, str] | None = None  # (action, target label)
 
     def new_task(self, label: str, delay: int) -> None:
-        self.tasks[label] = _task_class(self.pkg)(delay, label, self)
+        self.tasks[label] = task_class(self.pkg)(delay, label, self)
 
     def due_of(self, label: str) -> int:
         delay: int = self.tasks[label].delay_ms
@@ -345,7 +330,8 @@ class _TimerSide:
         self.scheduled.pop(label, None)
         self.tasks[label].cancel()
 
-    def on_run(self, label: str) -> None:
+    def ran(self, label: str) -> None:
+        """A task reports its run: log it with its due time and timer, act if it is the agent."""
         where = self.scheduled.pop(label, None)
         if where is None:
             self.unexpected_runs.append(label)
