@@ -106,19 +106,17 @@ class ManualExecutor(Executor):
 
 
 def callback_task_class(impl: ModuleType) -> type[Any]:
-    """A ``TimerTask`` of ``impl`` that records its run and then calls ``action``."""
+    """A recording task of ``impl`` (``task_class``) that then calls ``action``."""
 
-    class CallbackTask(impl.TimerTask):  # type: ignore[misc,name-defined]
+    class CallbackTask(task_class(impl)):  # type: ignore[misc]
         def __init__(
             self, delay_ms: int, name: str, recorder: Recorder, action: Callable[[], None]
         ) -> None:
-            super().__init__(delay_ms)
-            self.name = name
-            self.recorder = recorder
+            super().__init__(delay_ms, name, recorder)
             self.action = action
 
         def run(self) -> None:
-            self.recorder.ran(self.name)
+            super().run()
             self.action()
 
         def __repr__(self) -> str:
