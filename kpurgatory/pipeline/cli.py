@@ -158,7 +158,7 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
     finally:
         if session is None:
             spark.stop()
-    from kpurgatory.pipeline.report import write_report
+    from kpurgatory.pipeline.report import replay_command, write_report
 
     elapsed = time.perf_counter() - started
     context = (
@@ -168,14 +168,20 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         f"{result.operations / elapsed * 60:,.0f} operations replayed (on both) and diffed "
         "per minute."
     )
-    report = write_report(result, args.out, title="kpurgatory pipeline report", context=context)
+    report = write_report(
+        result,
+        args.out,
+        title="kpurgatory pipeline report",
+        context=context,
+        impl_a=args.impl_a,
+        impl_b=args.impl_b,
+    )
     print(context)
     for row in result.counterexamples[:10]:
         print(
             f"COUNTEREXAMPLE {row['scenario']} {row['preset']} seed {row['seed']} shard "
-            f"{row['shard']}: {row['reason']}\n  reproduce: kpurgatory replay --scenario "
-            f"{row['scenario']} --preset {row['preset']} --seed {row['seed']} --shard "
-            f"{row['shard']} --ops {row['n_ops']} --impl {args.impl_b} --against {args.impl_a}"
+            f"{row['shard']}: {row['reason']}\n"
+            f"  reproduce: {replay_command(row, args.impl_a, args.impl_b)}"
         )
     verdict = "no differences" if result.ok else f"{result.counterexample_count} counterexample(s)"
     print(f"{verdict}; report: {report.resolve()} (and report.html, Parquet tables, PNG charts)")

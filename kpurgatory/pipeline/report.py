@@ -15,6 +15,7 @@ Charts (matplotlib, Agg backend, no display needed):
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,8 +147,30 @@ def _charts(result: PipelineResult, out: Path) -> list[tuple[str, str]]:
     return charts
 
 
-def write_report(result: PipelineResult, out: Path, *, title: str, context: str) -> Path:
-    """Write ``report.md``, ``report.html`` and the PNG charts into ``out``; returns the .md."""
+def replay_command(row: Mapping[str, Any], impl_a: str, impl_b: str) -> str:
+    """The ``kpurgatory replay`` command that repeats a counterexample ``row`` of a run
+    that checked ``impl_b`` against ``impl_a`` (printed by ``pipeline run`` and written
+    into the report, so both give the same command)."""
+    return (
+        f"kpurgatory replay --scenario {row['scenario']} --preset {row['preset']} "
+        f"--seed {row['seed']} --shard {row['shard']} --ops {row['n_ops']} "
+        f"--impl {impl_b} --against {impl_a}"
+    )
+
+
+def write_report(
+    result: PipelineResult,
+    out: Path,
+    *,
+    title: str,
+    context: str,
+    impl_a: str = "reference",
+    impl_b: str = "optimized",
+) -> Path:
+    """Write ``report.md``, ``report.html`` and the PNG charts into ``out``; returns the .md.
+
+    ``impl_a``/``impl_b``: the pair the run compared (for the counterexamples' replay
+    commands)."""
     out.mkdir(parents=True, exist_ok=True)
     charts = _charts(result, out)
     headers, rows = _table_rows(result.summary)
@@ -181,9 +204,8 @@ def write_report(result: PipelineResult, out: Path, *, title: str, context: str)
         for row in result.counterexamples[:50]:
             lines.append(
                 f"- `{row['scenario']}` `{row['preset']}` seed {row['seed']} shard "
-                f"{row['shard']}: {row['reason']}  \n  reproduce: `kpurgatory replay "
-                f"--scenario {row['scenario']} --preset {row['preset']} --seed {row['seed']} "
-                f"--shard {row['shard']} --ops {row['n_ops']}`"
+                f"{row['shard']}: {row['reason']}  \n  reproduce: "
+                f"`{replay_command(row, impl_a, impl_b)}`"
             )
         lines.append("")
     lines += ["## Charts", ""]

@@ -119,6 +119,9 @@ def test_run_command_exits_1_and_prints_the_replay_command(
     assert "COUNTEREXAMPLE fetch_long_poll kafka seed 1 shard 0" in out
     command = next(line for line in out.splitlines() if "reproduce:" in line)
     assert "kpurgatory replay --scenario fetch_long_poll --preset kafka --seed 1" in command
+    assert command.endswith(f"--impl {MUTANT} --against reference")
+    printed = command.split("reproduce: ", 1)[1]
+    assert f"`{printed}`" in (tmp_path / "report.md").read_text()  # the report says the same
     assert f"report: {tmp_path.resolve() / 'report.md'}" in out
     assert (tmp_path / "counterexamples.parquet").exists()
     assert spark.sparkContext._jsc is not None  # the shared session was left running
