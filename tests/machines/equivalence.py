@@ -259,6 +259,24 @@ def _outcome(call: Callable[[], object]) -> tuple[str, object]:
         return ("raise", type(exc).__name__)
 
 
+def _pkg_name(pkg: ImplPackage) -> str:
+    """How reports name an implementation package: its ``__name__``, else its repr."""
+    return str(getattr(pkg, "__name__", repr(pkg)))
+
+
+def _run_on_sides(
+    sides: list[Any], action: Callable[[Any], object]
+) -> tuple[list[tuple[str, object]], list[list[Any]]]:
+    """Run ``action`` on each side with a fresh ``side.log``; the outcomes and the logs."""
+    outcomes: list[tuple[str, object]] = []
+    logs: list[list[Any]] = []
+    for side in sides:
+        side.log = []
+        outcomes.append(_outcome(functools.partial(action, side)))
+        logs.append(side.log)
+    return outcomes, logs
+
+
 def _run_check(obj: object, what: str) -> None:
     """Call ``obj._check()`` if the implementation has it (optimized structures do)."""
     check = getattr(obj, "_check", None)
@@ -300,6 +318,7 @@ class _TimerSide:
         starts: dict[str, int | None],
     ) -> None:
         self.pkg = pkg
+        self.name = _pkg_name(pkg)
         self.tick = tick
         self.clock = ManualClock(clock_start)
         self.timers: dict[str, Any] = {
@@ -431,8 +450,8 @@ def make_timer_machine(
     measures what the behavioural comparison alone catches). ``stats`` (optional)
     collects how deep the runs went.
     """
-    ref_name = getattr(ref_pkg, "__name__", repr(ref_pkg))
-    other_name = getattr(other_pkg, "__name__", repr(other_pkg))
+    ref_name = _pkg_name(ref_pkg)
+    other_name = _pkg_name(other_pkg)
 
     class TimerEquivalence(RuleBasedStateMachine):
         """Reference and other timer in step; see ``make_timer_machine``."""
@@ -514,12 +533,7 @@ def make_timer_machine(
             """Run ``action`` on each side and compare outcome, runs and state."""
             if stats is not None:
                 stats.steps += 1
-            outcomes = []
-            logs = []
-            for side in self.sides:
-                side.log = []
-                outcomes.append(_outcome(functools.partial(action, side)))
-                logs.append(side.log)
+            outcomes, logs = _run_on_sides(self.sides, action)
             ref_out, other_out = outcomes
             assert ref_out == other_out, (
                 f"{what}: {ref_name} -> {ref_out}, {other_name} -> {other_out}"
@@ -535,17 +549,18 @@ def make_timer_machine(
 
         def _check_spec(self, what: str, side: _TimerSide, log: list[TimerLogEntry]) -> None:
             """Rules checked on each side on its own: R4 never early, R6 order, no stray run."""
-            name = getattr(side.pkg, "__name__", "?")
             assert not side.unexpected_runs, (
-                f"{what}: {name} ran tasks that were not scheduled: {side.unexpected_runs}"
+                f"{what}: {side.name} ran tasks that were not scheduled: {side.unexpected_runs}"
             )
             dues = [due for _, due, _, _, _ in log]
-            assert dues == sorted(dues), f"{what}: {name} handed over out of due order (R6): {log}"
+            assert dues == sorted(dues), (
+                f"{what}: {side.name} handed over out of due order (R6): {log}"
+            )
             for label, due, now, timer_name, _ in log:
                 timer = side.timers.get(timer_name)
                 if timer is not None:  # due at the reading (drained) or at once (R3)
                     assert due <= max(now, timer.current_time), (
-                        f"{what}: {name} ran {label} early (R4): due {due} at reading {now}"
+                        f"{what}: {side.name} ran {label} early (R4): due {due} at reading {now}"
                     )
 
         def _compare_state(self, what: str) -> None:
@@ -555,7 +570,7 @@ def make_timer_machine(
             )
             for side in self.sides:
                 assert side.sizes() == side.model_sizes(), (
-                    f"{what}: {getattr(side.pkg, '__name__', '?')} size {side.sizes()} but "
+                    f"{what}: {side.name} size {side.sizes()} but "
                     f"scheduled tasks {side.model_sizes()} (R12)"
                 )
             for name in ref.timers:
@@ -568,7 +583,7 @@ def make_timer_machine(
             for side in self.sides:
                 for name, timer in side.timers.items():
                     if run_checks:
-                        _run_check(timer, f"{getattr(side.pkg, '__name__', '?')} timer {name}")
+                        _run_check(timer, f"{side.name} timer {name}")
                     levels = getattr(timer, "levels", None)
                     if stats is not None and isinstance(levels, int):
                         stats.max_levels_created = max(stats.max_levels_created, levels)
@@ -718,7 +733,7 @@ def make_timer_machine(
                 ]
                 assert not late, (
                     f"advance({timer_name}, {amount}): "
-                    f"{getattr(side.pkg, '__name__', '?')} left due tasks scheduled (R5): {late}"
+                    f"{side.name} left due tasks scheduled (R5): {late}"
                 )
             drained = [
                 self.levels[label]
@@ -933,6 +948,7 @@ class _PurgatorySide:
         shards: int | None,
     ) -> None:
         self.pkg = pkg
+        self.name = _pkg_name(pkg)
         self.tick = tick
         self.clock = ManualClock(clock_start)
         self.timer = pkg.SystemTimer(
@@ -1036,8 +1052,8 @@ def make_purgatory_machine(
     (unless ``run_checks`` is False). One operation per run may be reentrant: its
     ``on_complete`` calls ``cancel_for_key`` and submits a fresh operation (R37).
     """
-    ref_name = getattr(ref_pkg, "__name__", repr(ref_pkg))
-    other_name = getattr(other_pkg, "__name__", repr(other_pkg))
+    ref_name = _pkg_name(ref_pkg)
+    other_name = _pkg_name(other_pkg)
 
     class PurgatoryEquivalence(RuleBasedStateMachine):
         """Reference and other purgatory in step; see ``make_purgatory_machine``."""
@@ -1097,12 +1113,7 @@ def make_purgatory_machine(
             """Run ``action`` on each side, compare outcome, events and state."""
             if stats is not None:
                 stats.steps += 1
-            outcomes = []
-            logs = []
-            for side in self.sides:
-                side.log = []
-                outcomes.append(_outcome(functools.partial(action, side)))
-                logs.append(side.log)
+            outcomes, logs = _run_on_sides(self.sides, action)
             assert outcomes[0] == outcomes[1], (
                 f"{what}: {ref_name} -> {outcomes[0]}, {other_name} -> {outcomes[1]}"
             )
@@ -1142,15 +1153,17 @@ def make_purgatory_machine(
         ) -> None:
             """R17 on each side: an expiry directly follows that operation's completion;
             R6: expiries in non-decreasing due order."""
-            name = getattr(side.pkg, "__name__", "?")
             for index, (op_name, kind, _, _) in enumerate(log):
                 if kind == "expire":
                     assert index > 0 and log[index - 1][:2] == (op_name, "complete"), (
-                        f"{what}: {name} expired {op_name} without completing it first (R17): {log}"
+                        f"{what}: {side.name} expired {op_name} without completing it first "
+                        f"(R17): {log}"
                     )
             if expiries:
                 dues = [self.due.get(op_name, _MISSING_DUE) for op_name, _, _, _ in log]
-                assert dues == sorted(dues), f"{what}: {name} expired out of due order (R6): {log}"
+                assert dues == sorted(dues), (
+                    f"{what}: {side.name} expired out of due order (R6): {log}"
+                )
 
         def _compare_state(self, what: str) -> None:
             ref, other = self.sides
@@ -1169,9 +1182,8 @@ def make_purgatory_machine(
             )
             if run_checks:
                 for side in self.sides:
-                    label = getattr(side.pkg, "__name__", "?")
-                    _run_check(side.timer, f"{label} timer")
-                    _run_check(side.purgatory, f"{label} purgatory")
+                    _run_check(side.timer, f"{side.name} timer")
+                    _run_check(side.purgatory, f"{side.name} purgatory")
 
         # -- rules ---------------------------------------------------------------------
 
