@@ -17,7 +17,6 @@ import threading
 
 from kpurgatory.optimized.bucket import TaskCounter
 from kpurgatory.optimized.delay_queue import DelayQueue
-from kpurgatory.optimized.timer import TimerTask
 from kpurgatory.optimized.wheel import (
     TimingWheel,
     advanced_time,
@@ -40,6 +39,7 @@ from kpurgatory.spec.arithmetic import (
     slot_of,
     virtual_bucket,
 )
+from tests.contracts.sequences import StandInTask
 
 PAIRS: list[tuple[str, str]] = [
     ("spec_virtual_bucket", "opt_virtual_bucket"),
@@ -173,20 +173,6 @@ def spec_placement(
     return level, slot_of(due, tick, wheel_size), bucket_start(due, tick)
 
 
-class _Task(TimerTask):
-    """Stands in for a scheduled task (a task is its own entry): the wheel places it but
-    never runs it. A real ``TimerTask`` subclass, so the mypyc-compiled wheel accepts it."""
-
-    __slots__ = ()
-
-    def __init__(self, due: int) -> None:
-        super().__init__(0)
-        self._entry_due = due
-
-    def run(self) -> None:
-        raise AssertionError("the wheel never runs a task")
-
-
 def opt_placement(
     due: int, current_time: int, tick_ms: int, wheel_size: int
 ) -> tuple[int, int, int] | None:
@@ -196,7 +182,7 @@ def opt_placement(
     lock = threading.RLock()
     counter = TaskCounter()
     wheel = TimingWheel(tick_ms, wheel_size, current_time, counter, DelayQueue(lock), lock)
-    entry = _Task(due)
+    entry = StandInTask(due)
     with lock:
         if not wheel.add(entry):
             return -1, -1, -1

@@ -26,9 +26,10 @@ from kpurgatory.optimized.timer import TimerTask
 from kpurgatory.optimized.wheel import TimingWheel
 
 
-class _Task(TimerTask):
-    """Stands in for a scheduled task (a task is its own entry): the bucket and wheel
-    link it but never run it."""
+class StandInTask(TimerTask):
+    """Stands in for a scheduled task due at ``due`` (a task is its own entry): the bucket
+    and the wheel link and place it but never run it. A real ``TimerTask`` subclass, so
+    the mypyc-compiled wheel accepts it (tests/contracts/diff_pairs.py uses it too)."""
 
     __slots__ = ()
 
@@ -38,10 +39,6 @@ class _Task(TimerTask):
 
     def run(self) -> None:
         raise AssertionError("the bucket and the wheel never run a task")
-
-
-def _entry(due: int) -> TimerTaskEntry:
-    return _Task(due)
 
 
 class BucketDriver:
@@ -68,7 +65,7 @@ class BucketDriver:
 
         post: __return__ == len(self.linked)
         """
-        entry = _entry(due)
+        entry = StandInTask(due)
         self.bucket.add(entry)
         self.linked.append(entry)
         return len(self.linked)
@@ -147,7 +144,7 @@ class WheelDriver:
         post: __return__ == (delay >= 1)
         """
         with self.lock:
-            return self.wheel.add(_entry(self.wheel.current_time + delay))
+            return self.wheel.add(StandInTask(self.wheel.current_time + delay))
 
     def advance(self, step: int) -> int:
         """Drain every bucket due within ``step`` ms, cascading the rest; return how many
