@@ -34,6 +34,7 @@ from tests.concurrency.scheduler import (
     SchedFlag,
     SchedLock,
     Scheduler,
+    attribute_names,
     checkpoint,
     explore,
     instrumented,
@@ -632,12 +633,8 @@ def uninstrumented_primitives(impl: Impl) -> list[str]:
 
 
 def _attributes(obj: object) -> list[tuple[str, object]]:
-    names: list[str] = list(getattr(obj, "__dict__", {}))
-    for klass in type(obj).__mro__:
-        slots = klass.__dict__.get("__slots__", ())
-        names.extend([slots] if isinstance(slots, str) else list(slots))
     pairs = []
-    for name in dict.fromkeys(names):
+    for name in attribute_names(obj):
         try:
             pairs.append((name, getattr(obj, name)))
         except AttributeError:

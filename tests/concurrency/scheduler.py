@@ -53,6 +53,7 @@ __all__ = [
     "ScheduleAborted",
     "ScheduleError",
     "Scheduler",
+    "attribute_names",
     "checkpoint",
     "explore",
     "instrumented",
@@ -709,17 +710,22 @@ MODULE_LOCKS: list[tuple[str, str]] = [
 """(module, attribute) of process-wide locks created at import through ``sync.new_lock``."""
 
 
-def label_primitives(obj: object, prefix: str) -> None:
-    """Name the instrumented primitives held in ``obj``'s attributes ``<prefix>.<attr>``.
-
-    Makes printed schedules readable (``cas op1._completed False->True``). Looks at
-    instance ``__dict__`` and ``__slots__`` along the class hierarchy.
-    """
+def attribute_names(obj: object) -> list[str]:
+    """The names of ``obj``'s instance attributes, each once: its ``__dict__`` keys and the
+    ``__slots__`` along its class hierarchy."""
     names: list[str] = list(getattr(obj, "__dict__", {}))
     for klass in type(obj).__mro__:
         slots = klass.__dict__.get("__slots__", ())
         names.extend([slots] if isinstance(slots, str) else list(slots))
-    for attribute in names:
+    return list(dict.fromkeys(names))
+
+
+def label_primitives(obj: object, prefix: str) -> None:
+    """Name the instrumented primitives held in ``obj``'s attributes ``<prefix>.<attr>``.
+
+    Makes printed schedules readable (``cas op1._completed False->True``).
+    """
+    for attribute in attribute_names(obj):
         value = getattr(obj, attribute, None)
         if isinstance(value, (SchedLock, SchedFlag, SchedCondition)):
             if not value.name.startswith(("lock#", "flag#", "cond#")):
