@@ -32,6 +32,12 @@ def implementation_names() -> list[str]:
     return names
 
 
+def floor_to(ms: int, tick_ms: int) -> int:
+    """Largest multiple of ``tick_ms`` at or below ``ms``: the tests' own R1 oracle, written
+    independently of ``kpurgatory.spec.arithmetic``."""
+    return (ms // tick_ms) * tick_ms
+
+
 def load(name: str) -> ModuleType:
     """The implementation package called ``name``."""
     return importlib.import_module(f"kpurgatory.{name}")

@@ -21,18 +21,13 @@ import pytest
 
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.spec.events import TaskRan
-from tests.support import Recorder, task_class
+from tests.support import Recorder, floor_to, task_class
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 JOIN_TIMEOUT_S = 5.0
 """Upper bound for joining a helper thread; a healthy run needs milliseconds."""
-
-
-def floor_to(ms: int, tick_ms: int) -> int:
-    """Largest multiple of ``tick_ms`` at or below ``ms`` (the test's own oracle for R1)."""
-    return (ms // tick_ms) * tick_ms
 
 
 def make_timer(

@@ -30,7 +30,7 @@ from hypothesis.stateful import (
 
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.spec.events import TaskRan
-from tests.support import Recorder, implementation_names, load, task_class
+from tests.support import Recorder, floor_to, implementation_names, load, task_class
 
 TICKS = st.one_of(
     st.sampled_from([1, 2, 5, 10]),
@@ -42,11 +42,6 @@ TICKS = st.one_of(
 
 HUGE = 10**12
 """Magnitude of the occasional huge delay or advance."""
-
-
-def floor_to(ms: int, tick_ms: int) -> int:
-    """Largest multiple of ``tick_ms`` at or below ``ms`` (the model's own R1 arithmetic)."""
-    return (ms // tick_ms) * tick_ms
 
 
 def make_machine(impl_name: str) -> type[RuleBasedStateMachine]:
