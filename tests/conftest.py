@@ -8,14 +8,12 @@ it runs once per implementation. Hypothesis profiles: ``ci`` (default, quick) an
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from kpurgatory import InlineExecutor, ManualClock
+from kpurgatory import ManualClock
 from tests.support import Recorder, implementation_names, load
 
 settings.register_profile(
@@ -51,22 +49,3 @@ def clock() -> ManualClock:
 @pytest.fixture
 def recorder(clock: ManualClock) -> Recorder:
     return Recorder(clock)
-
-
-@pytest.fixture
-def timer(impl: ModuleType, clock: ManualClock) -> Iterator[Any]:
-    """A manual-clock, inline-executor timer with Kafka's defaults (tick 1, wheel 20)."""
-    with impl.SystemTimer("test", clock=clock, executor=InlineExecutor()) as made:
-        yield made
-
-
-@pytest.fixture
-def purgatory(impl: ModuleType, clock: ManualClock) -> Iterator[Any]:
-    """A purgatory on a manual-clock inline timer, reaper off, purge_interval 1000."""
-    made = impl.DelayedOperationPurgatory(
-        "test",
-        timer=impl.SystemTimer("test", clock=clock, executor=InlineExecutor()),
-        reaper_enabled=False,
-    )
-    with made:
-        yield made

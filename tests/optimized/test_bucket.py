@@ -17,6 +17,7 @@ from kpurgatory.optimized.bucket import (
     TimerTaskEntry,
     TimerTaskList,
 )
+from kpurgatory.optimized.operation import DelayedOperation
 from kpurgatory.optimized.timer import TimerTask
 
 
@@ -218,6 +219,20 @@ def test_a_task_is_its_own_entry_with_no_dict() -> None:
     task = Slotted(5)
     assert isinstance(task, TimerTaskEntry)
     assert not hasattr(task, "__dict__")
+
+    class SlottedOperation(DelayedOperation):
+        __slots__ = ()
+
+        def try_complete(self) -> bool:
+            return False
+
+        def on_complete(self) -> None:
+            """Nothing to do."""
+
+        def on_expiration(self) -> None:
+            """Nothing to do."""
+
+    assert not hasattr(SlottedOperation(5), "__dict__")  # DelayedOperation has slots too
     assert task._entry_list is None and task._entry_next is UNLINKED  # no self-cycle
 
 
