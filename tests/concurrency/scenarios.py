@@ -40,6 +40,7 @@ from tests.concurrency.scheduler import (
     instrumented,
     label_primitives,
 )
+from tests.concurrency.lockset import holds
 
 DELAY_MS = 10
 """Delay of the operations that may expire (expiry = ``advance_clock(DELAY_MS)``)."""
@@ -90,14 +91,33 @@ def scheduled_operation(base: Any) -> type[Any]:
             self.ready = False
 
         def try_complete(self) -> bool:
-            ready = self.ready
-            checkpoint(f"{self.name}.try_complete acts on ready={ready}")
-            return bool(ready and self.force_complete())
+            inside = self.__dict__.setdefault("inside", set())
+            me = threading.get_ident()
+            inside.add(me)
+            try:
+                ready = self.ready
+                checkpoint(f"{self.name}.try_complete acts on ready={ready}")
+                return bool(ready and self.force_complete())
+            finally:
+                inside.discard(me)
+
+        def _no_overlap(self, callback: str) -> None:
+            # R17: no callback while another thread is inside try_complete of this operation
+            others = self.__dict__.get("inside", set()) - {threading.get_ident()}
+            if others:
+                self.log.append(("overlap", f"{self.name}.{callback} during try_complete"))
 
         def on_complete(self) -> None:
+            # Every purgatory path and expiry complete under the lock; a user's bare
+            # force_complete (the "force" threads) does not, and R17 promises nothing there.
+            if holds(self.lock):
+                self._no_overlap("on_complete")
             self.log.append(("complete", self.name))
 
         def on_expiration(self) -> None:
+            self._no_overlap("on_expiration")
+            if not holds(self.lock):  # R17: expiry runs on_expiration holding the lock
+                self.log.append(("overlap", f"{self.name}.on_expiration without its lock"))
             self.log.append(("expire", self.name))
 
         def __repr__(self) -> str:
@@ -216,8 +236,20 @@ def run_scenario(impl: Impl, build: Build, chooser: Chooser, *, max_steps: int =
         world = World(impl, sched, clock, timer, purgatory)
         check = build(world)
         result = sched.run()
+        check_discipline(sched, world, result)
         check(result)
+        check_discipline(sched, world, result)
         world.close()
+
+
+def check_discipline(sched: Scheduler, world: World, result: RunResult) -> None:
+    """The properties every scenario shares: the lockset checks saw no unguarded write,
+    and no callback overlapped another thread's ``try_complete`` (R17)."""
+    if sched.lockset is not None and sched.lockset.violations:
+        raise result.fail("lock discipline: " + "; ".join(sched.lockset.violations[:3]))
+    overlaps = [what for kind, what in world.log if kind == "overlap"]
+    if overlaps:
+        raise result.fail(f"R17 overlap: {overlaps}")
 
 
 def _no_errors(result: RunResult, allowed: tuple[type[BaseException], ...] = ()) -> None:
@@ -619,7 +651,7 @@ def uninstrumented_primitives(impl: Impl) -> list[str]:
     """
     sched = Scheduler(ListChooser([]))
     found: list[str] = []
-    with instrumented(sched):
+    with instrumented(sched, lock_discipline=False):
         clock = ManualClock(0)
         timer = impl.timer("probe", clock=clock, executor=InlineExecutor())
         purgatory = impl.purgatory("probe", timer=timer, reaper_enabled=False)

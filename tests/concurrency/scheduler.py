@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
 from kpurgatory import sync
 from kpurgatory.spec.protocols import AbstractLock
+from tests.concurrency.lockset import Lockset
 
 __all__ = [
     "Chooser",
@@ -306,6 +307,8 @@ class Scheduler:
         self._started = False
         self.trace: list[str] = []
         self._names = 0
+        self.lockset: Lockset | None = None
+        """The lock-discipline checks attached by ``instrumented`` (None outside it)."""
 
     # -- primitives ------------------------------------------------------------------
 
@@ -671,8 +674,12 @@ class SchedCondition(threading.Condition):
 
 
 @contextmanager
-def instrumented(sched: Scheduler) -> Iterator[None]:
+def instrumented(sched: Scheduler, *, lock_discipline: bool = True) -> Iterator[None]:
     """Make ``kpurgatory.sync`` build instrumented primitives, and instrument module locks.
+
+    With ``lock_discipline`` (the default) the lockset checks of
+    ``tests.concurrency.lockset`` are attached too (``sched.lockset``): every write of
+    guarded state asserts that the writing thread holds its lock.
 
     Inside the block every lock, flag and condition the implementations create is the
     scheduler's. The reference timer's process-wide state lock is a module attribute
@@ -691,12 +698,17 @@ def instrumented(sched: Scheduler) -> Iterator[None]:
         if hasattr(module, attribute):
             rebound.append((module, attribute, getattr(module, attribute)))
             setattr(module, attribute, sched.lock(attribute.strip("_").lower()))
+    lockset = Lockset()
     try:
-        with sync.override(
-            lock=sched.lock,
-            flag=lambda value: sched.flag(value),
-            condition=sched.condition,
+        with (
+            sync.override(
+                lock=sched.lock,
+                flag=lambda value: sched.flag(value),
+                condition=sched.condition,
+            ),
+            lockset.installed() if lock_discipline else nullcontext(),
         ):
+            sched.lockset = lockset if lock_discipline else None
             yield
     finally:
         for module, attribute, original in rebound:

@@ -1,0 +1,452 @@
+"""Lock discipline as a checked property (Eraser's lockset idea, with the locks declared).
+
+The controlled schedules only switch threads at synchronization points, so a planted
+bug that *removes* a lock also removes the switch points around the state it guarded:
+no schedule can then interleave inside the unguarded section, and the bug passes.
+Eraser (Savage et al., 1997) answers this by checking, at every access of shared
+state, that some lock consistently protects it. Here the protecting lock is not
+inferred but declared: ``GUARDS`` is a table of (class, attribute or mutator method,
+guarding lock), and inside ``Lockset.installed()`` every write of a listed field, every
+mutation (and every iteration) of a listed container and every call of a listed
+mutator first asserts that the calling thread holds the guarding lock. A violation is
+recorded (``Lockset.violations``) and raised as ``LocksetViolation`` before the
+mutation happens, so the structure stays consistent; the record survives code that
+swallows exceptions (the executor's ``run_logged``, the reaper loop).
+
+How it is attached, so the normal build pays nothing: the core modules are not
+touched. For the duration of the block the table's classes get, on the class, a data
+descriptor per listed field (a ``__slots__`` member descriptor is wrapped, a plain
+attribute is kept in the instance ``__dict__``), and a wrapper per listed method; a
+listed container is swapped, when the field is first assigned, for a ``GuardedDict`` /
+``GuardedList`` that checks before mutating. Everything is restored at exit. Only the
+pure (interpreted) build can be patched this way; a mypyc-compiled class rejects new
+class attributes, which ``installed`` reports.
+
+What is exempt: the first write of a field (initialisation, before the object is
+shared: Eraser's "virgin" state) and single reads (``len``, ``get``, an attribute
+read), which the implementations do without locks on purpose (atomic under the GIL,
+documented at each place). Iterating a guarded container is a multi-step read and is
+checked.
+
+Whose lock: a guard is a function of the owning object returning the lock object
+(``SchedLock`` in the schedules, ``_thread.RLock`` with real threads); ownership is
+asked of the lock itself (``_is_owned``), so the check works with the scheduler and
+with real threads alike, and it needs no race to happen: a mutation without its lock is
+reported on the first run that reaches it, whatever the interleaving.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, SupportsIndex
+
+__all__ = [
+    "GUARDS",
+    "Guard",
+    "GuardedDict",
+    "GuardedList",
+    "Lockset",
+    "LocksetViolation",
+    "holds",
+]
+
+Kind = Literal["field", "dict", "list", "method"]
+
+_UNSET = object()
+
+
+class LocksetViolation(AssertionError):
+    """A guarded field, container or mutator touched without its guarding lock."""
+
+
+def holds(lock: object) -> bool:
+    """Whether the calling thread holds ``lock`` (an RLock or a scheduler lock)."""
+    is_owned = getattr(lock, "_is_owned", None)
+    if is_owned is None:
+        raise TypeError(f"cannot tell which thread holds {lock!r} (no _is_owned)")
+    return bool(is_owned())
+
+
+def module_lock(module: str, attribute: str) -> Callable[[object], object]:
+    """A guard: the module's process-wide lock, read at check time (tests rebind it)."""
+
+    def guard(_obj: object) -> object:
+        return getattr(importlib.import_module(module), attribute)
+
+    guard.__name__ = f"{module}.{attribute}"
+    return guard
+
+
+def attr_lock(attribute: str) -> Callable[[object], object]:
+    """A guard: the lock in the owning object's ``attribute``."""
+
+    def guard(obj: object) -> object:
+        return getattr(obj, attribute)
+
+    guard.__name__ = f"self.{attribute}"
+    return guard
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One row of the table: ``module.owner.attribute`` is guarded by ``lock(obj)``.
+
+    ``kind``: ``field`` (assignments after the first are checked), ``dict``/``list``
+    (the assigned container is swapped for a checking one), ``method`` (each call is
+    checked). ``values``: for a ``dict`` row, how to guard each stored value (``list``:
+    swap it for a ``GuardedList``; ``attr:NAME``: swap the value's ``NAME`` dict for a
+    ``GuardedDict``) under the same lock.
+    """
+
+    module: str
+    owner: str
+    attribute: str
+    kind: Kind
+    lock: Callable[[object], object]
+    values: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.owner}.{self.attribute}"
+
+
+_REF_TIMER = module_lock("kpurgatory.reference.timer", "_STATE_LOCK")
+_OPT_TIMER = module_lock("kpurgatory.optimized.timer", "_TIMER_LOCK")
+_REF_T = "kpurgatory.reference.timer"
+_REF_P = "kpurgatory.reference.purgatory"
+_OPT_T = "kpurgatory.optimized.timer"
+_OPT_B = "kpurgatory.optimized.bucket"
+_OPT_W = "kpurgatory.optimized.wheel"
+_OPT_Q = "kpurgatory.optimized.delay_queue"
+_OPT_P = "kpurgatory.optimized.purgatory"
+_OPT_O = "kpurgatory.optimized.operation"
+
+GUARDS: list[Guard] = [
+    # reference timer: one process-wide lock for every schedule and every task's entry
+    Guard(_REF_T, "TimerTask", "_entry", "field", _REF_TIMER),
+    Guard(_REF_T, "SystemTimer", "_pending", "dict", _REF_TIMER),
+    Guard(_REF_T, "SystemTimer", "_current_time", "field", _REF_TIMER),
+    Guard(_REF_T, "SystemTimer", "_closed", "field", _REF_TIMER),
+    Guard(_REF_T, "SystemTimer", "_wake_requested", "field", _REF_TIMER),
+    # reference purgatory: one lock for the watcher map, its lists and the counters
+    Guard(_REF_P, "DelayedOperationPurgatory", "_watchers", "dict", attr_lock("_lock"), "list"),
+    Guard(_REF_P, "DelayedOperationPurgatory", "_estimated_total_operations", "field", attr_lock("_lock")),
+    Guard(_REF_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_lock")),
+    Guard(_REF_P, "DelayedOperationPurgatory", "_num_completed_by_purgatory", "field", attr_lock("_lock")),
+    # optimized timer: one process-wide lock for wheels, buckets, delay queue, entries
+    Guard(_OPT_B, "TimerTaskEntry", "_entry_due", "field", _OPT_TIMER),
+    Guard(_OPT_B, "TimerTaskEntry", "_entry_list", "field", _OPT_TIMER),
+    Guard(_OPT_B, "TimerTaskEntry", "_entry_next", "field", _OPT_TIMER),
+    Guard(_OPT_B, "TimerTaskEntry", "_entry_prev", "field", _OPT_TIMER),
+    Guard(_OPT_B, "TaskCounter", "value", "field", _OPT_TIMER),
+    Guard(_OPT_B, "TimerTaskList", "add", "method", attr_lock("lock")),
+    Guard(_OPT_B, "TimerTaskList", "remove", "method", attr_lock("lock")),
+    Guard(_OPT_B, "TimerTaskList", "flush", "method", attr_lock("lock")),
+    Guard(_OPT_B, "TimerTaskList", "set_expiration", "method", attr_lock("lock")),
+    Guard(_OPT_B, "HandOver", "remove", "method", attr_lock("lock")),
+    Guard(_OPT_W, "TimingWheel", "add", "method", attr_lock("lock")),
+    Guard(_OPT_W, "TimingWheel", "advance_clock", "method", attr_lock("lock")),
+    Guard(_OPT_Q, "DelayQueue", "offer", "method", _OPT_TIMER),
+    Guard(_OPT_Q, "DelayQueue", "poll", "method", _OPT_TIMER),
+    Guard(_OPT_Q, "DelayQueue", "note_scheduled", "method", _OPT_TIMER),
+    Guard(_OPT_T, "SystemTimer", "_current_time", "field", attr_lock("_lock")),
+    Guard(_OPT_T, "SystemTimer", "_closed", "field", attr_lock("_lock")),
+    Guard(_OPT_T, "SystemTimer", "_wake_requested", "field", attr_lock("_lock")),
+    Guard(_OPT_T, "SystemTimer", "_cascades", "field", attr_lock("_lock")),
+    # optimized operation: the three flags are written under the flag lock
+    Guard(_OPT_O, "DelayedOperation", "_completed", "field", attr_lock("_flags")),
+    Guard(_OPT_O, "DelayedOperation", "_try_complete_pending", "field", attr_lock("_flags")),
+    Guard(_OPT_O, "DelayedOperation", "_submitted", "field", attr_lock("_flags")),
+    # optimized purgatory: each shard's map, lists and count under the shard lock
+    Guard(_OPT_P, "_Shard", "watchers", "dict", attr_lock("lock"), "attr:ops"),
+    Guard(_OPT_P, "_Shard", "count", "field", attr_lock("lock")),
+    Guard(_OPT_P, "DelayedOperationPurgatory", "_estimated_total_operations", "field", attr_lock("_counters_lock")),
+    Guard(_OPT_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_counters_lock")),
+    Guard(_OPT_P, "DelayedOperationPurgatory", "_num_completed", "field", attr_lock("_counters_lock")),
+    Guard(_OPT_P, "DelayedOperationPurgatory", "_num_expired", "field", attr_lock("_counters_lock")),
+]
+"""What each lock guards, per implementation (docs/verification.md, "Lock discipline").
+
+Keep in step with the implementations: ``Lockset.installed`` fails if a listed class or
+attribute no longer exists."""
+
+
+class Lockset:
+    """The checks of one ``installed`` block: the violations seen, and whether active."""
+
+    def __init__(self) -> None:
+        self.violations: list[str] = []
+        self.active = False
+        self._mutex = threading.Lock()
+
+    def check(self, guard: Guard, obj: object, action: str) -> None:
+        """Raise (and record) ``LocksetViolation`` unless the caller holds ``guard``'s lock."""
+        if not self.active:
+            return
+        lock = guard.lock(obj)
+        if holds(lock):
+            return
+        message = (
+            f"{action} {guard.label} without holding {lock!r} "
+            f"(thread {threading.current_thread().name})"
+        )
+        with self._mutex:
+            self.violations.append(message)
+        raise LocksetViolation(message)
+
+    def wrap(self, guard: Guard, owner: object, value: object, kind: str | None = None) -> object:
+        """``value`` swapped for a checking container (``kind`` defaults to the row's)."""
+        kind = guard.kind if kind is None else kind
+        if kind == "dict" and type(value) is dict:
+            return GuardedDict(value, self, guard, owner)
+        if kind == "list" and type(value) is list:
+            return GuardedList(value, self, guard, owner)
+        return value
+
+    def wrap_value(self, guard: Guard, owner: object, value: object) -> object:
+        """A value stored in a guarded dict, guarded per the row's ``values``."""
+        if guard.values == "list":
+            return self.wrap(guard, owner, value, "list")
+        if guard.values is not None and guard.values.startswith("attr:"):
+            name = guard.values[len("attr:") :]
+            inner = getattr(value, name, None)
+            if type(inner) is dict:
+                setattr(value, name, GuardedDict(inner, self, guard, owner))
+        return value
+
+    @contextmanager
+    def installed(self, table: Iterable[Guard] = GUARDS) -> Iterator[Lockset]:
+        """Attach the checks of ``table`` for the block's duration, then restore the classes."""
+        restore: list[Callable[[], None]] = []
+        try:
+            for guard in table:
+                restore.append(self._attach(guard))
+            self.active = True
+            yield self
+        finally:
+            self.active = False
+            for undo in reversed(restore):
+                undo()
+
+    def _attach(self, guard: Guard) -> Callable[[], None]:
+        module = importlib.import_module(guard.module)
+        cls = getattr(module, guard.owner, None)
+        if not isinstance(cls, type):
+            raise LookupError(f"lockset table: {guard.module}.{guard.owner} is gone")
+        raw = cls.__dict__.get(guard.attribute, _UNSET)
+        if guard.kind == "method":
+            if not callable(raw):
+                raise LookupError(f"lockset table: {guard.label} is not a method of its class")
+            replacement: object = _checked_method(self, guard, raw)
+        else:
+            slot = raw if raw is not _UNSET else None
+            if slot is not None and type(slot).__name__ != "member_descriptor":
+                raise LookupError(f"lockset table: {guard.label} is a {type(slot).__name__}")
+            replacement = _CheckedField(self, guard, slot)
+        try:
+            setattr(cls, guard.attribute, replacement)
+        except (TypeError, AttributeError) as exc:
+            raise LookupError(
+                f"lockset: cannot patch {guard.label} ({exc}); only the pure build can be checked"
+            ) from exc
+
+        def undo() -> None:
+            if raw is _UNSET:
+                delattr(cls, guard.attribute)
+            else:
+                setattr(cls, guard.attribute, raw)
+
+        return undo
+
+
+def _checked_method(lockset: Lockset, guard: Guard, method: Any) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def checked(self: object, *args: Any, **kwargs: Any) -> Any:
+        lockset.check(guard, self, "call")
+        return method(self, *args, **kwargs)
+
+    return checked
+
+
+class _CheckedField:
+    """A data descriptor for one guarded field: checks writes after the first."""
+
+    def __init__(self, lockset: Lockset, guard: Guard, slot: Any) -> None:
+        self._lockset = lockset
+        self._guard = guard
+        self._slot = slot
+        self._name = guard.attribute
+
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        if self._slot is not None:
+            return self._slot.__get__(obj, objtype)
+        try:
+            return obj.__dict__[self._name]
+        except KeyError:
+            raise AttributeError(self._name) from None
+
+    def _is_set(self, obj: object) -> bool:
+        if self._slot is not None:
+            try:
+                self._slot.__get__(obj, type(obj))
+            except AttributeError:
+                return False
+            return True
+        return self._name in obj.__dict__
+
+    def __set__(self, obj: object, value: object) -> None:
+        if self._is_set(obj):
+            self._lockset.check(self._guard, obj, "write")
+        if self._guard.kind in ("dict", "list"):
+            value = self._lockset.wrap(self._guard, obj, value)
+        if self._slot is not None:
+            self._slot.__set__(obj, value)
+        else:
+            obj.__dict__[self._name] = value
+
+    def __delete__(self, obj: object) -> None:
+        self._lockset.check(self._guard, obj, "delete")
+        if self._slot is not None:
+            self._slot.__delete__(obj)
+        else:
+            del obj.__dict__[self._name]
+
+
+class GuardedDict(dict[Any, Any]):
+    """A dict that checks its guarding lock before each mutation and each iteration."""
+
+    def __init__(self, data: dict[Any, Any], lockset: Lockset, guard: Guard, owner: object):
+        self._lockset = lockset
+        self._guard = guard
+        self._owner = owner
+        super().__init__()
+        for key, value in data.items():
+            super().__setitem__(key, lockset.wrap_value(guard, owner, value))
+
+    def _check(self, action: str) -> None:
+        self._lockset.check(self._guard, self._owner, action)
+
+    def _detach(self, key: Any) -> None:
+        # A guarded list taken out of the map belongs to the thread that took it
+        # (the reference's cancel_for_key returns it): it is no longer shared state.
+        value = super().get(key)
+        if isinstance(value, GuardedList):
+            value.detached = True
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._check("store into")
+        self._detach(key)
+        super().__setitem__(key, self._lockset.wrap_value(self._guard, self._owner, value))
+
+    def __delitem__(self, key: Any) -> None:
+        self._check("delete from")
+        self._detach(key)
+        super().__delitem__(key)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        self._check("setdefault on")
+        if key not in self:
+            super().__setitem__(key, self._lockset.wrap_value(self._guard, self._owner, default))
+        return super().__getitem__(key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        self._check("pop from")
+        self._detach(key)
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[Any, Any]:
+        self._check("popitem from")
+        key, value = super().popitem()
+        if isinstance(value, GuardedList):
+            value.detached = True
+        return key, value
+
+    def clear(self) -> None:
+        self._check("clear")
+        for key in list(super().keys()):
+            self._detach(key)
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._check("update")
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __iter__(self) -> Iterator[Any]:
+        self._check("iterate")
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self._check("iterate")
+        return super().keys()
+
+    def values(self) -> Any:
+        self._check("iterate")
+        return super().values()
+
+    def items(self) -> Any:
+        self._check("iterate")
+        return super().items()
+
+
+class GuardedList(list[Any]):
+    """A list that checks its guarding lock before each mutation and each iteration."""
+
+    def __init__(self, data: list[Any], lockset: Lockset, guard: Guard, owner: object):
+        super().__init__(data)
+        self._lockset = lockset
+        self._guard = guard
+        self._owner = owner
+        self.detached = False
+
+    def _check(self, action: str) -> None:
+        if not self.detached:
+            self._lockset.check(self._guard, self._owner, action)
+
+    def append(self, value: Any) -> None:
+        self._check("append to")
+        super().append(value)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        self._check("extend")
+        super().extend(values)
+
+    def insert(self, index: SupportsIndex, value: Any) -> None:
+        self._check("insert into")
+        super().insert(index, value)
+
+    def remove(self, value: Any) -> None:
+        self._check("remove from")
+        super().remove(value)
+
+    def pop(self, index: SupportsIndex = -1) -> Any:
+        self._check("pop from")
+        return super().pop(index)
+
+    def clear(self) -> None:
+        self._check("clear")
+        super().clear()
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._check("store into")
+        super().__setitem__(index, value)
+
+    def __delitem__(self, index: Any) -> None:
+        self._check("delete from")
+        super().__delitem__(index)
+
+    def __iadd__(self, values: Iterable[Any]) -> GuardedList:  # type: ignore[override,misc]
+        self._check("extend")
+        super().__iadd__(values)
+        return self
+
+    def __iter__(self) -> Iterator[Any]:
+        self._check("iterate")
+        return super().__iter__()
