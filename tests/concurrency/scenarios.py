@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -188,6 +189,21 @@ class World:
         """Shut the purgatory (and so the timer) down, from the test thread."""
         self.purgatory.shutdown()
 
+    def purging(self, purge_interval: int = 0) -> Any:
+        """Replace the purgatory by one on the same timer that purges on every
+        ``advance_clock`` once anything completed (``purge_interval``, R30).
+
+        A sharded purgatory gets two shards: a purge takes every shard lock in turn, and
+        512 of them would make 1,024 switch points of each purge."""
+        extra: dict[str, int] = {}
+        if "shards" in inspect.signature(self.impl.purgatory).parameters:
+            extra["shards"] = 2
+        self.purgatory = self.impl.purgatory(
+            "sched", timer=self.timer, reaper_enabled=False, purge_interval=purge_interval, **extra
+        )
+        label_primitives(self.purgatory, "purgatory")
+        return self.purgatory
+
 
 Check = Callable[[RunResult], None]
 Build = Callable[[World], Check]
@@ -220,14 +236,22 @@ class EventClock(ManualClock):
             condition.wait()
 
 
-def run_scenario(impl: Impl, build: Build, chooser: Chooser, *, max_steps: int = 3_000) -> None:
+def run_scenario(
+    impl: Impl,
+    build: Build,
+    chooser: Chooser,
+    *,
+    max_steps: int = 3_000,
+    lock_discipline: bool = True,
+) -> None:
     """Run one schedule of the scenario ``build`` and apply its check.
 
     Raises ``ScheduleError`` (an ``AssertionError``) when the schedule deadlocks,
-    livelocks, or breaks the scenario's property; the message shows the schedule.
+    livelocks, or breaks the scenario's property, the lockset checks
+    (``lock_discipline``) or R17's no-overlap; the message shows the schedule.
     """
     sched = Scheduler(chooser, max_steps=max_steps)
-    with instrumented(sched):
+    with instrumented(sched, lock_discipline=lock_discipline):
         clock = ManualClock(0)
         timer = impl.timer("sched", clock=clock, executor=InlineExecutor())
         purgatory = impl.purgatory("sched", timer=timer, reaper_enabled=False)
@@ -705,13 +729,20 @@ def priority_schedules() -> st.SearchStrategy[PriorityChooser]:
     )
 
 
-def exhaust(impl: Impl, build: Build, bound: int | None, max_runs: int = 6_000) -> Exploration:
+def exhaust(
+    impl: Impl,
+    build: Build,
+    bound: int | None,
+    max_runs: int = 6_000,
+    *,
+    lock_discipline: bool = True,
+) -> Exploration:
     """Every schedule of ``build`` within ``bound`` preemptions must pass, and all must run.
 
     Raises the first failing schedule; fails if ``max_runs`` did not cover them all.
     """
     found = explore(
-        lambda chooser: run_scenario(impl, build, chooser),
+        lambda chooser: run_scenario(impl, build, chooser, lock_discipline=lock_discipline),
         preemption_bound=bound,
         max_runs=max_runs,
     )

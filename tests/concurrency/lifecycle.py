@@ -1,0 +1,298 @@
+"""Races between pairs of public calls that share an operation or a lifecycle (issue 11).
+
+Each builder returns a scenario for ``scenarios.run_scenario`` (same conventions as
+``tests/concurrency/scenarios.py``): the checks state the contracts of the spec
+(docs/spec.md) that an independent review found broken under some interleaving:
+
+* submit vs ``cancel_for_key`` (bug 1): an operation ``cancel_for_key`` returned is
+  never in the timer afterwards and never expires;
+* submit vs ``shutdown`` (bug 2): a submission that raises leaves no trace (no watch,
+  no estimate, no submission claim, no timer entry);
+* ``shutdown`` vs ``shutdown`` (bug 4): every caller returns only once the timer is
+  closed;
+* purge (``purge_interval=0``) vs submit and vs ``check_and_complete`` (R30): a purge
+  only unlinks completed operations, and never trips over a concurrent change;
+* ``close`` vs ``add`` (R14): the add either raises and leaves nothing scheduled, or
+  schedules a task that never runs;
+* ``maybe_try_complete`` vs ``check_and_complete`` (bug 5): the blocking path honours
+  the pending flag, so the knock is never lost;
+* abandon vs complete vs expire (bug 7): exactly one wins; an abandoned operation is
+  unwatched, untimed and gets no callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.concurrency.scenarios import (
+    DELAY_MS,
+    LONG_DELAY_MS,
+    Build,
+    Check,
+    World,
+    _expect,
+    _no_errors,
+)
+from tests.concurrency.scheduler import RunResult, checkpoint
+
+
+def submit_vs_cancel_for_key() -> Build:
+    """Bug 1 (R22, R29): ``cancel_for_key("k")`` races the submission of an operation.
+
+    If ``cancel_for_key`` returned the operation, the operation is not in the timer
+    afterwards and never expires (nor completes); otherwise it is watched and timed,
+    and expires exactly once.
+    """
+
+    def build(world: World) -> Check:
+        op = world.operation("op")
+        world.sched.spawn("submit", lambda: world.purgatory.try_complete_else_watch(op, ["k"]))
+        world.sched.spawn("cancel", lambda: world.purgatory.cancel_for_key("k"))
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            _expect(result, result.results["submit"] is False, f"results {result.results}")
+            cancelled = result.results["cancel"]
+            _expect(result, cancelled in ([], [op]), f"cancel_for_key returned {cancelled}")
+            if cancelled:
+                _expect(result, world.timer.size == 0, "cancelled, yet still in the timer")
+                world.purgatory.advance_clock(DELAY_MS)
+                _expect(result, world.log == [], f"cancelled, yet called back: {world.log}")
+                _expect(result, world.purgatory.num_delayed == 0, "num_delayed after cancel")
+            else:
+                _expect(result, world.timer.size == 1, f"timer holds {world.timer.size}")
+                world.purgatory.advance_clock(DELAY_MS)
+                _expect(result, world.count("expire", "op") == 1, f"log {world.log}")
+
+        return check
+
+    return build
+
+
+def submit_vs_shutdown() -> Build:
+    """Bug 2 (R32, no-trace rule): a submission races ``shutdown``.
+
+    Either the submission went through before the purgatory shut (False: watched on
+    its key) or it raised ``RuntimeError`` and left no trace: not watched, not counted
+    in the estimate, not in the timer, still submittable elsewhere, and a later
+    ``check_and_complete`` of its key does not complete it.
+    """
+
+    def build(world: World) -> Check:
+        op = world.operation("op")
+        world.sched.spawn("submit", lambda: world.purgatory.try_complete_else_watch(op, ["k"]))
+        world.sched.spawn("shutdown", world.purgatory.shutdown)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result, (RuntimeError,))
+            _expect(result, world.timer.closed, "timer open after shutdown")
+            if "submit" not in result.errors:
+                _expect(result, result.results["submit"] is False, f"{result.results}")
+                _expect(result, world.purgatory.watched == 1, "accepted, yet not watched")
+                return
+            purgatory = world.purgatory
+            _expect(result, purgatory.watched == 0, f"failed submission watched: {purgatory}")
+            _expect(result, purgatory.estimated_total_operations == 0, "counted in the estimate")
+            _expect(result, world.timer.size == 0, "failed submission left a timer entry")
+            op.ready = True
+            _expect(result, purgatory.check_and_complete("k") == 0, "completed after failing")
+            _expect(result, not op.is_completed and world.log == [], f"log {world.log}")
+            other = world.impl.purgatory("other", timer=_fresh_timer(world), reaper_enabled=False)
+            try:
+                _expect(result, other.try_complete_else_watch(op, ["k"]) is True, "resubmit")
+            except ValueError as exc:
+                raise result.fail(f"failed submission kept its claim: {exc}") from exc
+            finally:
+                other.shutdown()
+
+        return check
+
+    return build
+
+
+def _fresh_timer(world: World) -> Any:
+    from kpurgatory import InlineExecutor
+
+    return world.impl.timer("other", clock=world.clock, executor=InlineExecutor())
+
+
+def shutdown_vs_shutdown(submitted: bool = True) -> Build:
+    """Bug 4 (R32): two ``shutdown`` callers; each returns only once the timer is closed.
+
+    Each caller's result is whether the timer was closed when its call returned.
+    With ``submitted`` a pending operation waits in the timer: it gets no callback.
+    """
+
+    def build(world: World) -> Check:
+        if submitted:
+            op = world.operation("op")
+            assert world.purgatory.try_complete_else_watch(op, ["k"]) is False
+
+        def shut() -> bool:
+            world.purgatory.shutdown()
+            checkpoint("shutdown returned")
+            return bool(world.timer.closed)
+
+        world.sched.spawn("first", shut)
+        world.sched.spawn("second", shut)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            early = [name for name, closed in result.results.items() if closed is not True]
+            _expect(result, not early, f"shutdown returned before the timer closed in {early}")
+            _expect(result, world.log == [], f"callbacks at shutdown: {world.log}")
+
+        return check
+
+    return build
+
+
+def purge_vs(other: str) -> Build:
+    """R30: a purge (``purge_interval=0``) races a submission or a ``check_and_complete``.
+
+    ``done`` (completed, still linked on ``k``) makes the purge due; ``op`` is watched
+    on ``k`` and ``k2``. ``other`` is ``"submit"`` (``fresh`` is submitted on ``k``) or
+    ``"check"`` (``op`` becomes ready and ``k`` is checked). Afterwards no pending
+    operation was unlinked (each completes exactly once when its key is checked), and
+    a last purge leaves only pending operations watched.
+    """
+    if other not in ("submit", "check"):
+        raise ValueError(f"other must be 'submit' or 'check', got {other!r}")
+
+    def build(world: World) -> Check:
+        purgatory = world.purging(0)
+        done = world.operation("done", delay_ms=LONG_DELAY_MS)
+        op = world.operation("op", delay_ms=LONG_DELAY_MS)
+        fresh = world.operation("fresh", delay_ms=LONG_DELAY_MS)
+        assert purgatory.try_complete_else_watch(done, ["k"]) is False
+        assert purgatory.try_complete_else_watch(op, ["k", "k2"]) is False
+        done.force_complete()
+        world.sched.spawn("purge", lambda: purgatory.advance_clock(0))
+        if other == "submit":
+            world.sched.spawn("submit", lambda: purgatory.try_complete_else_watch(fresh, ["k"]))
+        else:
+            world.spawn_event(op, lambda: purgatory.check_and_complete("k"))
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            pending = [o for o in (op, fresh) if not o.is_completed]
+            if other == "submit":
+                _expect(result, result.results["submit"] is False, f"{result.results}")
+            for operation in pending:
+                operation.ready = True
+            purgatory.check_and_complete("k")
+            for name in ("done", "op") + (("fresh",) if other == "submit" else ()):
+                _expect(result, world.count("complete", name) == 1, f"{name}: {world.log}")
+            purgatory.advance_clock(0)
+            _expect(result, purgatory.watched == 0, f"completed ones not purged: {purgatory}")
+
+        return check
+
+    return build
+
+
+def close_vs_add(delay_ms: int = DELAY_MS) -> Build:
+    """R14: ``timer.close()`` races ``timer.add(task)``.
+
+    The add raises ``RuntimeError`` (the timer was closed first) and schedules nothing,
+    or it scheduled the task before the close; either way the task never runs after
+    the close, and nothing deadlocks.
+    """
+
+    def build(world: World) -> Check:
+        task = world.task("t", delay_ms)
+        world.sched.spawn("close", world.timer.close)
+        world.sched.spawn("add", lambda: world.timer.add(task))
+
+        def check(result: RunResult) -> None:
+            _no_errors(result, (RuntimeError,))
+            _expect(result, world.timer.closed, "not closed")
+            refused = "add" in result.errors
+            if refused:
+                _expect(result, world.timer.size == 0, "a refused add left a schedule")
+            _expect(result, world.timer.advance_clock(delay_ms) is False, "drained when closed")
+            # A task due at once runs inside an add that beat the close, and only then.
+            ran = world.count("ran", "t")
+            expected = 0 if refused or delay_ms > 0 else 1
+            _expect(result, ran == expected, f"refused={refused}, log {world.log}")
+
+        return check
+
+    return build
+
+
+def maybe_vs_check() -> Build:
+    """Bug 5 (R18, R20): ``maybe_try_complete`` knocks while ``check_and_complete`` holds
+    the operation's lock.
+
+    The checker's ``try_complete`` may read the condition before the event makes it
+    true; the event's ``maybe_try_complete`` then finds the lock busy and leaves the
+    pending flag. The blocking path must honour it: the operation ends completed,
+    exactly once, without any clock advance.
+    """
+
+    def build(world: World) -> Check:
+        op = world.operation("op", delay_ms=LONG_DELAY_MS)
+        assert world.purgatory.try_complete_else_watch(op, ["k"]) is False
+        world.sched.spawn("check", lambda: world.purgatory.check_and_complete("k"))
+        world.spawn_event(op, op.maybe_try_complete)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            _expect(result, op.is_completed, "completion lost: the pending flag was ignored")
+            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
+
+        return check
+
+    return build
+
+
+def abandon_race(rivals: tuple[str, ...] = ("check", "expire"), via: str = "abandon") -> Build:
+    """Bug 7 (abandon): ``purgatory.abandon(op)`` (``via="abandon"``) or ``op.cancel()``
+    (``via="cancel"``) races completion by ``check_and_complete`` and/or expiry.
+
+    Exactly one wins. If the abandon did (it returned True, or for ``cancel`` the
+    operation ended abandoned): no callback ever, ``is_abandoned``, unwatched from both
+    keys, out of the timer, and nothing completes it later. Otherwise it completed
+    exactly once and ``abandon`` returned False.
+    """
+    if via not in ("abandon", "cancel"):
+        raise ValueError(f"via must be 'abandon' or 'cancel', got {via!r}")
+
+    def build(world: World) -> Check:
+        op = world.operation("op")
+        assert world.purgatory.try_complete_else_watch(op, ["a", "b"]) is False
+        op.ready = True
+        if via == "abandon":
+            world.sched.spawn("abandon", lambda: world.purgatory.abandon(op))
+        else:
+            world.sched.spawn("abandon", op.cancel)
+        bodies: dict[str, Callable[[], object]] = {
+            "check": lambda: world.purgatory.check_and_complete("a") == 1,
+            "expire": lambda: world.purgatory.advance_clock(DELAY_MS),
+        }
+        for rival in rivals:
+            world.sched.spawn(rival, bodies[rival])
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            abandoned = bool(op.is_abandoned)
+            if via == "abandon":
+                _expect(result, result.results["abandon"] is abandoned, f"{result.results}")
+            completed = world.count("complete", "op")
+            _expect(result, completed + int(abandoned) == 1, f"abandoned={abandoned} {world.log}")
+            if abandoned:
+                _expect(result, world.log == [], f"abandoned, yet called back: {world.log}")
+                _expect(result, world.purgatory.watched == 0, "abandoned, yet still watched")
+                _expect(result, world.timer.size == 0, "abandoned, yet still timed")
+                world.purgatory.check_and_complete("b")
+                world.purgatory.advance_clock(DELAY_MS)
+                _expect(result, world.log == [], f"completed after abandon: {world.log}")
+            else:
+                _expect(result, world.count("expire", "op") <= 1, f"log {world.log}")
+                _expect(result, world.timer.size == 0, "completed, yet still timed")
+
+        return check
+
+    return build

@@ -1,0 +1,87 @@
+"""Every pair of public calls that share an operation or a lifecycle, under controlled
+schedules, on every instrumentable implementation (issue 11; scenarios in
+tests/concurrency/lifecycle.py). Exhaustive within a preemption bound in the quick
+suite, one bound deeper under ``slow``, and random PCT schedules through Hypothesis."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.concurrency import lifecycle as lc
+from tests.concurrency import scenarios as sc
+from tests.concurrency.scheduler import PriorityChooser
+
+slow = pytest.mark.slow
+
+
+@pytest.mark.parametrize("bound", [2, pytest.param(3, marks=slow)])
+def test_r22_r29_cancel_for_key_racing_submission_never_leaves_a_timer_entry(
+    subject: sc.Impl, bound: int
+) -> None:
+    sc.exhaust(subject, lc.submit_vs_cancel_for_key(), bound=bound)
+
+
+@pytest.mark.parametrize("bound", [2, pytest.param(3, marks=slow)])
+def test_r32_submission_racing_shutdown_fails_without_trace(subject: sc.Impl, bound: int) -> None:
+    sc.exhaust(subject, lc.submit_vs_shutdown(), bound=bound)
+
+
+@pytest.mark.parametrize(
+    ("submitted", "bound"), [(True, 2), (False, 2), pytest.param(True, 3, marks=slow)]
+)
+def test_r32_concurrent_shutdowns_all_return_shut_down(
+    subject: sc.Impl, submitted: bool, bound: int
+) -> None:
+    sc.exhaust(subject, lc.shutdown_vs_shutdown(submitted), bound=bound)
+
+
+@pytest.mark.parametrize(
+    ("other", "bound"),
+    [("submit", 2), ("check", 2), pytest.param("submit", 3, marks=slow),
+     pytest.param("check", 3, marks=slow)],
+)  # fmt: skip
+def test_r30_purge_racing_submission_and_check(subject: sc.Impl, other: str, bound: int) -> None:
+    sc.exhaust(subject, lc.purge_vs(other), bound=bound, max_runs=20_000)
+
+
+@pytest.mark.parametrize("delay_ms", [0, sc.DELAY_MS])
+def test_r14_close_racing_add_all_interleavings(subject: sc.Impl, delay_ms: int) -> None:
+    sc.exhaust(subject, lc.close_vs_add(delay_ms), bound=None)
+
+
+@pytest.mark.parametrize("bound", [2, pytest.param(4, marks=slow)])
+def test_r18_r20_blocking_path_honours_the_pending_flag(subject: sc.Impl, bound: int) -> None:
+    sc.exhaust(subject, lc.maybe_vs_check(), bound=bound)
+
+
+@pytest.mark.parametrize("via", ["abandon", "cancel"])
+@pytest.mark.parametrize(
+    ("rivals", "bound"),
+    [(("check",), 2), (("expire",), 2), (("check", "expire"), 1),
+     pytest.param(("check", "expire"), 2, marks=slow)],
+)  # fmt: skip
+def test_abandon_racing_completion_and_expiry(
+    subject: sc.Impl, via: str, rivals: tuple[str, ...], bound: int
+) -> None:
+    sc.exhaust(subject, lc.abandon_race(rivals, via), bound=bound, max_runs=20_000)
+
+
+BUILDS = {
+    "cancel_for_key": lc.submit_vs_cancel_for_key,
+    "shutdown": lc.submit_vs_shutdown,
+    "shutdown_twice": lc.shutdown_vs_shutdown,
+    "purge_submit": lambda: lc.purge_vs("submit"),
+    "purge_check": lambda: lc.purge_vs("check"),
+    "close_add": lc.close_vs_add,
+    "maybe_check": lc.maybe_vs_check,
+    "abandon": lc.abandon_race,
+}
+
+
+@given(which=st.sampled_from(sorted(BUILDS)), schedule=sc.priority_schedules())
+def test_lifecycle_races_random_schedules(
+    subject: sc.Impl, which: str, schedule: PriorityChooser
+) -> None:
+    sc.run_scenario(subject, BUILDS[which](), schedule)
