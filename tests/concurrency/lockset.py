@@ -125,6 +125,7 @@ _OPT_W = "kpurgatory.optimized.wheel"
 _OPT_Q = "kpurgatory.optimized.delay_queue"
 _OPT_P = "kpurgatory.optimized.purgatory"
 _OPT_O = "kpurgatory.optimized.operation"
+_REF_O = "kpurgatory.reference.operation"
 
 GUARDS: list[Guard] = [
     # reference timer: one process-wide lock for every schedule and every task's entry
@@ -135,9 +136,26 @@ GUARDS: list[Guard] = [
     Guard(_REF_T, "SystemTimer", "_wake_requested", "field", _REF_TIMER),
     # reference purgatory: one lock for the watcher map, its lists and the counters
     Guard(_REF_P, "DelayedOperationPurgatory", "_watchers", "dict", attr_lock("_lock"), "list"),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_estimated_total_operations", "field", attr_lock("_lock")),
+    Guard(
+        _REF_P,
+        "DelayedOperationPurgatory",
+        "_estimated_total_operations",
+        "field",
+        attr_lock("_lock"),
+    ),
     Guard(_REF_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_lock")),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_num_completed_by_purgatory", "field", attr_lock("_lock")),
+    Guard(
+        _REF_P,
+        "DelayedOperationPurgatory",
+        "_num_completed_by_purgatory",
+        "field",
+        attr_lock("_lock"),
+    ),
+    Guard(_REF_P, "DelayedOperationPurgatory", "_is_shut_down", "field", attr_lock("_lock")),
+    Guard(_REF_P, "DelayedOperationPurgatory", "_shutdown_done", "field", attr_lock("_lock")),
+    # reference operation: the flags are atomic; abandoning and its keys under the lock
+    Guard(_REF_O, "DelayedOperation", "_abandoned", "field", attr_lock("_lock")),
+    Guard(_REF_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock")),
     # optimized timer: one process-wide lock for wheels, buckets, delay queue, entries
     Guard(_OPT_B, "TimerTaskEntry", "_entry_due", "field", _OPT_TIMER),
     Guard(_OPT_B, "TimerTaskEntry", "_entry_list", "field", _OPT_TIMER),
@@ -162,13 +180,31 @@ GUARDS: list[Guard] = [
     Guard(_OPT_O, "DelayedOperation", "_completed", "field", attr_lock("_flags")),
     Guard(_OPT_O, "DelayedOperation", "_try_complete_pending", "field", attr_lock("_flags")),
     Guard(_OPT_O, "DelayedOperation", "_submitted", "field", attr_lock("_flags")),
+    Guard(_OPT_O, "DelayedOperation", "_abandoned", "field", attr_lock("_flags")),
+    Guard(_OPT_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock")),
     # optimized purgatory: each shard's map, lists and count under the shard lock
     Guard(_OPT_P, "_Shard", "watchers", "dict", attr_lock("lock"), "attr:ops"),
     Guard(_OPT_P, "_Shard", "count", "field", attr_lock("lock")),
-    Guard(_OPT_P, "DelayedOperationPurgatory", "_estimated_total_operations", "field", attr_lock("_counters_lock")),
+    Guard(
+        _OPT_P,
+        "DelayedOperationPurgatory",
+        "_estimated_total_operations",
+        "field",
+        attr_lock("_counters_lock"),
+    ),
     Guard(_OPT_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_counters_lock")),
-    Guard(_OPT_P, "DelayedOperationPurgatory", "_num_completed", "field", attr_lock("_counters_lock")),
-    Guard(_OPT_P, "DelayedOperationPurgatory", "_num_expired", "field", attr_lock("_counters_lock")),
+    Guard(
+        _OPT_P, "DelayedOperationPurgatory", "_num_completed", "field", attr_lock("_counters_lock")
+    ),
+    Guard(
+        _OPT_P, "DelayedOperationPurgatory", "_num_expired", "field", attr_lock("_counters_lock")
+    ),
+    Guard(
+        _OPT_P, "DelayedOperationPurgatory", "_is_shut_down", "field", attr_lock("_shutdown_lock")
+    ),
+    Guard(
+        _OPT_P, "DelayedOperationPurgatory", "_shutdown_done", "field", attr_lock("_shutdown_lock")
+    ),
 ]
 """What each lock guards, per implementation (docs/verification.md, "Lock discipline").
 
