@@ -6,17 +6,17 @@ Each builder returns a scenario for ``scenarios.run_scenario`` (same conventions
 
 * submit vs ``cancel_for_key`` (bug 1): an operation ``cancel_for_key`` returned is
   never in the timer afterwards and never expires;
-* submit vs ``shutdown`` (bug 2): a submission that raises leaves no trace (no watch,
+* submit vs ``shutdown`` (bug 2, R38): a submission that raises leaves no trace (no watch,
   no estimate, no submission claim, no timer entry);
-* ``shutdown`` vs ``shutdown`` (bug 4): every caller returns only once the timer is
+* ``shutdown`` vs ``shutdown`` (bug 4, R39): every caller returns only once the timer is
   closed;
 * purge (``purge_interval=0``) vs submit and vs ``check_and_complete`` (R30): a purge
   only unlinks completed operations, and never trips over a concurrent change;
 * ``close`` vs ``add`` (R14): the add either raises and leaves nothing scheduled, or
   schedules a task that never runs;
-* ``maybe_try_complete`` vs ``check_and_complete`` (bug 5): the blocking path honours
+* ``maybe_try_complete`` vs ``check_and_complete`` (bug 5, R41): the blocking path honours
   the pending flag, so the knock is never lost;
-* abandon vs complete vs expire (bug 7): exactly one wins; an abandoned operation is
+* abandon vs complete vs expire (bug 7, R40): exactly one wins; an abandoned operation is
   unwatched, untimed and gets no callback.
 """
 
@@ -252,7 +252,8 @@ def abandon_race(rivals: tuple[str, ...] = ("check", "expire"), via: str = "aban
     """Bug 7 (abandon): ``purgatory.abandon(op)`` (``via="abandon"``) or ``op.cancel()``
     (``via="cancel"``) races completion by ``check_and_complete`` and/or expiry.
 
-    Exactly one wins. If the abandon did (it returned True, or for ``cancel`` the
+    Exactly one wins; when ``cancel()`` returns, the operation is finished (abandoned or
+    completed). If the abandon won (it returned True, or for ``cancel`` the
     operation ended abandoned): no callback ever, ``is_abandoned``, unwatched from both
     keys, out of the timer, and nothing completes it later. Otherwise it completed
     exactly once and ``abandon`` returned False.
@@ -267,7 +268,12 @@ def abandon_race(rivals: tuple[str, ...] = ("check", "expire"), via: str = "aban
         if via == "abandon":
             world.sched.spawn("abandon", lambda: world.purgatory.abandon(op))
         else:
-            world.sched.spawn("abandon", op.cancel)
+
+            def cancel() -> bool:
+                op.cancel()  # on a submitted operation: abandon it (R40)
+                return bool(op.is_abandoned or op.is_completed)
+
+            world.sched.spawn("abandon", cancel)
         bodies: dict[str, Callable[[], object]] = {
             "check": lambda: world.purgatory.check_and_complete("a") == 1,
             "expire": lambda: world.purgatory.advance_clock(DELAY_MS),
@@ -280,6 +286,8 @@ def abandon_race(rivals: tuple[str, ...] = ("check", "expire"), via: str = "aban
             abandoned = bool(op.is_abandoned)
             if via == "abandon":
                 _expect(result, result.results["abandon"] is abandoned, f"{result.results}")
+            else:
+                _expect(result, result.results["abandon"] is True, "cancel() left it pending")
             completed = world.count("complete", "op")
             _expect(result, completed + int(abandoned) == 1, f"abandoned={abandoned} {world.log}")
             if abandoned:

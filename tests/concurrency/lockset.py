@@ -9,7 +9,7 @@ inferred but declared: ``GUARDS`` is a table of (class, attribute or mutator met
 guarding lock), and inside ``Lockset.installed()`` every write of a listed field, every
 mutation (and every iteration) of a listed container and every call of a listed
 mutator first asserts that the calling thread holds the guarding lock. A violation is
-recorded (``Lockset.violations``) and raised as ``LocksetViolation`` before the
+recorded (``Lockset.violations``) and raised as ``LocksetViolationError`` before the
 mutation happens, so the structure stays consistent; the record survives code that
 swallows exceptions (the executor's ``run_logged``, the reaper loop).
 
@@ -51,7 +51,7 @@ __all__ = [
     "GuardedDict",
     "GuardedList",
     "Lockset",
-    "LocksetViolation",
+    "LocksetViolationError",
     "holds",
 ]
 
@@ -60,7 +60,7 @@ Kind = Literal["field", "dict", "list", "method"]
 _UNSET = object()
 
 
-class LocksetViolation(AssertionError):
+class LocksetViolationError(AssertionError):
     """A guarded field, container or mutator touched without its guarding lock."""
 
 
@@ -221,7 +221,7 @@ class Lockset:
         self._mutex = threading.Lock()
 
     def check(self, guard: Guard, obj: object, action: str) -> None:
-        """Raise (and record) ``LocksetViolation`` unless the caller holds ``guard``'s lock."""
+        """Raise (and record) ``LocksetViolationError`` unless the caller holds ``guard``'s lock."""
         if not self.active:
             return
         lock = guard.lock(obj)
@@ -233,7 +233,7 @@ class Lockset:
         )
         with self._mutex:
             self.violations.append(message)
-        raise LocksetViolation(message)
+        raise LocksetViolationError(message)
 
     def wrap(self, guard: Guard, owner: object, value: object, kind: str | None = None) -> object:
         """``value`` swapped for a checking container (``kind`` defaults to the row's)."""
@@ -478,7 +478,7 @@ class GuardedList(list[Any]):
         self._check("delete from")
         super().__delitem__(index)
 
-    def __iadd__(self, values: Iterable[Any]) -> GuardedList:  # type: ignore[override,misc]
+    def __iadd__(self, values: Iterable[Any]) -> GuardedList:  # type: ignore[misc]
         self._check("extend")
         super().__iadd__(values)
         return self

@@ -35,8 +35,11 @@ from kpurgatory.reference import (
 from kpurgatory.reference import timer as reference_timer
 from kpurgatory.spec.arithmetic import due_time, expiration_ms, is_due
 from tests.concurrency.scenarios import Impl, implementation
+from tests.mutants.catalog import Mutant
 
 __all__ = [
+    "BUG_PATCHES",
+    "LOCK_PATCHES",
     "MUTANTS",
     "LockedCheckPurgatory",
     "NonAtomicCompletedOperation",
@@ -168,3 +171,129 @@ def mutant(name: str) -> Impl:
         replaced.get("timer", base.timer),
         base.task,
     )
+
+
+# -- lock removals and issue 11's bugs, as source patches on both packages -----------------
+
+_R = "kpurgatory.reference"
+_O = "kpurgatory.optimized"
+
+LOCK_PATCHES: tuple[Mutant, ...] = (
+    Mutant(
+        "ref-purge-without-lock",
+        f"{_R}.purgatory",
+        "DelayedOperationPurgatory._purge_if_due",
+        "        self._estimated_total_operations = delayed\n"
+        "        purged = self._purge_watchers()",
+        "        self._estimated_total_operations = delayed\n    purged = self._purge_watchers()",
+        "(a) the purge walks and rewrites the watcher map after releasing the purgatory lock.",
+    ),
+    Mutant(
+        "opt-purge-without-shard-lock",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._purge_if_due",
+        "with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it",
+        "if True:",
+        "(a) the purge walks each shard's watcher lists without the shard lock.",
+    ),
+    Mutant(
+        "ref-run-without-op-lock",
+        f"{_R}.operation",
+        "DelayedOperation.run",
+        "with self._lock:",
+        "if True:",
+        "(b) expiry completes without the operation lock: on_complete and on_expiration may "
+        "overlap another thread's try_complete (R17).",
+    ),
+    Mutant(
+        "opt-run-without-op-lock",
+        f"{_O}.operation",
+        "DelayedOperation.run",
+        "with self._lock:",
+        "if True:",
+        "(b) expiry completes without the operation lock (R17).",
+    ),
+    Mutant(
+        "ref-cancel-without-timer-lock",
+        f"{_R}.timer",
+        "TimerTask.cancel",
+        "with _STATE_LOCK:",
+        "if True:",
+        "(c) cancel unlinks the entry without the timer lock (wrong on free-threaded Python).",
+    ),
+    Mutant(
+        "opt-cancel-without-timer-lock",
+        f"{_O}.timer",
+        "TimerTask.cancel",
+        "with holder.lock:",
+        "if True:",
+        "(c) cancel unlinks the entry from its bucket without the timer lock.",
+    ),
+)
+"""Planted lock removals: each passed the whole suite before the lockset checks."""
+
+BUG_PATCHES: tuple[Mutant, ...] = (
+    Mutant(
+        "opt-cancel-for-key-outside-op-lock",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory.cancel_for_key",
+        "        with operation._lock:\n            TimerTask.cancel(operation)",
+        "        TimerTask.cancel(operation)",
+        "Bug 1: cancel_for_key cancels without the operation lock, so it can run between a "
+        "submission's watch and its timer add: the returned operation still expires (R29).",
+    ),
+    Mutant(
+        "opt-no-rollback",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._submit",
+        "        except BaseException as exc:\n            if operation._completed:",
+        "        except BaseException as exc:\n            if True:",
+        "Bug 2: a submission that raises (the timer closed by a concurrent shutdown) is not "
+        "rolled back: watched, counted and claimed (R38).",
+    ),
+    Mutant(
+        "opt-close-waits-for-executor",
+        f"{_O}.timer",
+        "SystemTimer.close",
+        "self._executor.shutdown(wait=False)",
+        "self._executor.shutdown(wait=True)",
+        "Bug 3: close waits for its executor, whose expiry waits for a lock the closing "
+        "thread holds (R39).",
+    ),
+    Mutant(
+        "opt-second-shutdown-returns-early",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory.shutdown",
+        "            while not self._shutdown_done:\n"
+        "                self._shutdown_finished.wait()\n",
+        "",
+        "Bug 4: a second shutdown caller returns before the first has closed the timer (R39).",
+    ),
+    Mutant(
+        "opt-blocking-ignores-pending",
+        f"{_O}.operation",
+        "DelayedOperation._safe_try_complete_for",
+        "if not self._try_complete_pending:",
+        "if True:",
+        "Bug 5: the blocking path does not retry for a maybe_try_complete that knocked while "
+        "it held the lock: the completion is lost until the timeout (R41).",
+    ),
+    Mutant(
+        "clock-whole-timeout-wait",
+        "kpurgatory.clock",
+        "MonotonicClock.wait",
+        "condition.wait(min((wake_at - now) / 1000.0, threading.TIMEOUT_MAX))",
+        "condition.wait((wake_at - now) / 1000.0)",
+        "Bug 6: the whole timeout goes to Condition.wait: OverflowError past TIMEOUT_MAX (R42).",
+    ),
+    Mutant(
+        "opt-cancel-is-plain-cancel",
+        f"{_O}.operation",
+        "DelayedOperation.cancel",
+        "        owner.abandon(self)",
+        "        TimerTask.cancel(self)",
+        "Bug 7: cancel() on a submitted operation only unschedules it: it stays watched "
+        "forever and a later check completes it (R40).",
+    ),
+)
+"""Issue 11's bugs, re-planted in the fixed code (the optimized package, and the clock)."""

@@ -25,6 +25,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from kpurgatory import InlineExecutor, ManualClock, sync
+from tests.concurrency.lockset import holds
 from tests.concurrency.scheduler import (
     Chooser,
     Exploration,
@@ -41,7 +42,6 @@ from tests.concurrency.scheduler import (
     instrumented,
     label_primitives,
 )
-from tests.concurrency.lockset import holds
 
 DELAY_MS = 10
 """Delay of the operations that may expire (expiry = ``advance_clock(DELAY_MS)``)."""

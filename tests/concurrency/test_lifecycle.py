@@ -24,14 +24,14 @@ def test_r22_r29_cancel_for_key_racing_submission_never_leaves_a_timer_entry(
 
 
 @pytest.mark.parametrize("bound", [2, pytest.param(3, marks=slow)])
-def test_r32_submission_racing_shutdown_fails_without_trace(subject: sc.Impl, bound: int) -> None:
+def test_r32_r38_submission_racing_shutdown_fails_without_trace(subject: sc.Impl, bound: int) -> None:
     sc.exhaust(subject, lc.submit_vs_shutdown(), bound=bound)
 
 
 @pytest.mark.parametrize(
     ("submitted", "bound"), [(True, 2), (False, 2), pytest.param(True, 3, marks=slow)]
 )
-def test_r32_concurrent_shutdowns_all_return_shut_down(
+def test_r32_r39_concurrent_shutdowns_all_return_shut_down(
     subject: sc.Impl, submitted: bool, bound: int
 ) -> None:
     sc.exhaust(subject, lc.shutdown_vs_shutdown(submitted), bound=bound)
@@ -52,7 +52,7 @@ def test_r14_close_racing_add_all_interleavings(subject: sc.Impl, delay_ms: int)
 
 
 @pytest.mark.parametrize("bound", [2, pytest.param(4, marks=slow)])
-def test_r18_r20_blocking_path_honours_the_pending_flag(subject: sc.Impl, bound: int) -> None:
+def test_r20_r41_blocking_path_honours_the_pending_flag(subject: sc.Impl, bound: int) -> None:
     sc.exhaust(subject, lc.maybe_vs_check(), bound=bound)
 
 
@@ -62,7 +62,7 @@ def test_r18_r20_blocking_path_honours_the_pending_flag(subject: sc.Impl, bound:
     [(("check",), 2), (("expire",), 2), (("check", "expire"), 1),
      pytest.param(("check", "expire"), 2, marks=slow)],
 )  # fmt: skip
-def test_abandon_racing_completion_and_expiry(
+def test_r40_abandon_racing_completion_and_expiry(
     subject: sc.Impl, via: str, rivals: tuple[str, ...], bound: int
 ) -> None:
     sc.exhaust(subject, lc.abandon_race(rivals, via), bound=bound, max_runs=20_000)
@@ -81,7 +81,7 @@ BUILDS = {
 
 
 @given(which=st.sampled_from(sorted(BUILDS)), schedule=sc.priority_schedules())
-def test_lifecycle_races_random_schedules(
+def test_r38_r39_r40_r41_lifecycle_races_random_schedules(
     subject: sc.Impl, which: str, schedule: PriorityChooser
 ) -> None:
     sc.run_scenario(subject, BUILDS[which](), schedule)
