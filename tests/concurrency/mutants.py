@@ -39,6 +39,7 @@ from tests.mutants.catalog import Mutant
 
 __all__ = [
     "BUG_PATCHES",
+    "GAP_PATCHES",
     "LOCK_PATCHES",
     "MUTANTS",
     "LockedCheckPurgatory",
@@ -297,3 +298,33 @@ BUG_PATCHES: tuple[Mutant, ...] = (
     ),
 )
 """Issue 11's bugs, re-planted in the fixed code (the optimized package, and the clock)."""
+
+GAP_PATCHES: tuple[Mutant, ...] = (
+    Mutant(
+        "ref-drain-unlocked",
+        f"{_R}.timer",
+        "SystemTimer.advance_clock",
+        "        with _STATE_LOCK:\n            if entry.task._entry is not entry:",
+        "        if True:\n            if entry.task._entry is not entry:",
+        "The reference drain checks and clears a task's entry without the lock: a re-add "
+        "between the check and the clear is lost (survived the sampled mutation run).",
+    ),
+    Mutant(
+        "ref-watched-unlocked",
+        f"{_R}.purgatory",
+        "DelayedOperationPurgatory.watched",
+        "    with self._lock:\n        return sum(len(ops)",
+        "    if True:\n        return sum(len(ops)",
+        "watched sums the watcher lists without the lock (survived the sampled run).",
+    ),
+    Mutant(
+        "opt-num-completed-unlocked",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory.check_and_complete",
+        "        with self._counters_lock:\n            self._num_completed += completed",
+        "        if True:\n            self._num_completed += completed",
+        "num_completed incremented without its lock: concurrent winners can be lost "
+        "(survived the sampled run).",
+    ),
+)
+"""Lock removals the sampled mutation run (issue 11) found surviving the suite."""

@@ -24,7 +24,9 @@ def test_r22_r29_cancel_for_key_racing_submission_never_leaves_a_timer_entry(
 
 
 @pytest.mark.parametrize("bound", [2, pytest.param(3, marks=slow)])
-def test_r32_r38_submission_racing_shutdown_fails_without_trace(subject: sc.Impl, bound: int) -> None:
+def test_r32_r38_submission_racing_shutdown_fails_without_trace(
+    subject: sc.Impl, bound: int
+) -> None:
     sc.exhaust(subject, lc.submit_vs_shutdown(), bound=bound)
 
 

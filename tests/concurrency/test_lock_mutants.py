@@ -25,12 +25,12 @@ from kpurgatory import InlineExecutor, ManualClock
 from tests.concurrency import lifecycle as lc
 from tests.concurrency import scenarios as sc
 from tests.concurrency.lockset import Lockset, LocksetViolationError
-from tests.concurrency.mutants import BUG_PATCHES, LOCK_PATCHES
+from tests.concurrency.mutants import BUG_PATCHES, GAP_PATCHES, LOCK_PATCHES
 from tests.concurrency.scheduler import Exploration, ScheduleError, explore
 from tests.mutants.catalog import Mutant, applied
 from tests.support import load
 
-PATCHES = {mutant.name: mutant for mutant in LOCK_PATCHES + BUG_PATCHES}
+PATCHES = {mutant.name: mutant for mutant in LOCK_PATCHES + BUG_PATCHES + GAP_PATCHES}
 
 SCHEDULE_CATCHES: list[tuple[str, str, Callable[[], sc.Build], int | None, str]] = [
     # patch, package, scenario, preemption bound, what the failure says
@@ -51,6 +51,10 @@ SCHEDULE_CATCHES: list[tuple[str, str, Callable[[], sc.Build], int | None, str]]
     ("opt-blocking-ignores-pending", "optimized", lc.maybe_vs_check, 2, "completion lost"),
     ("opt-cancel-is-plain-cancel", "optimized", lambda: lc.abandon_race(("check",), "cancel"), 2,
      "cancel() left it pending"),
+    ("ref-drain-unlocked", "reference", sc.cancel_vs_expiry, None, "lock discipline"),
+    ("ref-watched-unlocked", "reference", lambda: lc.purge_vs("check"), 1, "lock discipline"),
+    ("opt-num-completed-unlocked", "optimized", lambda: sc.watch_vs_event("a"), 1,
+     "lock discipline"),
 ]  # fmt: skip
 IDS = [name for name, *_ in SCHEDULE_CATCHES]
 
