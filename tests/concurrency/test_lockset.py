@@ -1,0 +1,98 @@
+"""The lockset checks themselves: what they flag, what they exempt, and that they leave
+the classes as they found them."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from kpurgatory import InlineExecutor, ManualClock, optimized, reference
+from kpurgatory.optimized import purgatory as optimized_purgatory
+from tests.concurrency.lockset import (
+    GUARDS,
+    Guard,
+    GuardedDict,
+    Lockset,
+    LocksetViolationError,
+    attr_lock,
+    holds,
+)
+
+
+def test_holds_asks_the_lock_itself() -> None:
+    lock = threading.RLock()
+    assert not holds(lock)
+    with lock:
+        assert holds(lock)
+        seen: list[bool] = []
+        other = threading.Thread(target=lambda: seen.append(holds(lock)))
+        other.start()
+        other.join()
+        assert seen == [False]
+    with pytest.raises(TypeError, match="_is_owned"):
+        holds(object())
+
+
+def test_unguarded_writes_are_flagged_guarded_and_first_writes_are_not() -> None:
+    lockset = Lockset()
+    with lockset.installed():
+        purgatory: Any = reference.DelayedOperationPurgatory(  # first writes: initialisation
+            "lockset", timer=reference.SystemTimer("lockset", clock=ManualClock(0)),
+            reaper_enabled=False,
+        )  # fmt: skip
+        with purgatory._lock:
+            purgatory._num_purged = 1
+            purgatory._watchers["k"] = []
+            list(purgatory._watchers)
+        assert lockset.violations == []
+        with pytest.raises(LocksetViolationError, match="_num_purged"):
+            purgatory._num_purged = 2
+        with pytest.raises(LocksetViolationError, match="_watchers"):
+            purgatory._watchers["k"].append(object())
+        with pytest.raises(LocksetViolationError, match="iterate"):
+            list(purgatory._watchers)
+        assert len(purgatory._watchers) == 1  # a single read is exempt
+        purgatory.shutdown()
+    assert len(lockset.violations) == 3
+
+
+def test_optimized_slots_and_mutators_are_checked() -> None:
+    lockset = Lockset()
+    with lockset.installed():
+        timer = optimized.SystemTimer("slots", clock=ManualClock(0), executor=InlineExecutor())
+        purgatory: optimized.DelayedOperationPurgatory[Any] = optimized.DelayedOperationPurgatory(
+            "slots", timer=timer, reaper_enabled=False, shards=2
+        )
+        shard = purgatory._shards[0]
+        assert isinstance(shard.watchers, GuardedDict)
+        with pytest.raises(LocksetViolationError, match=r"_Shard\.count"):
+            shard.count = 5
+        bucket = timer._wheel.buckets[0]
+        with pytest.raises(LocksetViolationError, match=r"TimerTaskList\.remove"):
+            bucket.remove(bucket.root)
+        timer.close()
+
+
+def test_installed_restores_every_class_and_disarms_its_containers() -> None:
+    before = {(g.module, g.owner, g.attribute): _raw(g) for g in GUARDS}
+    lockset = Lockset()
+    with lockset.installed():
+        shard: optimized_purgatory._Shard[Any] = optimized_purgatory._Shard()
+    assert {(g.module, g.owner, g.attribute): _raw(g) for g in GUARDS} == before
+    shard.watchers["k"] = optimized_purgatory.WatcherList("k")  # no lock, no longer checked
+    assert lockset.violations == []
+
+
+def test_a_table_row_for_a_missing_attribute_fails_loudly() -> None:
+    stale = Guard("kpurgatory.optimized.purgatory", "_Shard", "gone", "method", attr_lock("lock"))
+    with pytest.raises(LookupError, match=r"_Shard\.gone"), Lockset().installed([stale]):
+        pass
+
+
+def _raw(guard: Guard) -> object:
+    import importlib
+
+    cls = getattr(importlib.import_module(guard.module), guard.owner)
+    return cls.__dict__.get(guard.attribute)
