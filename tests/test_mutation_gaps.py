@@ -264,7 +264,10 @@ def test_optimized_purgatory_check_raises_on_corruption(corruption: str, says: s
     if corruption == "count":
         shard.count += 1
     elif corruption == "misplaced":
-        _other_shard(purgatory, "k0").watchers["k0"] = shard.watchers.pop("k0")
+        other = _other_shard(purgatory, "k0")  # counts moved along: only the key is wrong
+        other.watchers["k0"] = shard.watchers.pop("k0")
+        other.count += len(watchers)
+        shard.count -= len(watchers)
     elif corruption == "empty":
         shard.watchers["k0"] = WatcherList("k0")
     elif corruption == "wrong_id":
