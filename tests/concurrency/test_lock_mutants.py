@@ -84,11 +84,14 @@ def test_planted_bug_is_caught_by_a_schedule(
     print(f"\n{name} caught after {found.runs} schedules:\n{found.failure}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "package", "build", "bound", "says"), SCHEDULE_CATCHES, ids=IDS)
 def test_the_catching_scenario_passes_unmutated(
     name: str, package: str, build: Callable[[], sc.Build], bound: int | None, says: str
 ) -> None:
-    """Control: the same scenario and bound pass on the real code."""
+    """Control: the same scenario and bound pass on the real code. (``slow``: the quick
+    tier exhausts every one of these scenarios on both packages at the same or a deeper
+    bound in test_schedules.py and test_lifecycle.py.)"""
     found = _first_failure(None, package, build, bound)
     assert found.failure is None and found.complete, found.describe()
 
