@@ -19,8 +19,8 @@ descriptor per listed field (a ``__slots__`` member descriptor is wrapped, a pla
 attribute is kept in the instance ``__dict__``), and a wrapper per listed method; a
 listed container is swapped, when the field is first assigned, for a ``GuardedDict`` /
 ``GuardedList`` that checks before mutating. Everything is restored at exit. Only the
-pure (interpreted) build can be patched this way; a mypyc-compiled class rejects new
-class attributes, which ``installed`` reports.
+pure (interpreted) build can be patched this way: the rows of a mypyc-compiled module
+are skipped and listed in ``Lockset.unchecked``.
 
 What is exempt: the first write of a field (initialisation, before the object is
 shared: Eraser's "virgin" state) and single reads (``len``, ``get``, an attribute
@@ -53,6 +53,7 @@ __all__ = [
     "Lockset",
     "LocksetViolationError",
     "holds",
+    "is_pure",
 ]
 
 Kind = Literal["field", "dict", "list", "method"]
@@ -212,11 +213,20 @@ Keep in step with the implementations: ``Lockset.installed`` fails if a listed c
 attribute no longer exists."""
 
 
+def is_pure(module: str) -> bool:
+    """Whether ``module`` is interpreted Python (a mypyc build is an extension module,
+    whose classes cannot be patched: the lockset checks skip them)."""
+    return str(getattr(importlib.import_module(module), "__file__", "")).endswith(".py")
+
+
 class Lockset:
-    """The checks of one ``installed`` block: the violations seen, and whether active."""
+    """The checks of one ``installed`` block: the violations seen, and whether active.
+
+    ``unchecked`` lists the rows skipped because their module is compiled."""
 
     def __init__(self) -> None:
         self.violations: list[str] = []
+        self.unchecked: list[str] = []
         self.active = False
         self._mutex = threading.Lock()
 
@@ -270,6 +280,9 @@ class Lockset:
                 undo()
 
     def _attach(self, guard: Guard) -> Callable[[], None]:
+        if not is_pure(guard.module):
+            self.unchecked.append(guard.label)
+            return lambda: None
         module = importlib.import_module(guard.module)
         cls = getattr(module, guard.owner, None)
         if not isinstance(cls, type):

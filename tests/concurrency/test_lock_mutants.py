@@ -24,13 +24,18 @@ import pytest
 from kpurgatory import InlineExecutor, ManualClock
 from tests.concurrency import lifecycle as lc
 from tests.concurrency import scenarios as sc
-from tests.concurrency.lockset import Lockset, LocksetViolationError
+from tests.concurrency.lockset import Lockset, LocksetViolationError, is_pure
 from tests.concurrency.mutants import BUG_PATCHES, GAP_PATCHES, LOCK_PATCHES
 from tests.concurrency.scheduler import Exploration, ScheduleError, explore
 from tests.mutants.catalog import Mutant, applied
 from tests.support import load
 
 PATCHES = {mutant.name: mutant for mutant in LOCK_PATCHES + BUG_PATCHES + GAP_PATCHES}
+
+pytestmark = pytest.mark.skipif(
+    not all(is_pure(mutant.module) for mutant in PATCHES.values()),
+    reason="a patched module is compiled (the patches and the lockset need Python source)",
+)
 
 SCHEDULE_CATCHES: list[tuple[str, str, Callable[[], sc.Build], int | None, str]] = [
     # patch, package, scenario, preemption bound, what the failure says

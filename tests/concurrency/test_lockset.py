@@ -18,6 +18,7 @@ from tests.concurrency.lockset import (
     LocksetViolationError,
     attr_lock,
     holds,
+    is_pure,
 )
 
 
@@ -58,6 +59,9 @@ def test_unguarded_writes_are_flagged_guarded_and_first_writes_are_not() -> None
     assert len(lockset.violations) == 3
 
 
+@pytest.mark.skipif(
+    not is_pure("kpurgatory.optimized.purgatory"), reason="compiled: the lockset skips it"
+)
 def test_optimized_slots_and_mutators_are_checked() -> None:
     lockset = Lockset()
     with lockset.installed():
@@ -75,6 +79,9 @@ def test_optimized_slots_and_mutators_are_checked() -> None:
         timer.close()
 
 
+@pytest.mark.skipif(
+    not is_pure("kpurgatory.optimized.purgatory"), reason="compiled: the lockset skips it"
+)
 def test_installed_restores_every_class_and_disarms_its_containers() -> None:
     before = {(g.module, g.owner, g.attribute): _raw(g) for g in GUARDS}
     lockset = Lockset()
@@ -85,6 +92,9 @@ def test_installed_restores_every_class_and_disarms_its_containers() -> None:
     assert lockset.violations == []
 
 
+@pytest.mark.skipif(
+    not is_pure("kpurgatory.optimized.purgatory"), reason="compiled: the lockset skips it"
+)
 def test_a_table_row_for_a_missing_attribute_fails_loudly() -> None:
     stale = Guard("kpurgatory.optimized.purgatory", "_Shard", "gone", "method", attr_lock("lock"))
     with pytest.raises(LookupError, match=r"_Shard\.gone"), Lockset().installed([stale]):
