@@ -17,7 +17,9 @@ Each builder returns a scenario for ``scenarios.run_scenario`` (same conventions
 * ``maybe_try_complete`` vs ``check_and_complete`` (bug 5, R41): the blocking path honours
   the pending flag, so the knock is never lost;
 * abandon vs complete vs expire (bug 7, R40): exactly one wins; an abandoned operation is
-  unwatched, untimed and gets no callback.
+  unwatched, untimed and gets no callback;
+* ``cancel()`` vs the submission of the same operation (R40): abandoned as a whole, or
+  submitted as if the cancel came first.
 """
 
 from __future__ import annotations
@@ -300,6 +302,40 @@ def abandon_race(rivals: tuple[str, ...] = ("check", "expire"), via: str = "aban
             else:
                 _expect(result, world.count("expire", "op") <= 1, f"log {world.log}")
                 _expect(result, world.timer.size == 0, "completed, yet still timed")
+
+        return check
+
+    return build
+
+
+def submit_vs_cancel() -> Build:
+    """R40: ``op.cancel()`` races the operation's own submission.
+
+    ``cancel`` on an operation not yet submitted is the timer-level cancel, on a
+    submitted one an abandon; in between, either reading must hold as a whole: the
+    operation ends abandoned (unwatched, untimed, no callback, the submission returned
+    False) or it ends submitted and pending as if the cancel came first (watched, timed,
+    and it expires exactly once later).
+    """
+
+    def build(world: World) -> Check:
+        op = world.operation("op")
+        world.sched.spawn("submit", lambda: world.purgatory.try_complete_else_watch(op, ["k"]))
+        world.sched.spawn("cancel", op.cancel)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            _expect(result, result.results["submit"] is False, f"{result.results}")
+            if op.is_abandoned:
+                _expect(result, world.purgatory.watched == 0, "abandoned, yet watched")
+                _expect(result, world.timer.size == 0, "abandoned, yet timed")
+                world.purgatory.advance_clock(DELAY_MS)
+                _expect(result, world.log == [], f"abandoned, yet called back: {world.log}")
+            else:
+                _expect(result, world.purgatory.watched == 1, "pending, yet not watched")
+                _expect(result, world.timer.size == 1, "pending, yet not timed")
+                world.purgatory.advance_clock(DELAY_MS)
+                _expect(result, world.count("expire", "op") == 1, f"log {world.log}")
 
         return check
 
