@@ -10,8 +10,8 @@ expectations (so a changed expectation is a new vector, never a silent edit).
 
 Two families exist: ``rule_vectors()`` (hand-written, one or a few rules each; the
 scenario is ``rules`` and the preset names the rule) and vectors generated from the
-pipeline's workloads (``kpurgatory.pipeline.workloads``). docs/vectors.md is the prose
-description; conformance/schema/vector.schema.json the JSON Schema.
+workload generator the pipeline also replays (``kpurgatory.workloads``). docs/vectors.md
+is the prose description; conformance/schema/vector.schema.json the JSON Schema.
 """
 
 from __future__ import annotations
@@ -43,12 +43,14 @@ from kpurgatory.conformance.steps import (
     steps_from_json,
 )
 from kpurgatory.spec.rules import SPEC_VERSION
+from kpurgatory.workloads import GENERATOR_VERSION, PRESETS, stream_steps
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "RULE_GENERATOR_VERSION",
     "SCHEMA_PATH",
+    "WORKLOAD_GENERATOR",
     "content_hash",
     "load_schema",
     "load_vector",
@@ -68,6 +70,9 @@ FORMAT = "kpurgatory-conformance-vector"
 
 FORMAT_VERSION = 1
 """Bumped when the vector layout changes incompatibly."""
+
+WORKLOAD_GENERATOR = "kpurgatory.workloads"
+"""The ``provenance.generator`` of the workload vectors (the module that writes their steps)."""
 
 RULE_GENERATOR_VERSION = "1"
 """Version of the hand-written rule vectors below; bump it when one changes."""
@@ -527,23 +532,22 @@ def replay_all(vectors: Iterable[dict[str, Any]], impl: ModuleType) -> list[tupl
 def workload_vector(
     scenario: str, preset: str, seed: int, shard: int, n_ops: int
 ) -> dict[str, Any]:
-    """A vector from one stream of the pipeline's workloads (expectations: the reference).
+    """A vector from one stream of the workload generator (expectations: the reference).
 
     Named ``<scenario>-<preset>-s<seed>[-k<shard>]-n<n_ops>``.
     """
-    workloads = importlib.import_module("kpurgatory.pipeline.workloads")
-    steps = workloads.stream_steps(scenario, preset, seed, shard, n_ops)
+    steps = stream_steps(scenario, preset, seed, shard, n_ops)
     shard_part = f"-k{shard}" if shard else ""
     return make_vector(
         steps,
         name=f"{scenario}-{preset}-s{seed}{shard_part}-n{n_ops}",
         description=(
             f"Workload stream: scenario {scenario}, preset {preset} "
-            f"({workloads.PRESETS[preset].description}), {n_ops} operations."
+            f"({PRESETS[preset].description}), {n_ops} operations."
         ),
         rules=("R1", "R2", "R3", "R6", "R16", "R17", "R22", "R25", "R29", "R30"),
-        generator="kpurgatory.pipeline.workloads",
-        generator_version=workloads.GENERATOR_VERSION,
+        generator=WORKLOAD_GENERATOR,
+        generator_version=GENERATOR_VERSION,
         scenario=scenario,
         preset=preset,
         seed=seed,

@@ -33,6 +33,7 @@ from kpurgatory.conformance.steps import (
 )
 from kpurgatory.conformance.vectors import (
     SCHEMA_PATH,
+    WORKLOAD_GENERATOR,
     content_hash,
     load_schema,
     load_vector,
@@ -237,7 +238,7 @@ def test_committed_workload_vectors_are_current() -> None:
     workload_files = [
         path
         for path in VECTOR_FILES
-        if load_vector(path)["provenance"]["generator"] == "kpurgatory.pipeline.workloads"
+        if load_vector(path)["provenance"]["generator"] == WORKLOAD_GENERATOR
     ]
     assert len(workload_files) >= 24
     for path in workload_files:
