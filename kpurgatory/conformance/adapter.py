@@ -50,7 +50,8 @@ DEFAULT_STEP_TIMEOUT_S = 10.0
 """How long the client waits for one answer before declaring the adapter stuck."""
 
 DEFAULT_VECTORS_DIR = SCHEMA_PATH.parents[1] / "vectors"
-"""The committed vectors of a source checkout (``conformance/vectors``)."""
+"""The committed vectors: package data of an installed wheel, else a checkout's
+``conformance/vectors`` (``kpurgatory.conformance.vectors.conformance_root``)."""
 
 STEP_KINDS: tuple[str, ...] = tuple(cls.STEP for cls in typing.get_args(Step))
 """Every step kind of the language, in declaration order."""

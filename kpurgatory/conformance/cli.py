@@ -105,6 +105,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _vectors(adapter: AdapterProcess, args: argparse.Namespace) -> int:
+    if not args.vectors and not DEFAULT_VECTORS_DIR.is_dir():
+        print(
+            f"kpurgatory conformance: error: the committed vectors are not installed "
+            f"(no {DEFAULT_VECTORS_DIR}); reinstall kpurgatory from a wheel or pass --vectors",
+            file=sys.stderr,
+        )
+        return 2
     try:
         paths = vector_paths(args.vectors or [DEFAULT_VECTORS_DIR])
     except ValueError as exc:
@@ -125,7 +132,7 @@ def _stateful(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(
             f"kpurgatory conformance: error: --stateful needs Hypothesis "
-            f"(pip install 'kpurgatory[dev]'): {exc}",
+            f"(pip install 'kpurgatory[conformance]'): {exc}",
             file=sys.stderr,
         )
         return 2

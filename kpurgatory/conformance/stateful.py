@@ -16,8 +16,8 @@ values stay within +-2**40 (safe for 64-bit ports). Delays and clock moves are s
 by the run's tick and wheel size, so short runs on tiny wheels reach deep levels and
 land on slot boundaries.
 
-Needs Hypothesis (the ``dev`` extra); ``kpurgatory conformance`` imports this module
-only for ``--stateful`` and ``--replay``.
+Needs Hypothesis (the ``conformance`` extra: ``pip install 'kpurgatory[conformance]'``);
+``kpurgatory conformance`` imports this module only for ``--stateful`` and ``--replay``.
 """
 
 from __future__ import annotations

@@ -79,14 +79,22 @@ RULE_GENERATOR_VERSION = "1"
 
 
 def conformance_root(package_file: Path = Path(__file__)) -> Path:
-    """The folder of committed vectors and schema: the source checkout's ``conformance/``
-    beside the package, else ``./conformance`` (an installed wheel run from a checkout)."""
-    checkout = package_file.resolve().parents[2] / "conformance"
-    return checkout if checkout.is_dir() else Path.cwd() / "conformance"
+    """The folder of the committed vectors and schema.
+
+    An installed wheel carries them as package data in ``kpurgatory/conformance/data/``
+    (setup.py copies the repository's ``conformance/`` there at build time); a source
+    checkout or an editable install has no such folder and uses the checkout's
+    ``conformance/`` beside the package. Never the working directory: the kit must
+    behave the same wherever it is run from.
+    """
+    packaged = package_file.resolve().parent / "data"
+    if (packaged / "schema" / "vector.schema.json").is_file():
+        return packaged
+    return package_file.resolve().parents[2] / "conformance"
 
 
 SCHEMA_PATH = conformance_root() / "schema" / "vector.schema.json"
-"""The JSON Schema of a vector (in a source checkout)."""
+"""The JSON Schema of a vector (package data of a wheel, or the checkout's copy)."""
 
 
 def content_hash(entries: Sequence[dict[str, Any]]) -> str:

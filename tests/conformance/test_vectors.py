@@ -253,15 +253,22 @@ def test_committed_workload_vectors_are_current() -> None:
         assert again == vector, path.name
 
 
-def test_conformance_root_is_the_checkout_else_the_working_directory(
+def test_conformance_root_is_the_package_data_else_the_checkout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In a checkout the committed folder is found beside the package; an installed
-    package (no ``conformance/`` beside it) falls back to ``./conformance``."""
+    """An installed wheel's package data (``kpurgatory/conformance/data``) wins; without it
+    the checkout's ``conformance/`` beside the package; never the working directory."""
     from kpurgatory.conformance import vectors
 
     assert vectors.conformance_root() == vectors.SCHEMA_PATH.parents[1]
     assert (vectors.conformance_root() / "schema" / "vector.schema.json").is_file()
-    installed = tmp_path / "site-packages" / "kpurgatory" / "conformance" / "vectors.py"
+    site = tmp_path / "site-packages"
+    installed = site / "kpurgatory" / "conformance" / "vectors.py"
     monkeypatch.chdir(tmp_path)
-    assert vectors.conformance_root(installed) == tmp_path / "conformance"
+    (tmp_path / "conformance" / "schema").mkdir(parents=True)
+    (tmp_path / "conformance" / "schema" / "vector.schema.json").write_text("{}")
+    assert vectors.conformance_root(installed) == site / "conformance"  # not ./conformance
+    data = installed.parent / "data" / "schema"
+    data.mkdir(parents=True)
+    (data / "vector.schema.json").write_text("{}", encoding="utf-8")
+    assert vectors.conformance_root(installed) == installed.parent / "data"
