@@ -697,11 +697,14 @@ def first_divergence(
     expected: Sequence[Observation],
     actual: Sequence[Observation],
 ) -> tuple[int, str] | None:
-    """The first step index where ``actual`` disagrees with ``expected``, and why; else None."""
+    """The first step index where ``actual`` disagrees with ``expected``, and why; else None.
+
+    The index is 0-based; the message numbers steps from 1, like every report of the kit.
+    """
     if len(expected) != len(actual):
         return min(len(expected), len(actual)), "the runs have different lengths"
     for index, (exp, act) in enumerate(zip(expected, actual, strict=True)):
         message = compare_observations(exp, act)
         if message is not None:
-            return index, f"step {index} {steps[index].STEP}: {message}"
+            return index, f"step {index + 1} {steps[index].STEP}: {message}"
     return None
