@@ -26,7 +26,10 @@ from kpurgatory.conformance.driver import (
 from kpurgatory.conformance.steps import (
     Add,
     Advance,
+    ClockAdvance,
     Init,
+    Shutdown,
+    Step,
     Watch,
     step_from_json,
     step_to_json,
@@ -163,6 +166,23 @@ def test_driver_refuses_steps_that_do_not_fit_the_run() -> None:
         run_steps(reference, [Init(), Add("a", 1), Add("a", 2)])
     with pytest.raises(StepError, match="operation"):
         run_steps(reference, [Init(), Watch("o", 1, ("k",)), Add("o", 1)])
+
+
+def test_a_failed_add_does_not_relabel_the_schedule_in_force() -> None:
+    """``add`` on the closed main timer raises (R14) and leaves the task scheduled in aux
+    at due 5: its hand-over there is labelled due 5, not the failed add's due 7."""
+    steps: list[Step] = [
+        Init(tick_ms=1, wheel_size=4, timers=("main", "aux")),
+        Add("t", 5, timer="aux"),
+        Shutdown(),  # closes main, the purgatory's timer
+        ClockAdvance(2),
+        Add("t", 5, timer="main"),
+        Advance(3, timer="aux"),
+    ]
+    observations = run_steps(reference, steps)
+    assert observations[4].raised == "RuntimeError"
+    (ran,) = observations[5].events
+    assert (ran.unit, ran.due_ms, ran.event) == ("t", 5, TaskRan("t", 5))
 
 
 def test_driver_refuses_a_module_without_the_api_and_a_bad_state_every() -> None:
