@@ -74,7 +74,7 @@ FORMAT_VERSION = 1
 WORKLOAD_GENERATOR = "kpurgatory.workloads"
 """The ``provenance.generator`` of the workload vectors (the module that writes their steps)."""
 
-RULE_GENERATOR_VERSION = "1"
+RULE_GENERATOR_VERSION = "2"
 """Version of the hand-written rule vectors below; bump it when one changes."""
 
 
@@ -422,7 +422,8 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
     ),
     (
         "r02-current-time",
-        "Current time moves only at the end of advance_clock; add judges due-at-once against it.",
+        "Current time moves only in advance_clock, to the drain reading before the hand-over; "
+        "add judges due-at-once against it.",
         ("R2", "R3", "R12"),
         _r2_r3_current_time,
     ),
@@ -447,8 +448,8 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
     (
         "r11-cancel-before-turn",
         "A task cancelled or re-added by an earlier task in the same "
-        "drain is not handed over; adds during a hand-over follow R3.",
-        ("R6", "R11"),
+        "drain is not handed over; adds during a hand-over follow R3 against the drain reading.",
+        ("R2", "R6", "R11"),
         _r11_cancel_before_turn,
     ),
     (

@@ -94,6 +94,7 @@ def kafka_like(names: str = "kafka") -> types.ModuleType:
                 now = self.clock.wait(self._condition, timeout_ms, self._next_due)
                 dequeued = {due for due in self._queued if is_due(due, now)}
                 self._queued -= dequeued
+                before = self._current_time
             handed = False
             latest = None
             while True:
@@ -111,8 +112,8 @@ def kafka_like(names: str = "kafka") -> types.ModuleType:
                     for entry in due_entries:
                         del self._pending[entry]
                     latest = due_entries[-1].due
-                    if "kafka-flush-current-time" not in on:
-                        self._current_time = self._final_time(now, latest)
+                    if "kafka-flush-current-time" not in on:  # the drain reading, as R2 says
+                        self._current_time = max(self._current_time, self._floor(now))
                 for entry in due_entries:
                     with lock:
                         if entry.task._entry is not entry:
@@ -127,18 +128,19 @@ def kafka_like(names: str = "kafka") -> types.ModuleType:
             with lock:
                 if dequeued:
                     latest = max(dequeued | ({latest} if latest is not None else set()))
-                self._current_time = self._final_time(now, latest)
+                if "kafka-stale-current-time" in on:  # only to the latest dequeued bucket
+                    self._current_time = before if latest is None else max(before, latest)
+                else:
+                    self._current_time = max(self._current_time, self._floor(now))
                 self._queued -= {due for due in self._queued if is_due(due, now)}
             if "kafka-advance-result" in on:
                 return bool(dequeued)
             return handed
 
-        def _final_time(self, now: int, latest: int | None) -> int:
-            if "kafka-stale-current-time" in on:
-                return self._current_time if latest is None else max(self._current_time, latest)
+        def _floor(self, ms: int) -> int:
             if "kafka-truncating-division" in on:
-                return max(self._current_time, _trunc_down(now, self.tick_ms))
-            return max(self._current_time, round_down(now, self.tick_ms))
+                return _trunc_down(ms, self.tick_ms)
+            return round_down(ms, self.tick_ms)
 
     class KafkaLikePurgatory(reference.DelayedOperationPurgatory[reference.DelayedOperation]):
         """The reference purgatory with the purgatory differences in ``on``."""
