@@ -103,7 +103,9 @@ class Cancel:
 class Advance:
     """``timer.advance_clock(ms)`` on the timer labelled ``timer`` (R4-R8).
 
-    On the ManualClock this moves the clock by exactly ``ms`` and drains.
+    On an open timer and the ManualClock this moves the clock by exactly ``ms`` and
+    drains; a closed timer (the purgatory's, after ``Shutdown``) returns False at once
+    without moving the clock (R14); a negative ``ms`` raises ``ValueError`` (R8).
     Result: the returned bool.
     """
 
