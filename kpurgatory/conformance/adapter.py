@@ -45,6 +45,7 @@ __all__ = [
     "AdapterError",
     "AdapterProcess",
     "VectorResult",
+    "absent_line",
     "earlier_steps",
     "format_report",
     "probe",
@@ -117,6 +118,8 @@ class AdapterProcess:
         self.step_timeout_s = float(step_timeout_s)
         self.cwd = cwd
         self.timer_only = False  # --timer-only: answers may omit the purgatory's state fields
+        self.last_absent: frozenset[str] = frozenset()  # fields the last answer declared null
+        self.absent_seen: set[str] = set()  # every field any answer declared null
         self.starts = 0
         self.answers = 0  # answer lines read from the current process
         self._process: subprocess.Popen[str] | None = None
@@ -214,7 +217,9 @@ class AdapterProcess:
             raise AdapterError(self._exit_message("without answering"), answered=False)
         assert isinstance(line, str)
         self.answers += 1
-        return _parse_answer(line, timer_only=self.timer_only)
+        observation, self.last_absent = _parse_answer(line, timer_only=self.timer_only)
+        self.absent_seen |= self.last_absent
+        return observation
 
     # -- internals ----------------------------------------------------------------------
 
@@ -305,11 +310,17 @@ PURGATORY_STATE_NAMES = (
 """State fields a timer-only port may leave out of its answers (read as 0, not compared)."""
 
 
-def _parse_answer(line: str, *, timer_only: bool = False) -> Observation:
-    """The observation in one answer line; ``AdapterError`` (answered) if it is not one.
+UNEXPOSED_STATE_NAMES = ("watched_keys", "num_purged", "estimated_total_operations")
+"""State fields a port may declare absent by answering null (upstream Kafka does not
+expose them); they then read as 0 and are not compared, and the report lists them."""
+
+
+def _parse_answer(line: str, *, timer_only: bool = False) -> tuple[Observation, frozenset[str]]:
+    """The observation in one answer line and the state fields it declared absent (as
+    ``state.<name>``); ``AdapterError`` (answered) if the line is not an observation.
 
     ``timer_only``: a missing purgatory state field reads as 0 (``--timer-only`` does
-    not compare them)."""
+    not compare them). A null in ``UNEXPOSED_STATE_NAMES`` reads as 0 and is returned."""
     text = line.strip()
     try:
         data = json.loads(text)
@@ -319,11 +330,18 @@ def _parse_answer(line: str, *, timer_only: bool = False) -> Observation:
         raise AdapterError(f"the adapter reported an error: {data['error']}", answered=True)
     if not isinstance(data, dict):
         raise AdapterError(f"answer is not a JSON object: {_clip(text)}", answered=True)
-    if timer_only and isinstance(data.get("state"), dict):
-        for name in PURGATORY_STATE_NAMES:
-            data["state"].setdefault(name, 0)
+    absent: set[str] = set()
+    if isinstance(data.get("state"), dict):
+        state = data["state"]
+        if timer_only:
+            for name in PURGATORY_STATE_NAMES:
+                state.setdefault(name, 0)
+        for name in UNEXPOSED_STATE_NAMES:
+            if name in state and state[name] is None:
+                state[name] = 0
+                absent.add(f"state.{name}")
     try:
-        return Observation.from_json(data)
+        return Observation.from_json(data), frozenset(absent)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise AdapterError(
             f"answer is not an observation ({type(exc).__name__}: {exc}): {_clip(text)}",
@@ -397,6 +415,7 @@ class VectorResult:
     before: list[dict[str, Any]] = field(default_factory=list)
     accepted: dict[str, list[int]] = field(default_factory=dict)
     sent: bool = True
+    absent: set[str] = field(default_factory=set)  # state fields answered null
 
 
 def vector_paths(sources: Sequence[Path]) -> list[Path]:
@@ -471,7 +490,8 @@ def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResu
             return result
         result.answered = index + 1
         result.kinds_answered |= step_kinds(step)
-        message, accepted = judge.judge(step, expect, actual)
+        message, accepted = judge.judge(step, expect, actual, absent=adapter.last_absent)
+        result.absent |= adapter.last_absent
         for difference in accepted:
             result.accepted.setdefault(difference, []).append(index + 1)
         if message is not None:
@@ -596,7 +616,16 @@ def format_report(
     kinds = [kind for kind in STEP_KINDS if not timer_only or kind in TIMER_STEP_KINDS]
     missing = [kind for kind in kinds if kind not in answered]
     lines.append("  step kinds never answered: " + (", ".join(missing) if missing else "none"))
+    absent = set().union(*(result.absent for result in results)) if results else set()
+    if absent:
+        lines.append("  " + absent_line(absent))
     return "\n".join(lines)
+
+
+def absent_line(absent: Iterable[str]) -> str:
+    """The report line naming the state fields an adapter declared absent."""
+    names = sorted(name.removeprefix("state.") for name in absent)
+    return f"state fields declared absent (answered null, not compared): {', '.join(names)}"
 
 
 def _numbers(at: Sequence[int], limit: int = 8) -> str:

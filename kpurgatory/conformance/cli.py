@@ -39,6 +39,7 @@ from kpurgatory.conformance.adapter import (
     STEP_KINDS,
     AdapterError,
     AdapterProcess,
+    absent_line,
     format_report,
     probe,
     replay_vectors,
@@ -215,6 +216,8 @@ def _stateful(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     never = [kind for kind in sent if not stats.kinds.get(kind)]
     print("  step kinds never sent: " + (", ".join(never) if never else "none"))
     _print_accepted(args.allowed, stats.accepted)
+    if adapter.absent_seen:
+        print("  " + absent_line(adapter.absent_seen))
     if failure is None:
         print("PASS stateful: no difference from the reference")
         return 0
@@ -242,6 +245,8 @@ def _replay(adapter: AdapterProcess, args: argparse.Namespace) -> int:
         print(f"FAIL replay: {exc}")
         return 1
     _print_accepted(args.allowed, accepted)
+    if adapter.absent_seen:
+        print("  " + absent_line(adapter.absent_seen))
     if failure is None:
         print(f"PASS replay: {len(steps)} steps agree with the reference")
         return 0

@@ -106,6 +106,11 @@ class AdapterSide:
             self.adapter.start()
         return self.adapter.send(step)
 
+    @property
+    def last_absent(self) -> frozenset[str]:
+        """The state fields the last answer declared absent (answered null)."""
+        return self.adapter.last_absent
+
     def close(self) -> None:
         """Nothing to do: the adapter's owner closes it."""
 
@@ -156,7 +161,8 @@ def _compare(
         actual = other.execute(step)
     except AdapterError as exc:
         return StatefulFailure(list(steps), f"no answer: {exc}", expected.to_json(), None)
-    message, used = judge.judge(step, expected, actual)
+    absent: frozenset[str] = getattr(other, "last_absent", frozenset())
+    message, used = judge.judge(step, expected, actual, absent=absent)
     for ident in used:
         accepted[ident] = accepted.get(ident, 0) + 1
     if message is None:

@@ -11,6 +11,8 @@
   purgatory step (a port that is half done);
 - ``timer-port``: ``no-purgatory`` that also leaves the purgatory's state fields out of
   its answers (a port of the timer alone, for ``--timer-only``);
+- ``unexposed``: the reference answering null for ``watched_keys``, ``num_purged`` and
+  ``estimated_total_operations`` (a port whose API hides them, like upstream Kafka's);
 - ``crash``: answers correctly, then exits with code 3 in the middle of its fourth run;
 - ``silent``: reads steps and never answers;
 - ``buffered``: answers correctly but never flushes stdout (C stdio, Python without
@@ -44,6 +46,7 @@ BUGS = (
     "miscount",
     "no-purgatory",
     "timer-port",
+    "unexposed",
     "crash",
     "silent",
     "buffered",
@@ -164,22 +167,32 @@ def _kind(line: str) -> str:
     return kind if isinstance(kind, str) else ""
 
 
-class _TimerStateOnly:
-    """stdout that drops the purgatory's fields from each answer's state."""
+class _StateRewriter:
+    """stdout that rewrites the state of each answer line with ``rewrite``."""
 
-    def __init__(self, inner: IO[str]) -> None:
-        self.inner = inner
+    def __init__(
+        self, inner: IO[str], rewrite: Callable[[dict[str, object]], dict[str, object]]
+    ) -> None:
+        self.inner, self.rewrite = inner, rewrite
 
     def write(self, text: str) -> int:
         """Rewrite one answer line (``serve`` writes each line whole)."""
         data = json.loads(text)
         if isinstance(data.get("state"), dict):
-            data["state"] = {k: data["state"][k] for k in ("clock_ms", "timer_sizes")}
+            data["state"] = self.rewrite(data["state"])
         return self.inner.write(json.dumps(data) + "\n")
 
     def flush(self) -> None:
         """Flush the real stdout."""
         self.inner.flush()
+
+
+def _timer_state_only(state: dict[str, object]) -> dict[str, object]:
+    return {name: state[name] for name in ("clock_ms", "timer_sizes")}
+
+
+def _declare_absent(state: dict[str, object]) -> dict[str, object]:
+    return {**state, "watched_keys": None, "num_purged": None, "estimated_total_operations": None}
 
 
 class _HoldingStdout:
@@ -218,9 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         serve(kafka_like(args.differences), sys.stdin, sys.stdout)
         return 0
     impl = mutant(args.bug) if args.bug in ("late", "miscount") else reference
+    if args.bug == "unexposed":
+        serve(impl, sys.stdin, _StateRewriter(sys.stdout, _declare_absent))  # type: ignore[arg-type]
+        return 0
     if args.bug == "timer-port":
         stdin = _FilteredInput(args.bug, sys.stdin, sys.stdout)
-        serve(impl, stdin, _TimerStateOnly(sys.stdout))  # type: ignore[arg-type]
+        serve(impl, stdin, _StateRewriter(sys.stdout, _timer_state_only))  # type: ignore[arg-type]
         return 0
     if args.bug == "buffered":
         held = _HoldingStdout(sys.stdout)

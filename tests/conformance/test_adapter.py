@@ -30,6 +30,7 @@ from kpurgatory.conformance.adapter import (
     STEP_KINDS,
     AdapterError,
     AdapterProcess,
+    _parse_answer,
     earlier_steps,
     vector_paths,
 )
@@ -432,6 +433,35 @@ def test_check_sequence_agrees_and_stops_at_the_divergence() -> None:
     failure = check_sequence(steps, DriverSide(mutant("late")), reference)
     assert failure is not None and failure.step_index == 2
     assert failure.message == "result: expected True, got False"
+
+
+# ---- state a port does not expose -----------------------------------------------------------
+
+
+def test_unexposed_state_fields_answered_null_are_listed_not_compared(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """watched_keys, num_purged, estimated_total_operations may be declared absent (null);
+    the report says which, so a pass never hides that they were not checked."""
+    code, out = conformance(capsys, "--adapter", broken_adapter("unexposed"))
+    assert code == 0, out
+    assert (
+        "  state fields declared absent (answered null, not compared): "
+        "estimated_total_operations, num_purged, watched_keys"
+    ) in out
+    code, out = conformance(capsys, "--adapter", python_adapter("reference"))
+    assert "declared absent" not in out
+
+
+def test_only_the_unexposed_state_fields_may_be_null() -> None:
+    answer: dict[str, object] = {"result": None, "raised": None, "events": [], "tries": {}}
+    state: dict[str, object] = {"clock_ms": 0, "timer_sizes": {"main": 0}, "watched": 0}
+    state |= {"num_delayed": 0}
+    state |= {"watched_keys": 0, "num_purged": None, "estimated_total_operations": 0}
+    observation, absent = _parse_answer(json.dumps({**answer, "state": state}))
+    assert absent == {"state.num_purged"} and observation.state is not None
+    with pytest.raises(AdapterError, match="answer is not an observation"):
+        _parse_answer(json.dumps({**answer, "state": {**state, "watched": None}}))
 
 
 # ---- a port of the timer alone (--timer-only) ---------------------------------------------

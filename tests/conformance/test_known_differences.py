@@ -23,7 +23,8 @@ import pytest
 from kpurgatory.cli import main
 from kpurgatory.conformance.adapter import DEFAULT_VECTORS_DIR, STEP_KINDS, vector_paths
 from kpurgatory.conformance.differences import Judge
-from kpurgatory.conformance.driver import Observation, run_steps
+from kpurgatory.conformance.driver import DriverSide, Observation, run_steps
+from kpurgatory.conformance.stateful import run_stateful
 from kpurgatory.conformance.steps import Add, Advance, Init, Shutdown, Step, Watch, step_to_json
 from kpurgatory.spec.known_differences import (
     CONDITIONS,
@@ -216,6 +217,26 @@ def test_upstream_kafka_like_passes_every_vector_only_with_allow_kafka(
     for ident in SHOWN_BY_VECTORS:
         summary = next(line for line in out.splitlines() if line.startswith(f"  {ident} ("))
         assert "never needed" not in summary, summary
+
+
+def test_the_stateful_search_accepts_an_allowed_difference_and_counts_it() -> None:
+    """In process: the negative-timeout variant passes the search only with its --allow."""
+    from tests.conformance.kafka_like import kafka_like
+    from tests.support import load
+
+    reference = load("reference")
+    side = DriverSide(kafka_like("kafka-negative-timeout"))
+    failure, stats = run_stateful(side, reference=reference, max_examples=60, seed=4)
+    assert failure is not None
+    failure, stats = run_stateful(
+        side,
+        reference=reference,
+        max_examples=60,
+        seed=4,
+        allow=resolve("kafka-negative-timeout"),
+    )
+    assert failure is None
+    assert stats.accepted.get("kafka-negative-timeout", 0) > 0
 
 
 def test_the_reference_needs_no_known_difference(capsys: pytest.CaptureFixture[str]) -> None:
