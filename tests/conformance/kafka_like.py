@@ -156,27 +156,10 @@ def kafka_like(names: str = "kafka") -> types.ModuleType:
                 distinct = keys
             if self._is_shut_down and "kafka-after-shutdown" not in on:
                 raise RuntimeError("purgatory is shut down")
-            claimed = operation._claim_submission()
+            claimed = operation._claim_submission(self)
             if not claimed and "kafka-resubmission" not in on:
                 raise ValueError(f"operation {operation!r} was already submitted")
-
-            def watch_all() -> None:
-                for key in distinct:
-                    if operation.is_completed:
-                        break
-                    with self._lock:
-                        self._watchers.setdefault(key, []).append(operation)
-                with self._lock:
-                    self._estimated_total_operations += 1
-
-            if operation.safe_try_complete_or_else(watch_all):
-                return True
-            if not operation.is_completed:
-                if self._timer_enabled:
-                    self._timer.add(operation)
-                if operation.is_completed:
-                    operation.cancel()
-            return False
+            return self._submit(operation, distinct)  # the reference's R22 sequence
 
         def advance_clock(self, timeout_ms: int) -> None:
             negative = isinstance(timeout_ms, int) and timeout_ms < 0
