@@ -3,9 +3,9 @@
 Three modes, all comparing the adapter's answers with the reference implementation
 step by step (docs/conformance.md):
 
-- default: replay every committed vector (``--vectors``, default
-  ``conformance/vectors``) and report pass/fail per vector with the first divergence,
-  then list what the port did not consume;
+- default: replay every committed vector (``--vectors``, default the vectors shipped
+  in the package, or a checkout's ``conformance/vectors``) and report pass/fail per
+  vector with the first divergence, then list what the port did not consume;
 - ``--stateful``: let Hypothesis generate step sequences, run each on the in-process
   reference and on the adapter, and print the shrunk failing sequence as JSON lines;
 - ``--replay FILE``: run one JSON-lines step sequence (for example a shrunk one saved
