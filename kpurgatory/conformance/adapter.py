@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from kpurgatory.conformance.differences import Judge
+from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS, Judge
 from kpurgatory.conformance.driver import Observation
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Add, Init, Step, step_to_json
 from kpurgatory.conformance.vectors import SCHEMA_PATH, load_vector, vector_steps
@@ -300,16 +300,6 @@ def _pump_stderr(stream: IO[str], tail: collections.deque[str]) -> None:
         pass
 
 
-PURGATORY_STATE_NAMES = (
-    "watched",
-    "num_delayed",
-    "watched_keys",
-    "num_purged",
-    "estimated_total_operations",
-)
-"""State fields a timer-only port may leave out of its answers (read as 0, not compared)."""
-
-
 UNEXPOSED_STATE_NAMES = ("watched_keys", "num_purged", "estimated_total_operations")
 """State fields a port may declare absent by answering null (upstream Kafka does not
 expose them); they then read as 0 and are not compared, and the report lists them."""
@@ -334,8 +324,8 @@ def _parse_answer(line: str, *, timer_only: bool = False) -> tuple[Observation, 
     if isinstance(data.get("state"), dict):
         state = data["state"]
         if timer_only:
-            for name in PURGATORY_STATE_NAMES:
-                state.setdefault(name, 0)
+            for name in PURGATORY_STATE_FIELDS:
+                state.setdefault(name.removeprefix("state."), 0)
         for name in UNEXPOSED_STATE_NAMES:
             if name in state and state[name] is None:
                 state[name] = 0

@@ -39,6 +39,7 @@ from typing import IO
 
 from kpurgatory import reference
 from kpurgatory.conformance.python_adapter import serve
+from kpurgatory.conformance.steps import TIMER_STEP_KINDS
 from kpurgatory.spec.protocols import Clock
 
 BUGS = (
@@ -54,8 +55,6 @@ BUGS = (
     "garbage",
     "kafka",
 )
-
-TIMER_STEPS = frozenset({"init", "add", "cancel", "advance", "clock_advance"})
 
 
 class LaggingClock:
@@ -150,7 +149,7 @@ class _FilteredInput:
                 self.stdout.write("<<not an observation>>\n")
                 self.stdout.flush()
                 return "\n"  # serve skips blank lines: this step gets the garbage answer
-            if self.bug in ("no-purgatory", "timer-port") and kind not in TIMER_STEPS:
+            if self.bug in ("no-purgatory", "timer-port") and kind not in TIMER_STEP_KINDS:
                 self.stdout.write(f'{{"error": "unsupported step kind {kind}"}}\n')
                 self.stdout.flush()
                 continue

@@ -12,6 +12,7 @@ readings) are checked on a ``--replay`` sequence.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
@@ -22,8 +23,8 @@ import pytest
 
 from kpurgatory.cli import main
 from kpurgatory.conformance.adapter import DEFAULT_VECTORS_DIR, STEP_KINDS, vector_paths
-from kpurgatory.conformance.differences import Judge
-from kpurgatory.conformance.driver import DriverSide, Observation, run_steps
+from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS, Judge
+from kpurgatory.conformance.driver import DriverSide, Observation, State, run_steps
 from kpurgatory.conformance.stateful import run_stateful
 from kpurgatory.conformance.steps import Add, Advance, Init, Shutdown, Step, Watch, step_to_json
 from kpurgatory.spec.known_differences import (
@@ -104,6 +105,16 @@ def test_every_difference_is_a_kafka_note_under_its_rule_in_spec_md() -> None:
         assert any(f"`{difference.id}`" in note for note in notes), difference.id
     cited = set(re.findall(r"`(kafka-[a-z-]+)`", SPEC))
     assert cited == set(IDS), cited ^ set(IDS)
+
+
+def test_observation_fields_are_the_observation_and_state_fields() -> None:
+    """A field added to the observation or its state (say by a new step) must be named
+    here too, so differences can mention it; the timer-only mask stays a subset."""
+    names = {f.name for f in dataclasses.fields(Observation)} | {
+        f"state.{f.name}" for f in dataclasses.fields(State)
+    }
+    assert names == OBSERVATION_FIELDS
+    assert PURGATORY_STATE_FIELDS < OBSERVATION_FIELDS
 
 
 def test_resolve_names_the_group_or_ids_and_refuses_unknown_ones() -> None:
