@@ -17,7 +17,7 @@ Field names are ``result``, ``raised``, ``events``, ``tries``, ``state`` (all of
 ``state.<name>`` (one state field). ``kpurgatory conformance --allow kafka`` (or a list
 of ids) accepts exactly these differences and reports each accepted one separately
 (``kpurgatory.conformance.differences``). docs/spec.md has the prose, under each rule's
-**Kafka** note; ``tests/test_known_differences.py`` keeps the two in step.
+**Kafka** note; ``tests/conformance/test_known_differences.py`` keeps the two in step.
 
 Nothing here decides anything at run time: this module is data, like ``rules``.
 """
