@@ -449,7 +449,7 @@ def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResu
         steps, expected = vector_steps(vector)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         return VectorResult(
-            path.stem, path, "not consumed", 0, 0, 0, f"cannot read the vector: {exc}"
+            path.stem, path, "not consumed", 0, 0, None, f"cannot read the vector: {exc}"
         )
     result = VectorResult(name, path, "passed", len(steps), 0)
     result.description = str(vector.get("description", ""))

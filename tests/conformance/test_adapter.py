@@ -298,6 +298,18 @@ def test_an_adapter_that_does_not_flush_is_told_so(capsys: pytest.CaptureFixture
     assert elapsed < 10 * 0.5 * len(VECTORS)  # not a timeout per vector
 
 
+def test_an_unreadable_vector_is_listed_and_the_rest_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json", encoding="utf-8")
+    args = ["--vectors", str(broken), "--vectors", str(VECTORS[0])]
+    code, out = conformance(capsys, "--adapter", python_adapter("reference"), *args)
+    assert code == 1
+    assert "NOT CONSUMED broken: cannot read the vector: " in out
+    assert f"PASS {VECTOR_NAMES[0]} (" in out
+
+
 def test_a_garbage_answer_is_quoted(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = conformance(
         capsys, "--adapter", broken_adapter("garbage"), "--vectors", str(VECTORS[1])
