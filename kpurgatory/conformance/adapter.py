@@ -224,12 +224,16 @@ class AdapterProcess:
     # -- internals ----------------------------------------------------------------------
 
     def _silence_message(self) -> str:
-        """Why no answer came, after stopping the adapter: closing its stdin first makes
-        a program that buffers its stdout write what it held back, which shows."""
+        """Why no answer came, after stopping the adapter.
+
+        If the process never answered anything, its stdin is closed first: a program
+        that buffers its stdout writes what it held back as it exits, which shows. (A
+        process that answered before does not buffer; it is just slow or stuck.)
+        """
         first = self.answers == 0
         process = self._process
         flushed_at_exit = False
-        if process is not None and process.stdin is not None:
+        if first and process is not None and process.stdin is not None:
             with contextlib.suppress(OSError):
                 process.stdin.close()
             try:

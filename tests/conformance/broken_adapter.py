@@ -15,6 +15,8 @@
   ``estimated_total_operations`` (a port whose API hides them, like upstream Kafka's);
 - ``crash``: answers correctly, then exits with code 3 in the middle of its fourth run;
 - ``silent``: reads steps and never answers;
+- ``stall``: answers correctly, then stops answering at the third step of its third run
+  (a port stuck in one call);
 - ``buffered``: answers correctly but never flushes stdout (C stdio, Python without
   ``-u``): its answers come out only when it exits, once stdin is closed;
 - ``exit``: exits with code 3 at once, before reading anything;
@@ -50,6 +52,7 @@ BUGS = (
     "unexposed",
     "crash",
     "silent",
+    "stall",
     "buffered",
     "exit",
     "garbage",
@@ -140,7 +143,9 @@ class _FilteredInput:
                 self.runs += 1
                 self.steps_in_run = 0
             self.steps_in_run += 1
-            if self.bug == "silent":
+            if self.bug == "silent" or (
+                self.bug == "stall" and self.runs == 3 and self.steps_in_run >= 3
+            ):
                 continue
             if self.bug == "crash" and self.runs == 4 and self.steps_in_run == 3:
                 self.stdout.flush()

@@ -286,6 +286,23 @@ def test_a_silent_adapter_is_one_error_naming_the_flush(
     assert FLUSH_HINT in captured.err
 
 
+def test_an_adapter_stuck_in_a_later_step_is_stopped_and_the_next_vector_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Only a silence from the very start is blamed on buffering; a stall later is a
+    timeout of that vector (the probe is run 1, so the second vector is run 3)."""
+    names = ["r01-due-time", "r02-current-time", "r06-hand-over-order"]
+    args = [
+        arg for name in names for arg in ("--vectors", str(DEFAULT_VECTORS_DIR / f"{name}.json"))
+    ]
+    code, out = conformance(capsys, "--adapter", broken_adapter("stall"), "--timeout", "0.5", *args)
+    assert code == 1
+    line = next(line for line in out.splitlines() if line.startswith("NOT CONSUMED"))
+    assert line.startswith("NOT CONSUMED r02-current-time: step 3 of 8 (add): no answer within")
+    assert FLUSH_HINT not in out
+    assert "PASS r01-due-time" in out and "PASS r06-hand-over-order" in out
+
+
 def test_an_adapter_that_does_not_flush_is_told_so(capsys: pytest.CaptureFixture[str]) -> None:
     """Its answer comes out when its stdin closes: the report says the stdout is buffered."""
     started = time.monotonic()
