@@ -183,8 +183,8 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "negative clock readings are divided with truncation",
         "Java's / and % truncate toward zero, so with a negative clock reading the "
         "start time, due times and bucket slots round up instead of down: tasks run "
-        "early or late, or an index goes negative (ArrayIndexOutOfBoundsException, "
-        "reported as RuntimeError). kpurgatory uses floor division (R1).",
+        "early or late, or an index goes negative (ArrayIndexOutOfBoundsException: a "
+        "crash, which this difference never excuses). kpurgatory uses floor division (R1).",
         frozenset({"init", "add", "watch", "advance", "purgatory_advance"}),
         frozenset({"raised", "result", "events", "state"}),
         frozenset({"raised", "result", "events", "tries", "state"}),
