@@ -41,7 +41,8 @@ def test_r32_r39_concurrent_shutdowns_all_return_shut_down(
 
 @pytest.mark.parametrize(
     ("other", "bound"),
-    [("submit", 2), ("check", 2), pytest.param("submit", 3, marks=slow),
+    [("submit", 1), ("check", 1), pytest.param("submit", 2, marks=slow),
+     pytest.param("check", 2, marks=slow), pytest.param("submit", 3, marks=slow),
      pytest.param("check", 3, marks=slow)],
 )  # fmt: skip
 def test_r30_purge_racing_submission_and_check(subject: sc.Impl, other: str, bound: int) -> None:
@@ -58,11 +59,13 @@ def test_r20_r41_blocking_path_honours_the_pending_flag(subject: sc.Impl, bound:
     sc.exhaust(subject, lc.maybe_vs_check(), bound=bound)
 
 
-@pytest.mark.parametrize("via", ["abandon", "cancel"])
 @pytest.mark.parametrize(
-    ("rivals", "bound"),
-    [(("check",), 2), (("expire",), 2), (("check", "expire"), 1),
-     pytest.param(("check", "expire"), 2, marks=slow)],
+    ("via", "rivals", "bound"),
+    [("abandon", ("check",), 2), ("abandon", ("expire",), 2), ("abandon", ("check", "expire"), 1),
+     ("cancel", ("check",), 2), pytest.param("cancel", ("expire",), 2, marks=slow),
+     pytest.param("cancel", ("check", "expire"), 1, marks=slow),
+     pytest.param("abandon", ("check", "expire"), 2, marks=slow),
+     pytest.param("cancel", ("check", "expire"), 2, marks=slow)],
 )  # fmt: skip
 def test_r40_abandon_racing_completion_and_expiry(
     subject: sc.Impl, via: str, rivals: tuple[str, ...], bound: int
