@@ -20,8 +20,9 @@ import abc
 from collections.abc import Callable
 
 from kpurgatory import sync
+from kpurgatory._checks import declared
 from kpurgatory.optimized._mypyc import mypyc_attr
-from kpurgatory.optimized.timer import TimerTask
+from kpurgatory.optimized.timer import ABSTRACT_CLASSES, ABSTRACT_METHODS, TimerTask
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
@@ -96,14 +97,17 @@ class DelayedOperation(TimerTask):
     @abc.abstractmethod
     def try_complete(self) -> bool:
         """Check the condition; if it holds, return ``self.force_complete()``, else False."""
+        raise NotImplementedError(f"{type(self).__name__}.try_complete is abstract")
 
     @abc.abstractmethod
     def on_complete(self) -> None:
         """The completion logic; called exactly once, whichever path completes."""
+        raise NotImplementedError(f"{type(self).__name__}.on_complete is abstract")
 
     @abc.abstractmethod
     def on_expiration(self) -> None:
         """Called after ``on_complete`` when the operation completed by expiring."""
+        raise NotImplementedError(f"{type(self).__name__}.on_expiration is abstract")
 
     def run(self) -> None:
         """Expire the operation (the timer's callback, R17).
@@ -175,3 +179,8 @@ class DelayedOperation(TimerTask):
     def __repr__(self) -> str:
         state = "completed" if self.is_completed else "pending"
         return f"<{type(self).__name__} delay_ms={self.delay_ms} {state}>"
+
+
+_ABSTRACT = ("on_complete", "on_expiration", "try_complete")
+ABSTRACT_METHODS.update({name: declared(DelayedOperation, name) for name in _ABSTRACT})
+ABSTRACT_CLASSES[DelayedOperation] = _ABSTRACT

@@ -50,7 +50,15 @@ import logging
 from concurrent.futures import Executor
 
 from kpurgatory import sync
-from kpurgatory._checks import require_at_least, require_int, require_str
+from kpurgatory._checks import (
+    abstract_class_error,
+    declared,
+    refuse_override,
+    require_at_least,
+    require_int,
+    require_str,
+    unimplemented,
+)
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, run_logged
 from kpurgatory.optimized._mypyc import mypyc_attr
@@ -85,7 +93,23 @@ class TimerTask(TimerTaskEntry, metaclass=abc.ABCMeta):
 
     __slots__ = ("_delay_ms",)
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Refuse a ``delay_ms`` override (R38); note a subclass left abstract.
+
+        The compiled build has no ``ABCMeta`` check (mypyc classes carry no abstract
+        marks), so the classes that leave a method of ``ABSTRACT_METHODS`` unimplemented
+        are recorded here and ``__init__`` refuses them as ``abc`` does in the pure
+        build. Runs once per subclass, never per task.
+        """
+        super().__init_subclass__(**kwargs)
+        refuse_override(cls, "delay_ms", TimerTask)
+        missing = unimplemented(cls, ABSTRACT_METHODS)
+        if missing:
+            ABSTRACT_CLASSES[cls] = missing
+
     def __init__(self, delay_ms: object) -> None:
+        if type(self) in ABSTRACT_CLASSES:  # one dict lookup: abc's check, in every build
+            raise abstract_class_error(type(self), ABSTRACT_CLASSES[type(self)])
         # TimerTaskEntry.__init__ inlined (one call less per task), with UNLINKED links
         self._entry_due = 0
         self._entry_list = None
@@ -119,6 +143,15 @@ class TimerTask(TimerTaskEntry, metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def run(self) -> None:
         """The work to do when the task is due. Runs on the timer's executor."""
+        raise NotImplementedError(f"{type(self).__name__}.run is abstract")
+
+
+ABSTRACT_METHODS: dict[str, object] = {"run": declared(TimerTask, "run")}
+"""The abstract declarations of ``TimerTask`` and ``DelayedOperation`` by name (the
+operation module adds its own), for ``TimerTask.__init_subclass__``."""
+
+ABSTRACT_CLASSES: dict[type, tuple[str, ...]] = {TimerTask: ("run",)}
+"""Task classes that cannot be instantiated, with their unimplemented methods."""
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
