@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from kpurgatory import sync
 from kpurgatory._checks import declared
+from kpurgatory._typing import IntArg
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.timer import ABSTRACT_CLASSES, ABSTRACT_METHODS, TimerTask
 from kpurgatory.spec.protocols import AbstractLock
@@ -54,7 +55,7 @@ class DelayedOperation(TimerTask):
         "_try_complete_pending",
     )
 
-    def __init__(self, delay_ms: object, lock: AbstractLock | None = None) -> None:
+    def __init__(self, delay_ms: IntArg, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms)
         if lock is not None and not isinstance(lock, AbstractLock):
             raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")

@@ -372,7 +372,7 @@ class DelayedOperationPurgatory(Generic[T]):
             operation.cancel()
         return operations
 
-    def advance_clock(self, timeout_ms: object) -> None:
+    def advance_clock(self, timeout_ms: IntArg) -> None:
         """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
 
         ``RuntimeError`` after ``shutdown``.
