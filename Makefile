@@ -8,10 +8,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck unit clean
 
-$(STAMP): pyproject.toml
+# Editable install in setuptools' "compat" mode (a .pth path entry) so type checkers find the
+# package (the default import-hook mode hides it from mypy); exact versions from constraints.txt.
+CONSTRAINTS := $(abspath constraints.txt)
+
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --config-settings editable_mode=compat -e '.[$(EXTRAS)]'
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --config-settings editable_mode=compat \
+		-e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -64,12 +69,15 @@ compiled-venv:
 	rm -rf $(COMPILED_DIR)/dist $(COMPILED_VENV)
 	$(PYTHON) -m venv $(COMPILED_VENV)
 	$(COMPILED_VENV)/bin/python -m pip install --quiet --upgrade pip
+	# mypy (which ships mypyc) is a build requirement of the compiled build only: installed
+	# here, and the wheel is built without isolation (pyproject's build requires stay pure).
+	$(COMPILED_VENV)/bin/python -m pip install --quiet -c $(CONSTRAINTS) setuptools mypy
 	KPURGATORY_COMPILE=1 $(COMPILED_VENV)/bin/python -m pip wheel --quiet --no-deps \
-		-w $(COMPILED_DIR)/dist .
+		--no-build-isolation -w $(COMPILED_DIR)/dist .
 	@if find kpurgatory -name '*.so' | grep -q .; then \
 		echo "stale compiled modules in the source tree (delete them):"; \
 		find kpurgatory -name '*.so'; exit 1; fi
-	$(COMPILED_VENV)/bin/python -m pip install --quiet \
+	$(COMPILED_VENV)/bin/python -m pip install --quiet -c $(CONSTRAINTS) \
 		"$$(ls $(COMPILED_DIR)/dist/kpurgatory-*.whl)[$(COMPILED_EXTRAS)]"
 
 compiled-test: compiled-venv
@@ -94,3 +102,10 @@ crosshair-backend: $(STAMP)
 
 slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# Packaging job (CI, .ci/run): the pure wheel built with build isolation, installed in a fresh
+# venv under /tmp, imported, `kpurgatory --version`, and the typed user program checked by
+# mypy against the installed wheel and against an editable install (the mode above).
+.PHONY: wheel-check
+wheel-check:
+	PYTHON=$(PYTHON) scripts/check_wheel.sh

@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+import kpurgatory
+
 COMMAND_MODULES: tuple[str, ...] = (
     "kpurgatory.demo",
     "kpurgatory.bench.cli",
@@ -28,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kpurgatory",
         description="Kafka's delayed-operation purgatory and timing wheel: demo, tools, checks.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {kpurgatory.__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).add_parser(subparsers)

@@ -35,7 +35,7 @@ def run_mypy(folder: Path, *files: str) -> subprocess.CompletedProcess[str]:
     """``mypy --strict files`` run in ``folder`` with its own cache and no project config."""
     env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "MYPY_CACHE_DIR")}
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--config-file", os.devnull,
+        [sys.executable, "-m", "mypy", "--strict", "--config-file", "",
          "--cache-dir", str(folder / ".mypy_cache"), *files],
         cwd=folder, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
