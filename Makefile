@@ -63,7 +63,8 @@ compiled-ci:
 # The full benchmark run that makes docs/performance.md and docs/perf/ (pure and compiled
 # builds, about 30 minutes; run it on a quiet machine).
 bench: $(STAMP) compiled-venv
-	$(PY) -m kpurgatory bench --full --compiled-python $(COMPILED_DIR)/venv/bin/python
+	$(PY) -m kpurgatory bench --full --out docs/perf --report docs/performance.md \
+		--compiled-python $(COMPILED_DIR)/venv/bin/python
 
 compiled-venv:
 	rm -rf $(COMPILED_DIR)/dist $(COMPILED_VENV)
