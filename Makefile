@@ -110,3 +110,9 @@ slow: $(STAMP)
 .PHONY: wheel-check
 wheel-check:
 	PYTHON=$(PYTHON) scripts/check_wheel.sh
+
+# The pipeline on executors in other processes (CI, .ci/run): a tiny grid on
+# local-cluster[2,1,1024] with PYSPARK_PYTHON unset (about 2 minutes on 2 cores).
+.PHONY: pipeline-cluster
+pipeline-cluster: $(STAMP)
+	$(PY) -m pytest -q -m slow tests/pipeline/test_cluster.py

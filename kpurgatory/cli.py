@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import kpurgatory
 
@@ -22,6 +22,22 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kpurgatory.replay",
 )
 """Modules that register subcommands, in the order ``--help`` lists them."""
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an int >= ``minimum`` (argparse names the flag in the error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
