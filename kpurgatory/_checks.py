@@ -100,7 +100,7 @@ def abstract_class_error(cls: type, missing: tuple[str, ...]) -> TypeError:
 
 
 def refuse_override(cls: type, name: str, owner: type) -> None:
-    """``TypeError`` unless ``cls`` inherits attribute ``name`` from ``owner`` unchanged (R38).
+    """``TypeError`` unless ``cls`` inherits attribute ``name`` from ``owner`` unchanged (R43).
 
     A task's delay is fixed at construction: every timer reads the value given to the
     constructor, so a subclass that redefines ``delay_ms`` (a property, a method, a
@@ -111,7 +111,7 @@ def refuse_override(cls: type, name: str, owner: type) -> None:
             if klass is not owner:
                 raise TypeError(
                     f"{cls.__name__} overrides {name} (in {klass.__name__}): {name} is "
-                    f"fixed at construction (R38); pass the delay to "
+                    f"fixed at construction (R43); pass the delay to "
                     f"{owner.__name__}.__init__ instead"
                 )
             return

@@ -184,11 +184,14 @@ def test_r35_purgatory_advance_clock_checks_timeout(purg: Any) -> None:
 
 
 def test_r35_purgatory_refuses_non_operations(purg: Any, impl: ModuleType) -> None:
-    """R35: try_complete_else_watch of a plain task or object: TypeError naming operation."""
+    """R35: try_complete_else_watch or abandon of a plain task, object or None: TypeError
+    naming operation (in the compiled build too: not mypyc's own check)."""
     plain = task_class(impl)(10, "plain", Recorder(ManualClock(0)))
     for bad in (object(), plain, None):
         with pytest.raises(TypeError, match=named("operation")):
             purg.try_complete_else_watch(bad, ["k"])
+        with pytest.raises(TypeError, match=named("operation")):
+            purg.abandon(bad)
     assert purg.watched == 0
 
 

@@ -1,4 +1,4 @@
-"""R38: the subclass contract of TimerTask and DelayedOperation, the same in every build.
+"""R43: the subclass contract of TimerTask and DelayedOperation, the same in every build.
 
 Run against each implementation (and, in ``make compiled-ci``, against the mypyc build of
 the optimized one, where nothing of ``abc`` applies and these checks are the library's
@@ -36,7 +36,7 @@ def operation_without(impl: ModuleType, missing: str) -> type[Any]:
 
 
 def test_r38_task_without_run_cannot_be_instantiated(impl: ModuleType) -> None:
-    """R38: a TimerTask subclass without run (and TimerTask itself) is refused: TypeError."""
+    """R43: a TimerTask subclass without run (and TimerTask itself) is refused: TypeError."""
 
     class NoRun(impl.TimerTask):  # type: ignore[misc,name-defined]
         pass
@@ -51,20 +51,20 @@ def test_r38_task_without_run_cannot_be_instantiated(impl: ModuleType) -> None:
 def test_r38_operation_missing_a_method_cannot_be_instantiated(
     impl: ModuleType, missing: str
 ) -> None:
-    """R38: a DelayedOperation subclass missing one abstract method: TypeError naming it."""
+    """R43: a DelayedOperation subclass missing one abstract method: TypeError naming it."""
     cls = operation_without(impl, missing)
     with pytest.raises(TypeError, match=rf"abstract class {cls.__name__} .*\b{missing}$"):
         cls(5)
 
 
 def test_r38_operation_class_itself_is_abstract(impl: ModuleType) -> None:
-    """R38: DelayedOperation itself cannot be instantiated; the message lists all three."""
+    """R43: DelayedOperation itself cannot be instantiated; the message lists all three."""
     with pytest.raises(TypeError, match=r"methods on_complete, on_expiration, try_complete$"):
         impl.DelayedOperation(5)
 
 
 def test_r38_abstract_intermediate_class_then_complete_subclass(impl: ModuleType) -> None:
-    """R38: an abstract intermediate class is allowed; its complete subclass instantiates."""
+    """R43: an abstract intermediate class is allowed; its complete subclass instantiates."""
     partial = operation_without(impl, "try_complete")
     complete = type("Complete", (partial,), {"try_complete": lambda self: False})
     operation = complete(5)
@@ -74,7 +74,7 @@ def test_r38_abstract_intermediate_class_then_complete_subclass(impl: ModuleType
 
 @pytest.mark.parametrize("how", ["super", "explicit"])
 def test_r38_abstract_method_called_explicitly_raises(impl: ModuleType, how: str) -> None:
-    """R38: ``super().try_complete()`` or ``DelayedOperation.try_complete(op)`` raises
+    """R43: ``super().try_complete()`` or ``DelayedOperation.try_complete(op)`` raises
     NotImplementedError (never returns None, never crashes the interpreter)."""
     base = impl.DelayedOperation
 
@@ -103,7 +103,7 @@ def test_r38_abstract_method_called_explicitly_raises(impl: ModuleType, how: str
 
 @pytest.mark.parametrize("impl_name", implementation_names())
 def test_r38_abstract_calls_do_not_crash_the_interpreter(impl_name: str) -> None:
-    """R38: the calls that killed the compiled build (SIGABRT) end in a Python exception.
+    """R43: the calls that killed the compiled build (SIGABRT) end in a Python exception.
 
     In a child process, so a crash is a failed test and not a dead test run.
     """
@@ -135,7 +135,7 @@ def test_r38_abstract_calls_do_not_crash_the_interpreter(impl_name: str) -> None
 
 
 def test_r38_delay_ms_override_is_refused_at_class_creation(impl: ModuleType) -> None:
-    """R38: redefining delay_ms (property or plain attribute) is a TypeError at class creation,
+    """R43: redefining delay_ms (property or plain attribute) is a TypeError at class creation,
     also deeper in the hierarchy; the timer schedules with the constructor's delay."""
     with pytest.raises(TypeError, match=r"^Late overrides delay_ms .*fixed at construction"):
 
