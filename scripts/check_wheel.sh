@@ -6,6 +6,7 @@
 # Also: an editable install in the Makefile's mode (editable_mode=compat) is visible to mypy.
 # Usage: scripts/check_wheel.sh [WORKDIR]  (default: a new folder under /tmp)
 set -euo pipefail
+unset PYTHONPATH MYPYPATH   # a fresh venv sees only what is installed in it
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="${1:-$(mktemp -d /tmp/kpurgatory-wheel.XXXXXX)}"
 PYTHON="${PYTHON:-python3}"
@@ -22,8 +23,9 @@ mkdir -p "$WORK/src"
 "$VPY" -m pip wheel --quiet --no-deps -w "$WORK/dist" "$WORK/src"
 WHEEL="$(ls "$WORK"/dist/kpurgatory-*.whl)"
 case "$WHEEL" in *-py3-none-any.whl) ;; *) echo "not a pure wheel: $WHEEL" >&2; exit 1 ;; esac
-unzip -l "$WHEEL" | grep -q 'licenses/LICENSE' || { echo "LICENSE missing from $WHEEL" >&2; exit 1; }
-unzip -l "$WHEEL" | grep -q 'kpurgatory/py.typed' || { echo "py.typed missing" >&2; exit 1; }
+LISTING="$(unzip -l "$WHEEL")"   # (not piped into grep -q: pipefail + SIGPIPE)
+case "$LISTING" in *licenses/LICENSE*) ;; *) echo "LICENSE missing from $WHEEL" >&2; exit 1 ;; esac
+case "$LISTING" in *kpurgatory/py.typed*) ;; *) echo "py.typed missing from $WHEEL" >&2; exit 1 ;; esac
 
 "$VPY" -m pip install --quiet "$WHEEL"
 mkdir -p "$WORK/user"
