@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kpurgatory.cli import at_least
-from kpurgatory.pipeline.workloads import PRESETS, SCENARIOS, GridRow, grid
+from kpurgatory.workloads import PRESETS, SCENARIOS, GridRow, grid
 
 __all__ = [
     "COMMITTED_VECTORS",
