@@ -424,6 +424,7 @@ class DelayedOperationPurgatory(Generic[T]):
             raise TypeError(
                 f"operation must be an optimized DelayedOperation, not {type(operation).__name__}"
             )
+        operation = cast(T, operation)  # checked above
         if operation._owner is not self:
             raise ValueError(f"operation {operation!r} was not submitted to {self._name!r}")
         with operation._lock:
@@ -431,7 +432,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 return False
             keys = operation._watch_keys
             if keys is not None:
-                self._unwatch_keys(cast(T, operation), keys)
+                self._unwatch_keys(operation, keys)
         return True
 
     def advance_clock(self, timeout_ms: IntArg) -> None:
