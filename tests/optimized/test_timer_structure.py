@@ -237,7 +237,7 @@ def test_timer_check_detects_a_wrong_counter() -> None:
 def test_timer_check_detects_a_bucket_that_was_not_queued() -> None:
     with manual_timer() as timer:
         timer.add(Task(5, "t", []))
-        timer._queue._heap.clear()
+        timer._queue.heap.clear()
         with pytest.raises(AssertionError, match="not queued"):
             timer._check()
 
