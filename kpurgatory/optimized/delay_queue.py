@@ -158,7 +158,12 @@ class DelayQueue:
         self._condition.notify_all()
 
     def _check(self) -> None:
-        """Assert the heap invariants: heap order, keys equal expirations, no duplicates."""
+        """Assert the heap invariants: heap order, keys equal expirations, no duplicates;
+        and the waiter bookkeeping: ``waiters`` >= 0, no target without a waiter."""
+        if self.waiters < 0:
+            raise AssertionError(f"negative waiters count {self.waiters}")
+        if not self.waiters and self._target is not None:
+            raise AssertionError(f"target {self._target} kept with no waiter")
         heap = self.heap
         seen: set[int] = set()
         for index, (key, _, bucket) in enumerate(heap):

@@ -454,12 +454,19 @@ class SystemTimer:
     def _check(self) -> None:
         """Assert the timer's representation invariants (``AssertionError`` with a message).
 
-        The wheel's (``TimingWheel._check``: ranges, overflow ticks, current times,
-        bucket placement, every non-empty bucket queued, counter == linked entries),
-        the delay queue's (heap, no duplicates, keys == expirations, only this timer's
-        buckets), the current time equals the lowest wheel's and is a multiple of the
-        tick, and every linked entry is due strictly after the current time. (The wheel's
-        check includes that every bucket is guarded by this timer's lock.)
+        The wheel's (``TimingWheel._check``: ranges, overflow ticks and current times,
+        shared counter/queue/lock, bucket placement, every non-empty bucket queued,
+        counter == linked entries), the delay queue's (heap, no duplicates, keys ==
+        expirations, waiter bookkeeping), only this timer's buckets queued, the current
+        time equals the lowest wheel's and is a multiple of the tick, and the class
+        cache of ``add`` holds only ``TimerTask`` subclasses. That every linked entry is
+        due strictly after the current time follows from the wheel's check: a queued
+        bucket's expiration lies above its level's current time, which is the lowest
+        wheel's rounded down to that level's tick, so (being a multiple of that tick) it
+        lies above the lowest wheel's current time too, and entries are due at or after
+        their bucket's expiration. ``add``'s fast path (no waiter: skip
+        ``note_scheduled``) and ``advance_clock``'s (head of the heap not due: nothing
+        to drain) read exactly what these invariants pin down.
         """
         with self._lock:
             wheel = self._wheel
@@ -475,13 +482,9 @@ class SystemTimer:
             if not queued <= own:
                 raise AssertionError("the delay queue holds a bucket of another timer")
             wheel._check(queued)
-            for level in wheel.levels():
-                for bucket in level.buckets:
-                    for entry in bucket.entries():
-                        if entry._entry_due <= self._current_time:
-                            raise AssertionError(
-                                f"{entry!r} is linked but due at current time {self._current_time}"
-                            )
+            strangers = [cls for cls in list(_TASK_TYPES) if not issubclass(cls, TimerTask)]
+            if strangers:
+                raise AssertionError(f"the task class cache holds non-tasks {strangers}")
 
     # -- internals -------------------------------------------------------------------
 

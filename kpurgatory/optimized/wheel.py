@@ -251,7 +251,8 @@ class TimingWheel:
 
         Per level: the current time is a multiple of the tick; the interval is
         ``tick * wheel_size``; the overflow wheel's tick is this interval and its current
-        time this one rounded down to its tick; each bucket's list is consistent; every
+        time this one rounded down to its tick, and it shares this level's counter, queue
+        and lock; each bucket's list is consistent; every
         non-empty bucket is queued (``queued``: ids of queued buckets, when given); a
         queued bucket's expiration is its slot start, lies in the window
         ``(current_time, current_time + interval)`` and maps to its own slot; an
@@ -276,6 +277,12 @@ class TimingWheel:
                     )
                 if overflow.wheel_size != size:
                     raise AssertionError(f"{where}: overflow wheel_size {overflow.wheel_size}")
+                if (
+                    overflow.counter is not wheel.counter
+                    or overflow.queue is not wheel.queue
+                    or overflow.lock is not wheel.lock
+                ):
+                    raise AssertionError(f"{where}: overflow does not share counter/queue/lock")
                 if overflow.current_time != round_down(current, overflow.tick_ms):
                     raise AssertionError(
                         f"{where}: overflow current time {overflow.current_time} is not "
