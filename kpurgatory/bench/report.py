@@ -320,12 +320,21 @@ def _versus_section(data: dict[str, Any], build: str) -> list[str]:
         ["design", "tasks", "add CPU s", "walk CPU s", "tasks/CPU s", "GCs / s", "peak B per task"],
         rows,
     )
-    lines += ["", "add+cancel per operation (optimized) and call_at+cancel (asyncio):", ""]
+    lines += [
+        "",
+        "Per operation: add+cancel (optimized) and call_at+cancel (asyncio), add+expire:",
+        "",
+    ]
     rows = [
-        [r["design"], f"{r['pending']:,}", f"{r['add_cancel_s'] * 1e6:.2f}"]
+        [
+            r["design"],
+            f"{r['pending']:,}",
+            f"{r['add_cancel_s'] * 1e6:.2f}",
+            "n/a" if r.get("add_expire_s") is None else f"{r['add_expire_s'] * 1e6:.2f}",
+        ]
         for r in data.get("add_cancel", [])
     ]
-    lines += _table(["design", "pending", "CPU us/op"], rows)
+    lines += _table(["design", "pending", "add+cancel CPU us/op", "add+expire CPU us/op"], rows)
     return [*lines, ""]
 
 

@@ -621,6 +621,36 @@ def _versus_add_cancel_goals(runs: Sequence[dict[str, Any]]) -> list[dict[str, A
     ]
 
 
+def _versus_flatness_goal(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    measurements: list[dict[str, Any]] = []
+    for run in runs:
+        rows = [
+            r
+            for r in run.get("versus", {}).get("add_cancel", [])
+            if r["design"] == "optimized" and r.get("add_expire_s") is not None
+        ]
+        if len(rows) < 2:
+            continue
+        small = min(rows, key=lambda r: r["pending"])
+        large = max(rows, key=lambda r: r["pending"])
+        for kind in ("add_cancel_s", "add_expire_s"):
+            measurements.append(
+                _measurement(
+                    run,
+                    _ratio(large[kind], small[kind]),
+                    f"{kind[:-2].replace('_', '+')}: {large[kind] * 1e6:.2f} us at "
+                    f"{large['pending']:,} vs {small[kind] * 1e6:.2f} us at {small['pending']:,}",
+                )
+            )
+    return _goal(
+        "Issue 13: per-operation cost at the largest / smallest pending count, optimized",
+        "<= 1.3",
+        measurements,
+        lambda values: max(values) <= 1.3,
+        "met only if every measured ratio (both kinds, every build) is <= 1.3",
+    )
+
+
 def goals(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every goal of issues 5 and 13, measured in ``runs`` (each ratio from within one run).
 
@@ -636,4 +666,5 @@ def goals(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         _absolute_goal(runs),
         *_versus_lifecycle_goals(runs),
         *_versus_add_cancel_goals(runs),
+        _versus_flatness_goal(runs),
     ]

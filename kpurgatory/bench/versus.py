@@ -147,29 +147,36 @@ def lifecycles(
 
 @dataclass
 class AddCancelResult(JsonResult):
-    """CPU seconds per add+cancel of ``design`` with ``pending`` tasks pending."""
+    """CPU seconds per add+cancel (and per add+expire, None for asyncio) of ``design``
+    with ``pending`` tasks pending."""
 
     design: str
     pending: int
     add_cancel_s: float
+    add_expire_s: float | None
     ops: int
 
 
 def add_cancel(
     impl: ModuleType, design: str, pending: int, *, ops: int, repeat: int, seed: int
 ) -> list[AddCancelResult]:
-    """Alternating rounds of ``design``'s add+cancel and asyncio's call_at+cancel."""
+    """Alternating rounds of ``design``'s add+cancel (and add+expire, as in
+    ``scaling.per_op_costs``) and asyncio's call_at+cancel; the best round of each."""
     rng = random.Random(seed)
     delays = [1 + rng.randrange(CANCEL_HORIZON_MS) for _ in range(min(ops, 4096))]
-    best = {design: float("inf"), ASYNCIO: float("inf")}
+    cancel = {design: float("inf"), ASYNCIO: float("inf")}
+    expire = float("inf")
     for round_index in range(repeat):
         order = (design, ASYNCIO) if round_index % 2 == 0 else (ASYNCIO, design)
         for name in order:
             if name == ASYNCIO:
-                seconds = asyncio_add_cancel(delays, ops, pending)
-            else:
-                seconds = per_op_costs(
-                    impl, design, pending, ops=ops, repeat=1, seed=seed, expire=False
-                ).add_cancel_s
-            best[name] = min(best[name], seconds)
-    return [AddCancelResult(name, pending, best[name], ops) for name in (design, ASYNCIO)]
+                cancel[name] = min(cancel[name], asyncio_add_cancel(delays, ops, pending))
+                continue
+            result = per_op_costs(impl, design, pending, ops=ops, repeat=1, seed=seed)
+            cancel[name] = min(cancel[name], result.add_cancel_s)
+            if result.add_expire_s is not None:
+                expire = min(expire, result.add_expire_s)
+    return [
+        AddCancelResult(design, pending, cancel[design], expire, ops),
+        AddCancelResult(ASYNCIO, pending, cancel[ASYNCIO], None, ops),
+    ]
