@@ -296,9 +296,14 @@ def _scaling_section(data: dict[str, Any], build: str, plots: Sequence[str]) -> 
     return [*lines, ""]
 
 
-def _versus_section(data: dict[str, Any], build: str) -> list[str]:
+def _versus_section(data: dict[str, Any], build: str, run: dict[str, Any]) -> list[str]:
+    machine = run["machine"]
     lines = [
         f"### Optimized against a bare heapq timer and asyncio ({build} run)",
+        "",
+        f"Commit {machine['git_commit']}, {machine['date']}, load average at start "
+        f"{machine['load_average_at_start']}"
+        + (f"; made by `{run['command']}`." if "command" in run else "."),
         "",
         "Lifecycle (log-normal delays, median 200 ms; 90 % cancelled before due, 10 % "
         "expire; 5 ms clock steps; best of alternating rounds):",
@@ -407,7 +412,11 @@ def render(results: dict[str, Any], plots: Sequence[str], analysis: str | None =
         f"{machine['git_commit']}, {machine['date']}.",
         "",
         "Runs: "
-        + "; ".join(f"{run['build']} build ({', '.join(run['designs'])})" for run in runs)
+        + "; ".join(
+            f"{run['build']} build ({', '.join(run['designs'])})"
+            + (f", added from `{run['command']}`" if "command" in run else "")
+            for run in runs
+        )
         + ". Every ratio below compares designs measured in the same run, alternating designs "
         "within each sweep point; absolute figures from different runs are never divided.",
         "",
@@ -430,7 +439,7 @@ def render(results: dict[str, Any], plots: Sequence[str], analysis: str | None =
         if run.get("scaling"):
             lines += _scaling_section(run["scaling"], build, images)
         if run.get("versus"):
-            lines += _versus_section(run["versus"], build)
+            lines += _versus_section(run["versus"], build, run)
         if run.get("idle"):
             lines += _idle_section(run["idle"], build)
         if run.get("profile"):

@@ -43,7 +43,8 @@ class DelayQueue:
 
     Reference equivalent: none (the reference sorts its pending dict at every drain).
     Costs: ``offer`` and ``poll`` O(log B) with B queued buckets; ``earliest_due``
-    O(B log B) plus the entries of the buckets that can hold the minimum.
+    O(k log k) for the k buckets whose expiration lies below the answer (usually one or
+    two), plus the entries of the coarse ones among them.
     """
 
     __slots__ = (
@@ -109,14 +110,28 @@ class DelayQueue:
         order, and the visit stops at the first bucket whose expiration (a lower bound
         of its entries' due times) is not below the best found. Empty buckets (all their
         entries cancelled) are skipped, so a real-clock wait never wakes for them.
+
+        The visit walks the heap in order without sorting it (a frontier of heap
+        indexes: pop the least, push its two children), so it costs O(k log k) for the
+        k buckets it visits, plus the entries ``min_due`` reads in a coarse bucket. A
+        non-empty bucket of the lowest wheel at the head answers at once: its entries
+        are all due at its expiration.
         """
+        heap = self.heap
         best: int | None = None
-        for expiration, _, bucket in sorted(self.heap):
+        frontier: list[tuple[int, int, int]] = [(heap[0][0], heap[0][1], 0)] if heap else []
+        size = len(heap)
+        while frontier:
+            expiration, _, index = heapq.heappop(frontier)
             if best is not None and expiration >= best:
                 break
-            due = bucket.min_due()
+            due = heap[index][2].min_due()
             if due is not None and (best is None or due < best):
                 best = due
+            for child in (2 * index + 1, 2 * index + 2):
+                if child < size:
+                    key, seq, _ = heap[child]
+                    heapq.heappush(frontier, (key, seq, child))
         return best
 
     def await_due(self, clock: Clock, timeout_ms: int) -> int:
