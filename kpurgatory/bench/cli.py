@@ -107,8 +107,16 @@ def _compiled_pass(python: str, args: argparse.Namespace, say: Callable[[str], N
         if args.designs:
             command += ["--designs", ",".join(args.designs)]
         say(f"compiled pass: {' '.join(command)}")
-        subprocess.run(command, check=True, cwd=tempfile.gettempdir())
+        # Without PYTHONPATH: a source tree on it (a developer's checkout) would shadow the
+        # compiled build installed in that interpreter, and the pass would measure pure code.
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+        subprocess.run(command, check=True, cwd=tempfile.gettempdir(), env=env)
         data = json.loads(out.read_text(encoding="utf-8"))
+        if data.get("build") != "compiled":
+            raise SystemExit(
+                f"--compiled-python {python} ran a {data.get('build')} build of kpurgatory "
+                "(is it a mypyc build, e.g. from make compiled-venv?)"
+            )
         profile_texts = data.pop("_profile_texts", {})
         return data, profile_texts
 
@@ -183,8 +191,6 @@ def _run(args: argparse.Namespace) -> int:
         all_texts = {f"{run['build']}-{stem}": text for stem, text in texts.items()}
         if args.compiled_python:
             compiled, compiled_texts = _compiled_pass(args.compiled_python, args, say)
-            if compiled.get("build") != "compiled":
-                say(f"warning: {args.compiled_python} ran a {compiled.get('build')} build")
             runs.append(compiled)
             all_texts.update({f"{compiled['build']}-{k}": v for k, v in compiled_texts.items()})
     results = {
