@@ -8,6 +8,8 @@ profile trees, and the markdown report goes to ``--report`` (default DIR/perform
 ``make bench`` runs ``--full --out docs/perf --report docs/performance.md`` with a second
 pass in the compiled build's interpreter (``--compiled-python``). Profiling needs
 pyinstrument (the ``bench`` extra); without it the profile benchmark is skipped with a note.
+``--report-only`` regenerates the markdown and plots from DIR/results.json
+(``--add-runs PATH`` merges in the runs of another, e.g. a later ``--only versus`` run).
 """
 
 from __future__ import annotations
@@ -105,8 +107,16 @@ def _compiled_pass(python: str, args: argparse.Namespace, say: Callable[[str], N
         if args.designs:
             command += ["--designs", ",".join(args.designs)]
         say(f"compiled pass: {' '.join(command)}")
-        subprocess.run(command, check=True, cwd=tempfile.gettempdir())
+        # Without PYTHONPATH: a source tree on it (a developer's checkout) would shadow the
+        # compiled build installed in that interpreter, and the pass would measure pure code.
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+        subprocess.run(command, check=True, cwd=tempfile.gettempdir(), env=env)
         data = json.loads(out.read_text(encoding="utf-8"))
+        if data.get("build") != "compiled":
+            raise SystemExit(
+                f"--compiled-python {python} ran a {data.get('build')} build of kpurgatory "
+                "(is it a mypyc build, e.g. from make compiled-venv?)"
+            )
         profile_texts = data.pop("_profile_texts", {})
         return data, profile_texts
 
@@ -133,6 +143,21 @@ def write_outputs(
         report.write_text(render(results, [p.name for p in plots], analysis), encoding="utf-8")
         written.append(report)
     return written
+
+
+def _runs_to_add(path: Path, present: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of another results.json (e.g. a ``--only versus`` run), each labelled with
+    the command that made it; a run already present (same build, commit, date) is skipped."""
+    other = json.loads(path.read_text(encoding="utf-8"))
+    seen = {
+        (r.get("build"), r["machine"].get("git_commit"), r["machine"].get("date")) for r in present
+    }
+    added = []
+    for run in other["runs"]:
+        key = (run.get("build"), run["machine"].get("git_commit"), run["machine"].get("date"))
+        if key not in seen:
+            added.append({**run, "command": other["command"]})
+    return added
 
 
 def _split(value: str) -> list[str]:
@@ -177,6 +202,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.report_only:
         assert out_dir is not None
         results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+        for path in args.add_runs or []:
+            results["runs"] += _runs_to_add(path, results["runs"])
         results["goals"] = goals(results["runs"])
         for path in write_outputs(results, out_dir, report, {}):
             print(f"wrote {path}")
@@ -198,8 +225,6 @@ def _run(args: argparse.Namespace) -> int:
         all_texts = {f"{run['build']}-{stem}": text for stem, text in texts.items()}
         if args.compiled_python:
             compiled, compiled_texts = _compiled_pass(args.compiled_python, args, say)
-            if compiled.get("build") != "compiled":
-                say(f"warning: {args.compiled_python} ran a {compiled.get('build')} build")
             runs.append(compiled)
             all_texts.update({f"{compiled['build']}-{k}": v for k, v in compiled_texts.items()})
     results = {
@@ -298,6 +323,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--report-only",
         action="store_true",
         help="regenerate the report and plots from DIR/results.json (needs --out)",
+    )
+    parser.add_argument(
+        "--add-runs",
+        type=Path,
+        action="append",
+        help="with --report-only: merge the runs of this results.json into the report "
+        "(and into the results file), e.g. a separate --only versus run",
     )
     parser.add_argument("--plain", action="store_true", help="plain progress lines (no rich)")
     parser.set_defaults(func=_run, parser=parser)
