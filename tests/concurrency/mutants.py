@@ -226,8 +226,8 @@ LOCK_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-without-timer-lock",
         f"{_O}.timer",
         "TimerTask.cancel",
-        "with holder.lock:",
-        "if True:",
+        "lock = holder.lock",
+        'lock = type("NoLock", (), {"acquire": lambda s: True, "release": lambda s: None})()',
         "(c) cancel unlinks the entry from its bucket without the timer lock.",
     ),
 )
@@ -291,8 +291,8 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-is-plain-cancel",
         f"{_O}.operation",
         "DelayedOperation.cancel",
-        "        owner.abandon(self)",
-        "        TimerTask.cancel(self)",
+        "owner.abandon(self)",
+        "TimerTask.cancel(self)",
         "Bug 7: cancel() on a submitted operation only unschedules it: it stays watched "
         "forever and a later check completes it (R40).",
     ),
