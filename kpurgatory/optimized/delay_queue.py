@@ -38,7 +38,7 @@ class DelayQueue:
 
     Reference equivalent: none (the reference sorts its pending dict at every drain).
     Costs: ``offer`` and ``poll`` O(log B) with B queued buckets; ``earliest_due``
-    O(B log B) plus the entries of the buckets that can hold the minimum.
+    O(1) in the common case, O(k log k) for k buckets visited at worst (see there).
     """
 
     __slots__ = ("_condition", "_heap", "_seq", "_target", "_waiters", "offers", "polls")
@@ -90,17 +90,30 @@ class DelayQueue:
         """The earliest due time of any entry in a queued bucket, or None if there is none.
 
         Exact, as the reference's ``min(entry.due)``: buckets are visited in expiration
-        order, and the visit stops at the first bucket whose expiration (a lower bound
-        of its entries' due times) is not below the best found. Empty buckets (all their
-        entries cancelled) are skipped, so a real-clock wait never wakes for them.
+        order by a walk down the heap (a frontier heap of the children of the buckets
+        visited, so nothing is sorted), and the walk stops at the first bucket whose
+        expiration (a lower bound of its entries' due times) is not below the best
+        found. Empty buckets (all their entries cancelled) are skipped, so a real-clock
+        wait never wakes for them. Cost: O(1) when the least-expiration bucket is a
+        non-empty lowest-level one (its first entry is due at its expiration), else
+        O(k log k) for the k buckets visited plus their ``min_due`` scans.
         """
+        heap = self._heap
+        size = len(heap)
+        if not size:
+            return None
         best: int | None = None
-        for expiration, _, bucket in sorted(self._heap):
+        frontier: list[tuple[int, int, int]] = [(heap[0][0], heap[0][1], 0)]
+        while frontier:
+            expiration, _, index = heapq.heappop(frontier)
             if best is not None and expiration >= best:
                 break
-            due = bucket.min_due()
+            due = heap[index][2].min_due()
             if due is not None and (best is None or due < best):
                 best = due
+            for child in (2 * index + 1, 2 * index + 2):
+                if child < size:
+                    heapq.heappush(frontier, (heap[child][0], heap[child][1], child))
         return best
 
     def await_due(self, clock: Clock, timeout_ms: int, interrupted: Callable[[], bool]) -> int:

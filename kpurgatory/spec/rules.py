@@ -339,6 +339,17 @@ RULES: tuple[Rule, ...] = (
         "held, so an InlineExecutor may run a task that calls back into the timer or "
         "purgatory.",
     ),
+    # ---- next due time ---------------------------------------------------------------
+    Rule(
+        "R38",
+        "timer",
+        "Next due time",
+        "next_due_time is the least due time of the tasks scheduled in the timer (those "
+        "size counts, R12), or None when none is. It changes only through add, cancel, "
+        "advance_clock and moves between timers. An advance_clock whose drain reading is "
+        "before it hands nothing over; one whose reading is at or after it takes at least "
+        "that task out of the schedule (R4, R5).",
+    ),
 )
 
 _BY_ID = {r.id: r for r in RULES}
