@@ -20,6 +20,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "spec": ("kpurgatory.reference", "kpurgatory.optimized", "kpurgatory.pipeline"),
     "reference": ("kpurgatory.optimized", "kpurgatory.pipeline", "kpurgatory.bench"),
     "optimized": ("kpurgatory.reference", "kpurgatory.pipeline", "kpurgatory.bench"),
+    "aio": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.conformance"),
 }
 
 
@@ -77,7 +78,7 @@ def test_core_has_no_runtime_dependencies() -> None:
     import sys
 
     stdlib = sys.stdlib_module_names
-    core = [PACKAGE_ROOT / name for name in ("spec", "reference", "optimized")] + [
+    core = [PACKAGE_ROOT / name for name in ("spec", "reference", "optimized", "aio")] + [
         PACKAGE_ROOT / f"{name}.py" for name in ("clock", "executors", "sync", "_checks")
     ]
     paths = [p for entry in core for p in ([entry] if entry.is_file() else entry.rglob("*.py"))]

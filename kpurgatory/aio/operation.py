@@ -1,0 +1,134 @@
+"""Awaitable delayed operations: each implementation's ``DelayedOperation`` plus a waiter.
+
+``DelayedOperation`` (on the optimized wheel, the default) and
+``ReferenceDelayedOperation`` (on the reference implementation) behave exactly as their
+bases (R16-R21) and in addition deliver the operation's ``Outcome`` to the coroutine
+awaiting it in ``AsyncPurgatory.wait`` (R40): ``force_complete`` settles the waiter once
+it has won and ``on_complete`` has returned (``EXPIRED`` when the win came from the
+timer's ``run``, else ``COMPLETED``); an ``on_complete`` that raises hands its exception
+to the waiter as well as to the caller (R42). The waiter is an ``asyncio.Future`` of the
+purgatory's loop: settled directly on the loop thread, through
+``call_soon_threadsafe`` from any other thread, and dropped if the loop is closed (R44).
+
+Subclass one of these exactly as you would subclass ``kpurgatory.DelayedOperation``:
+implement ``try_complete``, ``on_complete`` and ``on_expiration``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TypeAlias
+
+from kpurgatory import optimized, reference
+from kpurgatory.aio.outcome import Outcome
+from kpurgatory.spec.protocols import AbstractLock
+
+__all__ = ["DelayedOperation", "ReferenceDelayedOperation", "Waiter"]
+
+Waiter: TypeAlias = "asyncio.Future[Outcome]"
+"""The future ``AsyncPurgatory.wait`` awaits for one operation."""
+
+
+def _deliver(future: Waiter, outcome: Outcome | Exception) -> None:
+    """Set ``outcome`` (a result or an exception) unless the future is already done."""
+    if future.done():  # cancelled by the awaiting task meanwhile (R41)
+        return
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+def settle(future: Waiter | None, outcome: Outcome | Exception) -> None:
+    """Deliver ``outcome`` to ``future`` from whichever thread is finishing the operation.
+
+    On the future's loop thread (the loop running here): at once. From another thread:
+    ``call_soon_threadsafe``; if that loop is closed, the outcome is dropped (R44).
+    """
+    if future is None:
+        return
+    loop = future.get_loop()
+    if asyncio._get_running_loop() is loop:
+        _deliver(future, outcome)
+        return
+    with contextlib.suppress(RuntimeError):  # RuntimeError: the loop is closed, nobody to wake
+        loop.call_soon_threadsafe(_deliver, future, outcome)
+
+
+class DelayedOperation(optimized.DelayedOperation):
+    """An optimized ``DelayedOperation`` that ``AsyncPurgatory.wait`` can await.
+
+    Same constructor and rules as ``kpurgatory.DelayedOperation`` (R16-R21). Extra cost
+    per operation: two slots, one Python-level ``force_complete`` and ``run`` override.
+    """
+
+    __slots__ = ("_expiring", "_waiter")
+
+    def __init__(self, delay_ms: object, lock: AbstractLock | None = None) -> None:
+        super().__init__(delay_ms, lock)
+        self._waiter: Waiter | None = None
+        self._expiring = False
+
+    def force_complete(self) -> bool:
+        """``force_complete`` (R16), then settle the waiter with the outcome (R40, R42)."""
+        try:
+            won = super().force_complete()
+        except Exception as exc:  # raised by on_complete: this call won (R42)
+            waiter, self._waiter = self._waiter, None
+            settle(waiter, exc)
+            raise
+        if won:
+            waiter, self._waiter = self._waiter, None
+            settle(waiter, Outcome.EXPIRED if self._expiring else Outcome.COMPLETED)
+        return won
+
+    def run(self) -> None:
+        """Expire (R17): a ``force_complete`` won here settles the waiter ``EXPIRED``."""
+        self._expiring = True
+        super().run()
+
+    def cancel(self) -> None:
+        """``cancel`` (an abandon once submitted); an abandoned waiter gets ``ABANDONED``."""
+        super().cancel()
+        if self._waiter is not None and self.is_abandoned:
+            waiter, self._waiter = self._waiter, None
+            settle(waiter, Outcome.ABANDONED)
+
+
+class ReferenceDelayedOperation(reference.DelayedOperation):
+    """A reference ``DelayedOperation`` that ``AsyncPurgatory.wait`` can await.
+
+    Same as ``DelayedOperation`` of this module, on ``kpurgatory.reference`` (use it
+    with ``AsyncPurgatory(..., implementation="reference")``).
+    """
+
+    def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
+        super().__init__(delay_ms, lock)
+        self._waiter: Waiter | None = None
+        self._expiring = False
+
+    def force_complete(self) -> bool:
+        """``force_complete`` (R16), then settle the waiter with the outcome (R40, R42)."""
+        try:
+            won = super().force_complete()
+        except Exception as exc:  # raised by on_complete: this call won (R42)
+            waiter, self._waiter = self._waiter, None
+            settle(waiter, exc)
+            raise
+        if won:
+            waiter, self._waiter = self._waiter, None
+            settle(waiter, Outcome.EXPIRED if self._expiring else Outcome.COMPLETED)
+        return won
+
+    def run(self) -> None:
+        """Expire (R17): a ``force_complete`` won here settles the waiter ``EXPIRED``."""
+        self._expiring = True
+        super().run()
+
+    def cancel(self) -> None:
+        """``cancel`` (an abandon once submitted); an abandoned waiter gets ``ABANDONED``."""
+        super().cancel()
+        if self._waiter is not None and self.is_abandoned:
+            waiter, self._waiter = self._waiter, None
+            settle(waiter, Outcome.ABANDONED)
