@@ -10,6 +10,7 @@ library only.
 """
 
 from kpurgatory.aio.driver import LoopTimerDriver
+from kpurgatory.aio.executor import LoopExecutor
 from kpurgatory.aio.operation import DelayedOperation, ReferenceDelayedOperation
 from kpurgatory.aio.outcome import Outcome
 from kpurgatory.aio.purgatory import AsyncPurgatory, PurgatoryImplementation
@@ -18,6 +19,7 @@ from kpurgatory.aio.virtual import VirtualTimeLoop, run
 __all__ = [
     "AsyncPurgatory",
     "DelayedOperation",
+    "LoopExecutor",
     "LoopTimerDriver",
     "Outcome",
     "PurgatoryImplementation",

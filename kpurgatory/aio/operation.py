@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from asyncio import _get_running_loop
 from typing import TypeAlias
 
 from kpurgatory import optimized, reference
@@ -25,6 +26,9 @@ from kpurgatory.aio.outcome import Outcome
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation", "ReferenceDelayedOperation", "Waiter"]
+
+_COMPLETED = Outcome.COMPLETED
+_EXPIRED = Outcome.EXPIRED
 
 Waiter: TypeAlias = "asyncio.Future[Outcome]"
 """The future ``AsyncPurgatory.wait`` awaits for one operation."""
@@ -49,8 +53,12 @@ def settle(future: Waiter | None, outcome: Outcome | Exception) -> None:
     if future is None:
         return
     loop = future.get_loop()
-    if asyncio._get_running_loop() is loop:
-        _deliver(future, outcome)
+    if _get_running_loop() is loop:
+        if not future.done():  # else cancelled by the awaiting task meanwhile (R41)
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
         return
     with contextlib.suppress(RuntimeError):  # RuntimeError: the loop is closed, nobody to wake
         loop.call_soon_threadsafe(_deliver, future, outcome)
@@ -79,8 +87,10 @@ class DelayedOperation(optimized.DelayedOperation):
             settle(waiter, exc)
             raise
         if won:
-            waiter, self._waiter = self._waiter, None
-            settle(waiter, Outcome.EXPIRED if self._expiring else Outcome.COMPLETED)
+            waiter = self._waiter
+            if waiter is not None:
+                self._waiter = None
+                settle(waiter, _EXPIRED if self._expiring else _COMPLETED)
         return won
 
     def run(self) -> None:
@@ -117,8 +127,10 @@ class ReferenceDelayedOperation(reference.DelayedOperation):
             settle(waiter, exc)
             raise
         if won:
-            waiter, self._waiter = self._waiter, None
-            settle(waiter, Outcome.EXPIRED if self._expiring else Outcome.COMPLETED)
+            waiter = self._waiter
+            if waiter is not None:
+                self._waiter = None
+                settle(waiter, _EXPIRED if self._expiring else _COMPLETED)
         return won
 
     def run(self) -> None:

@@ -1,7 +1,7 @@
 """``AsyncPurgatory``: the purgatory on an asyncio event loop, with no thread (R39-R44).
 
 Wraps a ``DelayedOperationPurgatory`` of either implementation (default: optimized)
-whose timer runs due tasks inline (``InlineExecutor``) and has no reaper; a
+whose timer runs due tasks inline on the loop (``LoopExecutor``) and has no reaper; a
 ``LoopTimerDriver`` advances that timer on the loop with one ``call_at`` (R39). An
 operation is awaited with ``wait``: it is submitted exactly as by
 ``try_complete_else_watch`` (R22) and the coroutine resumes with its ``Outcome`` (R40).
@@ -16,22 +16,26 @@ Everything runs on the loop thread: ``try_complete``, ``on_complete`` and
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Hashable, Iterable
 from typing import Any, Generic, Literal, TypeVar
 
 from kpurgatory import optimized, reference
 from kpurgatory._checks import require_str
 from kpurgatory.aio.driver import LoopTimerDriver
+from kpurgatory.aio.executor import LoopExecutor
 from kpurgatory.aio.operation import DelayedOperation, ReferenceDelayedOperation, Waiter, settle
 from kpurgatory.aio.outcome import Outcome
 from kpurgatory.aio.virtual import VirtualTimeLoop
 from kpurgatory.clock import ManualClock, MonotonicClock
-from kpurgatory.executors import InlineExecutor
 from kpurgatory.spec.protocols import Clock
 
 __all__ = ["AsyncPurgatory", "PurgatoryImplementation"]
 
 T = TypeVar("T", bound="DelayedOperation | ReferenceDelayedOperation")
+
+_KNOWN_TYPES_LIMIT = 256
+"""Operation classes remembered as checked (classes made on the fly would grow it)."""
 
 PurgatoryImplementation = Literal["optimized", "reference"]
 """Which implementation an ``AsyncPurgatory`` wraps."""
@@ -92,7 +96,7 @@ class AsyncPurgatory(Generic[T]):
                 "that clock, and a VirtualTimeLoop only with its clock"
             )
         impl: Any = optimized if implementation == "optimized" else reference
-        timer = impl.SystemTimer(name, tick_ms, wheel_size, clock=clock, executor=InlineExecutor())
+        timer = impl.SystemTimer(name, tick_ms, wheel_size, clock=clock, executor=LoopExecutor())
         self._purgatory: Any = impl.DelayedOperationPurgatory(
             name,
             timer,
@@ -110,6 +114,9 @@ class AsyncPurgatory(Generic[T]):
         self._driver = LoopTimerDriver(loop, timer, clock, self._advance, direct=direct)
         self._waiting: dict[int, T] = {}
         self._closed = False
+        self._known_types: set[type] = set()
+        self._try_complete_else_watch = self._purgatory.try_complete_else_watch
+        self._now_ms = clock.now_ms
 
     # -- read-only state -------------------------------------------------------------
 
@@ -174,6 +181,19 @@ class AsyncPurgatory(Generic[T]):
         finally:
             del self._waiting[key]
 
+    def submit(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
+        """Submit as ``wait`` does, without awaiting: a future of the ``Outcome`` (R40).
+
+        For code that does not want a task per operation (a generator submitting many).
+        Cancelling the returned future abandons the operation (R41). Same errors as
+        ``wait``. Cost over ``try_complete_else_watch``: a future, a done-callback and
+        at most one ``call_at``.
+        """
+        waiter = self._submit(operation, watch_keys)
+        if not waiter.done():
+            waiter.add_done_callback(functools.partial(self._abandon_cancelled, operation))
+        return waiter
+
     def check_and_complete(self, key: Hashable) -> int:
         """``check_and_complete`` (R25): completes (and wakes) every ready waiter on ``key``."""
         completed: int = self._purgatory.check_and_complete(key)
@@ -228,13 +248,15 @@ class AsyncPurgatory(Generic[T]):
 
     def _submit(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
         """Submit with a fresh waiter attached; arm the driver for its due time."""
-        if type(operation) is not self._operation_type and not isinstance(
-            operation, self._operation_type
-        ):
-            raise TypeError(
-                f"operation must be a kpurgatory.aio.{self._operation_type.__name__}, "
-                f"not {type(operation).__name__}"
-            )
+        cls = type(operation)
+        if cls not in self._known_types:  # one set lookup instead of an ABC isinstance
+            if not isinstance(operation, self._operation_type):
+                raise TypeError(
+                    f"operation must be a kpurgatory.aio.{self._operation_type.__name__}, "
+                    f"not {cls.__name__}"
+                )
+            if len(self._known_types) < _KNOWN_TYPES_LIMIT:
+                self._known_types.add(cls)
         loop = self._loop
         if asyncio._get_running_loop() is not loop:
             raise RuntimeError("AsyncPurgatory.wait must be awaited on the purgatory's loop")
@@ -245,16 +267,23 @@ class AsyncPurgatory(Generic[T]):
         waiter: Waiter = loop.create_future()
         operation._waiter = waiter
         try:
-            self._purgatory.try_complete_else_watch(operation, watch_keys)
+            self._try_complete_else_watch(operation, watch_keys)
         except BaseException:
             operation._waiter = None
             if waiter.done() and not waiter.cancelled():
                 waiter.exception()  # on_complete raised: the caller gets it from here (R42)
             raise
         if not waiter.done() and self._timer_enabled:
-            expiration = self._clock.now_ms() + operation.delay_ms
-            self._driver.schedule(expiration - expiration % self._tick_ms)
+            expiration = self._now_ms() + operation.delay_ms
+            due = expiration - expiration % self._tick_ms
+            armed = self._driver.armed_due
+            if armed is None or due < armed:
+                self._driver.schedule(due)
         return waiter
+
+    def _abandon_cancelled(self, operation: T, waiter: Waiter) -> None:
+        if waiter.cancelled():
+            self._abandon(operation)
 
     def _abandon(self, operation: T) -> bool:
         abandoned: bool = self._purgatory.abandon(operation)

@@ -371,14 +371,16 @@ RULES: tuple[Rule, ...] = (
         "(at once included), EXPIRED if its expiry won (R17), ABANDONED if abandon or "
         "shutdown took it out. The outcome is set once on_complete has returned. Bad "
         "arguments raise as try_complete_else_watch does (R34-R36) and leave no trace; a "
-        "second wait of the same operation raises ValueError.",
+        "second wait of the same operation raises ValueError. submit(operation, keys) does "
+        "the same without awaiting and returns a future of the outcome.",
     ),
     Rule(
         "R41",
         "aio",
         "Cancelling a wait abandons",
         "If the task awaiting wait is cancelled (Task.cancel, a wait_for timeout, a "
-        "TaskGroup, a dropped client) before the outcome reached it, the operation is "
+        "TaskGroup, a dropped client), or the future returned by submit is cancelled, before "
+        "the outcome reached it, the operation is "
         "abandoned: it leaves every watcher list and the timer (watched and num_delayed "
         "drop at once), it never completes later, neither on_complete nor on_expiration "
         "runs, and the CancelledError propagates. An operation that finished before the "

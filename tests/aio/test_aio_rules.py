@@ -634,3 +634,34 @@ def test_r44_loop_closed_with_operations_pending(implementation: PurgatoryImplem
     assert log == [("complete", "a", 10)]
     purgatory.shutdown()
     assert purgatory.closed
+
+
+def test_r40_r41_submit_returns_a_future_whose_cancel_abandons(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R40: submit's future resolves to the outcome; R41: cancelling it abandons."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            expiring = purgatory.submit(op(20, "e", log, clock), ["k"])
+            completing = op(50, "c", log, clock)
+            answered = purgatory.submit(completing, ["k"])
+            dropped_op = op(30, "d", log, clock)
+            dropped = purgatory.submit(dropped_op, ["k"])
+            at_once = purgatory.submit(op(50, "now", log, clock, ready=True), ["k"])
+            assert at_once.done() and at_once.result() is Outcome.COMPLETED
+            dropped.cancel()
+            await settle()
+            assert dropped_op.is_abandoned
+            assert purgatory.purgatory.watched == 2
+            completing.ready = True
+            purgatory.check_and_complete("k")
+            assert await answered is Outcome.COMPLETED
+            assert await expiring is Outcome.EXPIRED
+            assert clock.now_ms() == 20
+
+    run(main(), clock)
+    assert ("complete", "d", 0) not in log and ("expire", "d", 30) not in log

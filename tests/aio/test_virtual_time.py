@@ -93,3 +93,23 @@ def test_r45_ready_io_is_served_without_a_jump() -> None:
 def test_r45_clock_must_be_a_manual_clock() -> None:
     with pytest.raises(TypeError, match="clock must be a ManualClock"):
         VirtualTimeLoop(object())  # type: ignore[arg-type]
+
+
+def test_r39_loop_executor_runs_inline_and_refuses_after_shutdown() -> None:
+    """R39: the driver's executor runs each hand-over inside submit, on the caller's thread."""
+    from kpurgatory.aio import LoopExecutor
+
+    calls: list[int] = []
+    executor = LoopExecutor()
+    first = executor.submit(calls.append, 1)
+    assert calls == [1] and first.done() and first.result() is None
+
+    def boom() -> None:
+        raise ValueError("boom")
+
+    failed = executor.submit(boom)
+    assert isinstance(failed.exception(), ValueError)
+    executor.shutdown()
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        executor.submit(calls.append, 2)
+    assert calls == [1]
