@@ -341,7 +341,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # ---- next due time ---------------------------------------------------------------
     Rule(
-        "R38",
+        "R43",
         "timer",
         "Next due time",
         "next_due_time is the least due time of the tasks scheduled in the timer (those "
@@ -352,7 +352,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # ---- asyncio ---------------------------------------------------------------------
     Rule(
-        "R39",
+        "R44",
         "aio",
         "Loop-driven timer",
         "An AsyncPurgatory starts no thread. Its timer runs due tasks inline and is advanced "
@@ -363,7 +363,7 @@ RULES: tuple[Rule, ...] = (
         "order (R6), then the purge runs if due (R30).",
     ),
     Rule(
-        "R40",
+        "R45",
         "aio",
         "Awaiting an operation",
         "await wait(operation, keys) submits the operation as try_complete_else_watch does "
@@ -375,7 +375,7 @@ RULES: tuple[Rule, ...] = (
         "the same without awaiting and returns a future of the outcome.",
     ),
     Rule(
-        "R41",
+        "R46",
         "aio",
         "Cancelling a wait abandons",
         "If the task awaiting wait is cancelled (Task.cancel, a wait_for timeout, a "
@@ -388,7 +388,7 @@ RULES: tuple[Rule, ...] = (
         "submitted operation abandon it too; its wait returns ABANDONED.",
     ),
     Rule(
-        "R42",
+        "R47",
         "aio",
         "Callback errors",
         "If on_complete raises, the operation stays completed (R16), its wait raises that "
@@ -397,7 +397,7 @@ RULES: tuple[Rule, ...] = (
         "keeps driving the timer.",
     ),
     Rule(
-        "R43",
+        "R48",
         "aio",
         "Asyncio shutdown",
         "AsyncPurgatory.shutdown is idempotent and may be called from a callback running on "
@@ -407,7 +407,7 @@ RULES: tuple[Rule, ...] = (
         "during the call keeps its outcome; later waits raise RuntimeError.",
     ),
     Rule(
-        "R44",
+        "R49",
         "aio",
         "Loop thread",
         "An AsyncPurgatory belongs to one loop; wait off that loop raises RuntimeError. "
@@ -419,7 +419,7 @@ RULES: tuple[Rule, ...] = (
         "operation still completes). With the loop closed, shutdown still works.",
     ),
     Rule(
-        "R45",
+        "R50",
         "aio",
         "Virtual time",
         "On a VirtualTimeLoop, loop.time() is the ManualClock's reading in seconds, and "
