@@ -34,7 +34,9 @@ class MonotonicClock:
 
         Called with ``condition`` held. Re-reads ``next_due`` after every wake-up, so a
         task added with an earlier due time (which notifies ``condition``) shortens the
-        wait. Returns the reading at which the caller should drain.
+        wait. Returns the reading at which the caller should drain. Any ``timeout_ms``
+        >= 0 works, however large: the wait goes in slices of at most
+        ``threading.TIMEOUT_MAX`` seconds (R42).
         """
         deadline = self.now_ms() + timeout_ms
         while True:
@@ -43,7 +45,9 @@ class MonotonicClock:
             if now >= deadline or (due is not None and due <= now):
                 return now
             wake_at = deadline if due is None else min(deadline, due)
-            condition.wait((wake_at - now) / 1000.0)
+            # Condition.wait refuses more than TIMEOUT_MAX seconds; any int timeout is valid
+            # (R42, Kafka's Long.MAX_VALUE included), so wait in slices and loop.
+            condition.wait(min((wake_at - now) / 1000.0, threading.TIMEOUT_MAX))
 
     def __repr__(self) -> str:
         return "MonotonicClock()"

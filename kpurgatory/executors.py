@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from kpurgatory._checks import require_str
 
-__all__ = ["InlineExecutor", "SingleThreadExecutor"]
+__all__ = ["InlineExecutor", "SingleThreadExecutor", "await_termination"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -77,6 +77,28 @@ class SingleThreadExecutor(ThreadPoolExecutor):
         """Finish the tasks already submitted (when ``wait``), then stop the worker."""
         on_worker = threading.current_thread() is self._worker
         super().shutdown(wait=wait and not on_worker, cancel_futures=cancel_futures)
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """After ``shutdown``: wait up to ``timeout`` seconds (None: no limit) for the worker
+        to finish what was submitted and exit; True iff it has (or never started).
+
+        Called from the worker itself it cannot wait for its own exit and returns False.
+        """
+        worker = self._worker
+        if worker is None:
+            return True
+        if worker is threading.current_thread():
+            return False
+        worker.join(timeout)
+        return not worker.is_alive()
+
+
+def await_termination(executor: Executor, timeout: float | None) -> bool:
+    """Wait for ``executor``'s threads after its shutdown, where it can say (see
+    ``SingleThreadExecutor.await_termination``); any other executor counts as done."""
+    if isinstance(executor, SingleThreadExecutor):
+        return executor.await_termination(timeout)
+    return True
 
 
 def run_logged(task: Any, logger: Any) -> None:

@@ -191,6 +191,7 @@ def test_r31_reaper_expires_by_itself_and_shutdown_is_prompt(impl: ModuleType) -
         purgatory.shutdown()
         elapsed = time.monotonic() - started
     assert elapsed < 1.0
+    assert purgatory.await_termination(WAIT_S)  # R39: the reaper exits after shutdown
     assert not thread_alive(reaper)
     assert not pending.is_completed and not pending.expired.is_set()  # R32
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -751,24 +750,32 @@ def test_r14_context_manager_closes_on_exit(impl: ModuleType) -> None:
     assert timer.advance_clock(10) is False and runs(recorder) == []
 
 
-def test_r14_owned_executor_finishes_handed_over_work_then_stops(impl: ModuleType) -> None:
-    """R14/R15: close waits for the run already handed to its own worker, then stops the worker.
+def test_r14_r39_owned_executor_finishes_handed_over_work_close_does_not_wait(
+    impl: ModuleType,
+) -> None:
+    """R14/R15/R39: the owned worker still runs what was handed over, but close returns
+    without waiting for it; await_termination waits, and the worker is gone afterwards.
 
-    ManualClock with the default executor: the task runs on ``executor-<name>``; close
-    returns only after it finished, and the worker thread is gone afterwards.
+    ManualClock with the default executor: the task runs on ``executor-<name>``.
     """
     name = f"owned-{impl.__name__.rsplit('.', 1)[-1]}-r14"
+    release = threading.Event()
     finished = threading.Event()
     thread_names: list[str] = []
 
     def slow() -> None:
         thread_names.append(threading.current_thread().name)
-        time.sleep(0.1)
+        release.wait(JOIN_TIMEOUT_S)
         finished.set()
 
     timer = impl.SystemTimer(name, clock=ManualClock(0))
+    assert timer.await_termination(0) is False  # not closed yet
     timer.add(callback_task_class(impl)(0, "slow", Recorder(ManualClock(0)), slow))
-    timer.close()
+    timer.close()  # returns although the handed-over task is still running
+    assert not finished.is_set()
+    assert timer.await_termination(0.01) is False
+    release.set()
+    assert timer.await_termination(JOIN_TIMEOUT_S) is True
     assert finished.is_set()
     assert thread_names == [f"executor-{name}"]
     assert all(t.name != f"executor-{name}" for t in threading.enumerate())
@@ -873,7 +880,8 @@ def test_r43_next_due_time_is_the_least_scheduled_due_time(impl: ModuleType) -> 
         early.cancel()
         assert a.next_due_time == floor_to(40, 5)
         b.add(mid)  # moved: leaves a, due in b from the reading now
-        assert (a.next_due_time, b.next_due_time) == (floor_to(93, 5), floor_to(40, 5))
+        pair: tuple[int | None, int | None] = (a.next_due_time, b.next_due_time)
+        assert pair == (floor_to(93, 5), floor_to(40, 5))
         late.cancel()
         assert a.next_due_time is None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from kpurgatory import sync
 from kpurgatory.optimized._mypyc import mypyc_attr
@@ -25,6 +26,12 @@ from kpurgatory.optimized.timer import TimerTask
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
+
+
+class _Owner(Protocol):
+    """The purgatory an operation was submitted to (what ``cancel`` delegates to)."""
+
+    def abandon(self, operation: Any) -> bool: ...
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -45,12 +52,15 @@ class DelayedOperation(TimerTask):
     """
 
     __slots__ = (
+        "_abandoned",
         "_completed",
         "_flags",
         "_lock",
         "_on_expired",
+        "_owner",
         "_submitted",
         "_try_complete_pending",
+        "_watch_keys",
     )
 
     def __init__(self, delay_ms: object, lock: AbstractLock | None = None) -> None:
@@ -62,6 +72,9 @@ class DelayedOperation(TimerTask):
         self._completed = False
         self._try_complete_pending = False
         self._submitted = False
+        self._abandoned = False
+        self._owner: _Owner | None = None
+        self._watch_keys: list[Any] | None = None
         self._on_expired: Callable[[], None] | None = None
 
     @property
@@ -71,8 +84,25 @@ class DelayedOperation(TimerTask):
 
     @property
     def is_completed(self) -> bool:
-        """Whether the operation has completed (early or by expiry)."""
-        return self._completed
+        """Whether the operation has completed (early or by expiry); False once abandoned."""
+        return self._completed and not self._abandoned
+
+    @property
+    def is_abandoned(self) -> bool:
+        """Whether the operation was abandoned (R40): it will never complete or expire."""
+        return self._abandoned
+
+    def cancel(self) -> None:
+        """Abandon the operation if it was submitted to a purgatory, else unschedule it (R40).
+
+        On a submitted operation this is ``purgatory.abandon(self)``; on one never
+        submitted, ``TimerTask.cancel``. Reference equivalent: ``DelayedOperation.cancel``.
+        """
+        owner = self._owner
+        if owner is None:
+            TimerTask.cancel(self)
+        else:
+            owner.abandon(self)
 
     def force_complete(self) -> bool:
         """Complete the operation if nobody has yet (R16).
@@ -88,7 +118,7 @@ class DelayedOperation(TimerTask):
             won = not self._completed
             self._completed = True
         if won:
-            self.cancel()
+            TimerTask.cancel(self)
             self.on_complete()
             return True
         return False
@@ -120,23 +150,46 @@ class DelayedOperation(TimerTask):
                 self.on_expiration()
 
     def safe_try_complete(self) -> bool:
-        """``try_complete`` while holding the lock; False at once if already completed (R18)."""
-        with self._lock:
-            if self._completed:
+        """``try_complete`` while holding the lock; False at once if already completed (R18).
+
+        Honours the pending flag (R41): cleared before ``try_complete``; if a
+        ``maybe_try_complete`` set it while the lock was held, the attempt it left to the
+        holder is made after the lock is released. Reference equivalent: same.
+        """
+        return self._safe_try_complete_for(None)
+
+    def _safe_try_complete_for(self, owner: object) -> bool:
+        """``safe_try_complete``, also False if ``owner`` is given and is not the purgatory
+        the operation is submitted to (a submission rolled back meanwhile, R38)."""
+        while True:
+            with self._lock:
+                if self._completed or (owner is not None and self._owner is not owner):
+                    return False
+                with self._flags:
+                    self._try_complete_pending = False
+                if self.try_complete():
+                    return True
+            if not self._try_complete_pending:
                 return False
-            return self.try_complete()
 
     def safe_try_complete_or_else(self, f: Callable[[], None]) -> bool:
         """Holding the lock: ``try_complete``; if that fails, ``f()`` and ``try_complete`` again.
 
         Returns the result of the last ``try_complete`` (R19); ``f`` runs at most once,
-        only when the first attempt failed.
+        only when the first attempt failed. A ``maybe_try_complete`` that knocked while
+        the lock was held gets its attempt afterwards, as in ``safe_try_complete`` (R41).
         """
         with self._lock:
+            with self._flags:
+                self._try_complete_pending = False
             if self.try_complete():
                 return True
             f()
-            return self.try_complete()
+            if self.try_complete():
+                return True
+        if self._try_complete_pending:  # a knocker left its attempt to us (R41)
+            return self.safe_try_complete()
+        return False
 
     def maybe_try_complete(self) -> bool:
         """Kafka 1.1-2.6's non-blocking ``try_complete`` with the "pending" flag (R20).
@@ -145,7 +198,8 @@ class DelayedOperation(TimerTask):
         ``try_complete``, then go round again if someone knocked meanwhile. If the lock
         is busy, set the pending flag; only the first knocker retries itself. At least
         one ``try_complete`` starts after each call began, provided the lock holder is
-        itself in ``maybe_try_complete`` (KAFKA-8334). Returns True iff a
+        in ``maybe_try_complete`` or a blocking path of the operation (R41; any other
+        holder does not see the flag: KAFKA-8334). Returns True iff a
         ``try_complete`` run by this call returned True.
         """
         done = False
@@ -165,13 +219,35 @@ class DelayedOperation(TimerTask):
             if self._completed or not retry:
                 return done
 
-    def _claim_submission(self) -> bool:
-        """Mark the operation as submitted to a purgatory; False if it already was (R34)."""
+    def _claim_submission(self, owner: _Owner) -> bool:
+        """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
         with self._flags:  # compare-and-set False -> True
             claimed = not self._submitted
             self._submitted = True
+        if claimed:
+            self._owner = owner
         return claimed
 
+    def _release_submission(self) -> None:
+        """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
+        self._owner = None
+        self._watch_keys = None
+        self._on_expired = None
+        with self._flags:
+            self._submitted = False
+
+    def _abandon(self) -> bool:
+        """Mark a pending operation finished without completing it (R40); lock held."""
+        with self._flags:  # compare-and-set False -> True, abandoned written first
+            won = not self._completed
+            if won:
+                self._abandoned = True
+            self._completed = True
+        if won:
+            TimerTask.cancel(self)
+        return won
+
     def __repr__(self) -> str:
-        state = "completed" if self.is_completed else "pending"
+        done = "completed" if self._completed else "pending"
+        state = "abandoned" if self._abandoned else done
         return f"<{type(self).__name__} delay_ms={self.delay_ms} {state}>"

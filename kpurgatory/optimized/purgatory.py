@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
@@ -36,7 +37,7 @@ from kpurgatory._checks import (
 from kpurgatory.clock import ManualClock
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.operation import DelayedOperation
-from kpurgatory.optimized.timer import SystemTimer
+from kpurgatory.optimized.timer import SystemTimer, TimerTask
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DEFAULT_SHARDS", "REAPER_STEP_MS", "DelayedOperationPurgatory", "WatcherList"]
@@ -176,7 +177,9 @@ class DelayedOperationPurgatory(Generic[T]):
         self._num_completed = 0
         self._num_expired = 0
         self._shutdown_lock = sync.new_lock()
+        self._shutdown_finished = sync.new_condition(self._shutdown_lock)
         self._is_shut_down = False
+        self._shutdown_done = False
         self._stop_reaper = threading.Event()
         self._reaper: threading.Thread | None = None
         if self._reaper_enabled:
@@ -279,39 +282,68 @@ class DelayedOperationPurgatory(Generic[T]):
         keys = _watch_keys(watch_keys)
         if self._is_shut_down:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        if not operation._claim_submission():
+        if not operation._claim_submission(self):
             raise ValueError(
                 f"operation {operation!r} was already passed to try_complete_else_watch"
             )
-        operation._on_expired = self._count_expired
-        shards = self._shards
-        num_shards = self._num_shards
-
-        def watch_all() -> None:
-            op_id = id(operation)
-            for key in keys:
-                if operation._completed:
-                    break
-                shard = shards[abs(hash(key)) % num_shards]
-                with shard.lock:
-                    watchers = shard.watchers.get(key)
-                    if watchers is None:
-                        watchers = shard.watchers[key] = WatcherList(key)
-                    watchers.ops[op_id] = operation
-                    shard.count += 1
-            with self._counters_lock:
-                self._estimated_total_operations += 1
-
-        if operation.safe_try_complete_or_else(watch_all):
+        if self._submit(operation, keys):
             with self._counters_lock:
                 self._num_completed += 1
             return True
-        if not operation._completed:
-            if self._timer_enabled:
-                self._timer.add(operation)
-            if operation._completed:
-                operation.cancel()
         return False
+
+    def _submit(self, operation: T, keys: list[Hashable]) -> bool:
+        """R22 under the operation's lock, rolled back if it raises (R38); then R41's retry.
+
+        Reference equivalent: ``DelayedOperationPurgatory._submit`` (same sequence)."""
+        shards = self._shards
+        num_shards = self._num_shards
+        op_id = id(operation)
+        watched = 0
+        counted = False
+        with operation._lock:
+            try:
+                if operation._abandoned:  # abandoned between the claim and the lock (R40)
+                    return False
+                operation._on_expired = self._count_expired
+                with operation._flags:
+                    operation._try_complete_pending = False
+                if operation.try_complete():
+                    return True
+                operation._watch_keys = keys
+                for key in keys:
+                    if operation._completed:
+                        break
+                    shard = shards[abs(hash(key)) % num_shards]
+                    with shard.lock:
+                        watchers = shard.watchers.get(key)
+                        if watchers is None:
+                            watchers = shard.watchers[key] = WatcherList(key)
+                        watchers.ops[op_id] = operation
+                        shard.count += 1
+                    watched += 1
+                with self._counters_lock:
+                    self._estimated_total_operations += 1
+                counted = True
+                if operation.try_complete():
+                    return True
+                if self._timer_enabled and not operation._completed:
+                    self._timer.add(operation)
+                    if operation._completed:  # force_complete by a lock-free caller
+                        TimerTask.cancel(operation)
+            except BaseException as exc:
+                if operation._completed:
+                    raise  # on_complete ran: the operation stays completed and submitted
+                self._unwatch_keys(operation, keys[:watched])
+                if counted:
+                    with self._counters_lock:
+                        self._estimated_total_operations -= 1
+                operation._release_submission()
+                if isinstance(exc, RuntimeError) and self._is_shut_down:
+                    raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
+                raise
+        # A maybe_try_complete that found the lock held left its attempt to us (R41).
+        return operation._try_complete_pending and operation._safe_try_complete_for(self)
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watched on ``key``; return how many this call completed.
@@ -333,7 +365,7 @@ class DelayedOperationPurgatory(Generic[T]):
         for operation in snapshot:
             if operation._completed:
                 self._unwatch(shard, watchers, operation)
-            elif operation.safe_try_complete():
+            elif operation._safe_try_complete_for(self):
                 completed += 1
                 self._unwatch(shard, watchers, operation)
         if completed:
@@ -345,8 +377,9 @@ class DelayedOperationPurgatory(Generic[T]):
         """Stop watching ``key``: cancel each operation's timer entry and return them (R29).
 
         The operations are neither completed nor expired and stay on their other keys;
-        the list is in watch order and includes completed ones. O(n). Reference
-        equivalent: ``cancel_for_key``.
+        the list is in watch order and includes completed ones. Each timer entry is
+        cancelled under the operation's lock, so a submission still under way has added
+        its entry first (R29, R22). O(n). Reference equivalent: ``cancel_for_key``.
         """
         shard = self._shards[_shard_index(key, self._num_shards)]
         with shard.lock:
@@ -357,8 +390,34 @@ class DelayedOperationPurgatory(Generic[T]):
             watchers.ops.clear()
             shard.count -= len(operations)
         for operation in operations:
-            operation.cancel()
+            with operation._lock:
+                TimerTask.cancel(operation)
         return operations
+
+    def abandon(self, operation: T) -> bool:
+        """Give up on a submitted operation: it will never complete or expire (R40).
+
+        Holding the operation's lock, mark it finished without ``on_complete`` or
+        ``on_expiration``, cancel its timer entry (O(1)) and unlink it from each of its
+        keys (O(1) per key). True iff this call abandoned a pending operation; False if
+        it had completed, expired or been abandoned already. ``ValueError`` if it was
+        never submitted here, ``TypeError`` if it is not an optimized operation.
+        ``operation.cancel()`` on a submitted operation calls this. Reference
+        equivalent: ``DelayedOperationPurgatory.abandon`` (unlink by list scan).
+        """
+        if not isinstance(operation, DelayedOperation):
+            raise TypeError(
+                f"operation must be an optimized DelayedOperation, not {type(operation).__name__}"
+            )
+        if operation._owner is not self:
+            raise ValueError(f"operation {operation!r} was not submitted to {self._name!r}")
+        with operation._lock:
+            if operation._owner is not self or not operation._abandon():
+                return False
+            keys = operation._watch_keys
+            if keys is not None:
+                self._unwatch_keys(operation, keys)
+        return True
 
     def advance_clock(self, timeout_ms: object) -> None:
         """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
@@ -372,28 +431,57 @@ class DelayedOperationPurgatory(Generic[T]):
         self._purge_if_due()
 
     def shutdown(self) -> None:
-        """Stop and join the reaper, then close the timer (R32): idempotent.
+        """Refuse new calls, stop the reaper and close the timer (R32, R39): idempotent.
 
-        The reaper is woken at once (``timer.wakeup``). Pending operations are neither
-        completed nor expired.
+        Returns once the purgatory is shut down (later submissions and advances raise
+        ``RuntimeError``, the timer hands nothing more over, the reaper starts no further
+        step); a concurrent caller returns only then too. It does not wait for a task
+        already handed over, which may need a lock the caller holds:
+        ``await_termination`` does. Pending operations are neither completed nor expired.
+        Reference equivalent: ``DelayedOperationPurgatory.shutdown``.
         """
         with self._shutdown_lock:
             if self._is_shut_down:
+                while not self._shutdown_done:
+                    self._shutdown_finished.wait()
                 return
             self._is_shut_down = True
-        self._stop_reaper.set()
+        try:
+            self._stop_reaper.set()
+            self._timer.wakeup()
+            self._timer.close()
+        finally:
+            with self._shutdown_lock:
+                self._shutdown_done = True
+                self._shutdown_finished.notify_all()
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """After ``shutdown``, wait up to ``timeout`` seconds (None: no limit) for the
+        reaper thread to exit and the timer's own executor to finish (R39).
+
+        True iff both have; False at once before ``shutdown``, and from the reaper or
+        executor thread itself. Reference equivalent: same.
+        """
+        if not self._is_shut_down:
+            return False
+        deadline = None if timeout is None else time.monotonic() + timeout
         reaper = self._reaper
         if reaper is not None:
-            self._timer.wakeup()
-            if reaper is not threading.current_thread():
-                reaper.join()
-        self._timer.close()
+            if reaper is threading.current_thread():
+                return False
+            reaper.join(timeout)
+            if reaper.is_alive():
+                return False
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self._timer.await_termination(remaining)
 
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        """Shut down, then wait for the reaper and executor (``await_termination``)."""
         self.shutdown()
+        self.await_termination()
 
     def __repr__(self) -> str:
         return (
@@ -436,6 +524,15 @@ class DelayedOperationPurgatory(Generic[T]):
     def _count_expired(self) -> None:
         with self._counters_lock:
             self._num_expired += 1
+
+    def _unwatch_keys(self, operation: T, keys: list[Hashable]) -> None:
+        """Unlink ``operation`` from the watcher list of each key in ``keys`` (if there)."""
+        for key in keys:
+            shard = self._shards[abs(hash(key)) % self._num_shards]
+            with shard.lock:
+                watchers = shard.watchers.get(key)
+            if watchers is not None:
+                self._unwatch(shard, watchers, operation)
 
     def _unwatch(self, shard: _Shard[T], watchers: WatcherList[T], operation: T) -> None:
         """Unlink ``operation`` from ``watchers``; drop the list if empty and still mapped."""

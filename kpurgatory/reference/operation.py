@@ -7,19 +7,27 @@ Follows Kafka 2.7-4.0, with two choices from Kafka 4.x made explicit (R17, R18):
 expiry holds the operation's lock, and ``safe_try_complete`` skips ``try_complete``
 on an operation that is already completed.
 
-Rules implemented here: R16-R21.
+Rules implemented here: R16-R21, R40 (abandon) and R41 (the pending flag on the blocking
+paths).
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from kpurgatory import sync
 from kpurgatory.reference.timer import TimerTask
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
+
+
+class _Owner(Protocol):
+    """The purgatory an operation was submitted to (what ``cancel`` delegates to)."""
+
+    def abandon(self, operation: Any) -> bool: ...
 
 
 class DelayedOperation(TimerTask):
@@ -40,6 +48,9 @@ class DelayedOperation(TimerTask):
         self._completed = sync.new_flag(False)
         self._try_complete_pending = sync.new_flag(False)
         self._submitted = sync.new_flag(False)
+        self._abandoned = False
+        self._owner: _Owner | None = None
+        self._watch_keys: tuple[object, ...] = ()
 
     @property
     def lock(self) -> AbstractLock:
@@ -48,8 +59,26 @@ class DelayedOperation(TimerTask):
 
     @property
     def is_completed(self) -> bool:
-        """Whether the operation has completed (early or by expiry)."""
-        return self._completed.get()
+        """Whether the operation has completed (early or by expiry); False once abandoned."""
+        return self._completed.get() and not self._abandoned
+
+    @property
+    def is_abandoned(self) -> bool:
+        """Whether the operation was abandoned (R40): it will never complete or expire."""
+        return self._abandoned
+
+    def cancel(self) -> None:
+        """Abandon the operation if it was submitted to a purgatory, else unschedule it (R40).
+
+        On a submitted operation this is ``purgatory.abandon(self)``: it leaves every
+        watcher list and the timer and never completes. On an operation never submitted
+        it is ``TimerTask.cancel`` (a plain timer task added to a timer by hand).
+        """
+        owner = self._owner
+        if owner is None:
+            TimerTask.cancel(self)
+        else:
+            owner.abandon(self)
 
     def force_complete(self) -> bool:
         """Complete the operation if nobody has yet (R16).
@@ -60,7 +89,7 @@ class DelayedOperation(TimerTask):
         this method's caller. Every other call returns False and does nothing.
         """
         if self._completed.compare_and_set(False, True):
-            self.cancel()
+            TimerTask.cancel(self)
             self.on_complete()
             return True
         return False
@@ -88,23 +117,44 @@ class DelayedOperation(TimerTask):
                 self.on_expiration()
 
     def safe_try_complete(self) -> bool:
-        """``try_complete`` while holding the lock; False at once if already completed (R18)."""
-        with self._lock:
-            if self._completed.get():
+        """``try_complete`` while holding the lock; False at once if already completed (R18).
+
+        Honours the pending flag (R41): it is cleared before ``try_complete``, and if a
+        ``maybe_try_complete`` found the lock held and set it meanwhile, the attempt it
+        left to the holder is made here, after the lock was released, so none is lost.
+        """
+        return self._safe_try_complete_for(None)
+
+    def _safe_try_complete_for(self, owner: object) -> bool:
+        """``safe_try_complete``, also False if ``owner`` is given and is not the purgatory
+        the operation is submitted to (a submission rolled back meanwhile, R38)."""
+        while True:
+            with self._lock:
+                if self._completed.get() or (owner is not None and self._owner is not owner):
+                    return False
+                self._try_complete_pending.set(False)
+                if self.try_complete():
+                    return True
+            if not self._try_complete_pending.get():
                 return False
-            return self.try_complete()
 
     def safe_try_complete_or_else(self, f: Callable[[], None]) -> bool:
         """Holding the lock: ``try_complete``; if that fails, ``f()`` and ``try_complete`` again.
 
         Returns the result of the last ``try_complete`` (R19). ``f`` runs at most once,
-        and only when the first attempt failed.
+        and only when the first attempt failed. A ``maybe_try_complete`` that knocked while
+        the lock was held gets its attempt afterwards, as in ``safe_try_complete`` (R41).
         """
         with self._lock:
+            self._try_complete_pending.set(False)
             if self.try_complete():
                 return True
             f()
-            return self.try_complete()
+            if self.try_complete():
+                return True
+        if self._try_complete_pending.get():  # a knocker left its attempt to us (R41)
+            return self.safe_try_complete()
+        return False
 
     def maybe_try_complete(self) -> bool:
         """Kafka 1.1-2.6's non-blocking ``try_complete`` with the "pending" flag (R20).
@@ -113,10 +163,10 @@ class DelayedOperation(TimerTask):
         another caller knocked meanwhile, go round again. If the lock is busy, set the
         pending flag; the first knocker retries itself, later ones leave it to the
         holder. Guarantee: after every call at least one ``try_complete`` starts after
-        the call began, provided the lock holder is itself inside ``maybe_try_complete``
-        (a holder outside it, e.g. a thread using a shared lock for other work, does
-        not see the flag: KAFKA-8334). Returns True iff a ``try_complete`` run by this
-        call returned True.
+        the call began, provided the lock holder is inside ``maybe_try_complete`` or a
+        blocking path of the operation (R41); a holder outside them, e.g. a thread using
+        a shared lock for other work, does not see the flag (KAFKA-8334). Returns True
+        iff a ``try_complete`` run by this call returned True.
         """
         done = False
         while True:
@@ -132,10 +182,28 @@ class DelayedOperation(TimerTask):
             if self._completed.get() or not retry:
                 return done
 
-    def _claim_submission(self) -> bool:
-        """Mark the operation as submitted to a purgatory; False if it already was."""
-        return self._submitted.compare_and_set(False, True)
+    def _claim_submission(self, owner: _Owner) -> bool:
+        """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
+        if not self._submitted.compare_and_set(False, True):
+            return False
+        self._owner = owner
+        return True
+
+    def _release_submission(self) -> None:
+        """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
+        self._owner = None
+        self._watch_keys = ()
+        self._submitted.set(False)
+
+    def _abandon(self) -> bool:
+        """Mark a pending operation finished without completing it (R40); lock held."""
+        if not self._completed.compare_and_set(False, True):
+            return False
+        self._abandoned = True
+        TimerTask.cancel(self)
+        return True
 
     def __repr__(self) -> str:
-        state = "completed" if self.is_completed else "pending"
+        done = "completed" if self._completed.get() else "pending"
+        state = "abandoned" if self._abandoned else done
         return f"<{type(self).__name__} delay_ms={self.delay_ms} {state}>"

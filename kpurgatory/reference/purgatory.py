@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Hashable, Iterable
 from typing import ClassVar, Generic, TypeVar
 
@@ -26,7 +27,7 @@ from kpurgatory._checks import (
 )
 from kpurgatory.clock import ManualClock
 from kpurgatory.reference.operation import DelayedOperation
-from kpurgatory.reference.timer import SystemTimer
+from kpurgatory.reference.timer import SystemTimer, TimerTask
 
 __all__ = ["REAPER_STEP_MS", "DelayedOperationPurgatory"]
 
@@ -86,6 +87,8 @@ class DelayedOperationPurgatory(Generic[T]):
         self._num_purged = 0
         self._num_completed_by_purgatory = 0
         self._is_shut_down = False
+        self._shutdown_done = False
+        self._shutdown_finished = sync.new_condition(self._lock)
         self._stop_reaper = threading.Event()
         self._reaper: threading.Thread | None = None
         if reaper_enabled:
@@ -149,14 +152,14 @@ class DelayedOperationPurgatory(Generic[T]):
     def try_complete_else_watch(self, operation: T, watch_keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now if it can; otherwise watch it on every key and time it.
 
-        The sequence (R22): holding the operation's lock, ``try_complete``; if that
-        fails, watch the operation on each distinct key while it is not completed
-        (KAFKA-18027), count it once in the purge estimate, and ``try_complete`` again.
-        Then, without the lock: if still not completed, add it to the timer (when
-        ``timer_enabled``), and cancel that timer entry if it completed meanwhile.
-        Returns True iff this call completed the operation (R23). An operation goes
-        through this method at most once (R34). Raises ``TypeError``/``ValueError`` on
-        bad arguments (R36) and ``RuntimeError`` after ``shutdown``.
+        The sequence (R22), all while holding the operation's lock: ``try_complete``; if
+        that fails, watch the operation on each distinct key while it is not completed
+        (KAFKA-18027), count it once in the purge estimate, ``try_complete`` again, and if
+        it is still not completed add it to the timer (when ``timer_enabled``). Returns
+        True iff this call completed the operation (R23). An operation goes through this
+        method at most once (R34). Raises ``TypeError``/``ValueError`` on bad arguments
+        (R36) and ``RuntimeError`` after ``shutdown``; a call that raises leaves no trace
+        (R38).
         """
         if not isinstance(operation, self._operation_type):
             raise TypeError(
@@ -166,30 +169,57 @@ class DelayedOperationPurgatory(Generic[T]):
         keys = watch_key_list(watch_keys)
         if self._is_shut_down:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        if not operation._claim_submission():
+        if not operation._claim_submission(self):
             raise ValueError(
                 f"operation {operation!r} was already passed to try_complete_else_watch"
             )
-
-        def watch_all() -> None:
-            for key in keys:
-                if operation.is_completed:
-                    break
-                with self._lock:
-                    self._watchers.setdefault(key, []).append(operation)
-            with self._lock:
-                self._estimated_total_operations += 1
-
-        if operation.safe_try_complete_or_else(watch_all):
+        if self._submit(operation, keys):
             with self._lock:
                 self._num_completed_by_purgatory += 1
             return True
-        if not operation.is_completed:
-            if self._timer_enabled:
-                self._timer.add(operation)
-            if operation.is_completed:
-                operation.cancel()
         return False
+
+    def _submit(self, operation: T, keys: list[Hashable]) -> bool:
+        """R22 under the operation's lock, rolled back if it raises (R38); then R41's retry."""
+        watched: list[Hashable] = []
+        counted = False
+        with operation.lock:
+            try:
+                if operation._abandoned:  # abandoned between the claim and the lock (R40)
+                    return False
+                operation._try_complete_pending.set(False)
+                if operation.try_complete():
+                    return True
+                operation._watch_keys = tuple(keys)
+                for key in keys:
+                    if operation._completed.get():
+                        break
+                    with self._lock:
+                        self._watchers.setdefault(key, []).append(operation)
+                    watched.append(key)
+                with self._lock:
+                    self._estimated_total_operations += 1
+                counted = True
+                if operation.try_complete():
+                    return True
+                if self._timer_enabled and not operation._completed.get():
+                    self._timer.add(operation)
+                    if operation._completed.get():  # force_complete by a lock-free caller
+                        TimerTask.cancel(operation)
+            except BaseException as exc:
+                if operation._completed.get():
+                    raise  # on_complete ran: the operation stays completed and submitted
+                for key in watched:
+                    self._unwatch(key, operation)
+                if counted:
+                    with self._lock:
+                        self._estimated_total_operations -= 1
+                operation._release_submission()
+                if isinstance(exc, RuntimeError) and self._is_shut_down:
+                    raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
+                raise
+        # A maybe_try_complete that found the lock held left its attempt to us (R41).
+        return operation._try_complete_pending.get() and operation._safe_try_complete_for(self)
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watched on ``key``; return how many this call completed.
@@ -204,9 +234,9 @@ class DelayedOperationPurgatory(Generic[T]):
             snapshot = list(self._watchers.get(key, ()))
         completed = 0
         for operation in snapshot:
-            if operation.is_completed:
+            if operation._completed.get():
                 self._unwatch(key, operation)
-            elif operation.safe_try_complete():
+            elif operation._safe_try_complete_for(self):
                 completed += 1
                 self._unwatch(key, operation)
         if completed:
@@ -218,14 +248,41 @@ class DelayedOperationPurgatory(Generic[T]):
         """Stop watching ``key``: cancel each operation's timer entry and return them (R29).
 
         The operations are neither completed nor expired; they stay on their other keys.
-        The list is in watch order and includes operations already completed.
+        The list is in watch order and includes operations already completed. Each timer
+        entry is cancelled under the operation's lock, so a submission still under way
+        has added its entry before it is cancelled (R29, R22).
         """
         require_hashable("key", key)
         with self._lock:
             operations = self._watchers.pop(key, [])
         for operation in operations:
-            operation.cancel()
+            with operation.lock:
+                TimerTask.cancel(operation)
         return operations
+
+    def abandon(self, operation: T) -> bool:
+        """Give up on a submitted operation: it will never complete or expire (R40).
+
+        Holding the operation's lock, mark it finished without ``on_complete`` or
+        ``on_expiration``, cancel its timer entry and unlink it from every key it is
+        watched on. Returns True iff this call abandoned a pending operation; False if it
+        had completed, expired or been abandoned already. ``ValueError`` if the operation
+        was never submitted here; ``TypeError`` if it is not an operation.
+        ``operation.cancel()`` on a submitted operation calls this.
+        """
+        if not isinstance(operation, self._operation_type):
+            raise TypeError(
+                f"operation must be a {_qualified(self._operation_type)}, "
+                f"not {type(operation).__name__}"
+            )
+        if operation._owner is not self:
+            raise ValueError(f"operation {operation!r} was not submitted to {self._name!r}")
+        with operation.lock:
+            if operation._owner is not self or not operation._abandon():
+                return False
+            for key in operation._watch_keys:
+                self._unwatch(key, operation)
+        return True
 
     def advance_clock(self, timeout_ms: int) -> None:
         """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
@@ -239,27 +296,57 @@ class DelayedOperationPurgatory(Generic[T]):
         self._purge_if_due()
 
     def shutdown(self) -> None:
-        """Stop the reaper and close the timer (R32): idempotent.
+        """Refuse new calls, stop the reaper and close the timer (R32, R39): idempotent.
 
-        Pending operations are neither completed nor expired.
+        Returns once the purgatory is shut down: later ``try_complete_else_watch`` and
+        ``advance_clock`` raise ``RuntimeError``, the timer hands nothing more over, and
+        the reaper starts no further step. A concurrent caller returns only then too. It
+        does not wait for a task already handed over (an expiry running on the executor
+        or the reaper), which may need a lock the caller holds; ``await_termination``
+        waits for that. Pending operations are neither completed nor expired.
         """
         with self._lock:
             if self._is_shut_down:
+                while not self._shutdown_done:
+                    self._shutdown_finished.wait()
                 return
             self._is_shut_down = True
-        self._stop_reaper.set()
+        try:
+            self._stop_reaper.set()
+            self._timer.wakeup()
+            self._timer.close()
+        finally:
+            with self._lock:
+                self._shutdown_done = True
+                self._shutdown_finished.notify_all()
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """After ``shutdown``, wait up to ``timeout`` seconds (None: no limit) for the
+        reaper thread to exit and the timer's own executor to finish (R39).
+
+        True iff both have; False at once before ``shutdown``. From the reaper or the
+        executor thread it cannot wait for that thread itself and returns False.
+        """
+        if not self._is_shut_down:
+            return False
+        deadline = None if timeout is None else time.monotonic() + timeout
         reaper = self._reaper
         if reaper is not None:
-            self._timer.wakeup()
-            if reaper is not threading.current_thread():
-                reaper.join()
-        self._timer.close()
+            if reaper is threading.current_thread():
+                return False
+            reaper.join(timeout)
+            if reaper.is_alive():
+                return False
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self._timer.await_termination(remaining)
 
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        """Shut down, then wait for the reaper and executor (``await_termination``)."""
         self.shutdown()
+        self.await_termination()
 
     def __repr__(self) -> str:
         return (
@@ -296,7 +383,7 @@ class DelayedOperationPurgatory(Generic[T]):
         purged = 0
         for key in list(self._watchers):
             operations = self._watchers[key]
-            pending = [operation for operation in operations if not operation.is_completed]
+            pending = [operation for operation in operations if not operation._completed.get()]
             purged += len(operations) - len(pending)
             if pending:
                 self._watchers[key] = pending

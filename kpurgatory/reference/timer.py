@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from kpurgatory import sync
 from kpurgatory._checks import require_at_least, require_int, require_str
 from kpurgatory.clock import MonotonicClock
-from kpurgatory.executors import SingleThreadExecutor, run_logged
+from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
 from kpurgatory.spec.arithmetic import (
     due_time,
     expiration_ms,
@@ -249,9 +249,10 @@ class SystemTimer:
     def close(self) -> None:
         """Stop the timer (R14): idempotent; scheduled tasks will never run.
 
-        A blocked ``advance_clock`` returns False. An executor the timer created is
-        shut down after finishing what was already handed over; a caller's executor
-        is left running.
+        A blocked ``advance_clock`` returns False. An executor the timer created is shut
+        down: it still runs what was already handed over, but ``close`` does not wait for
+        that (R39: the caller may hold a lock those tasks need; ``await_termination``
+        waits); a caller's executor is left running.
         """
         with _STATE_LOCK:
             if self._closed:
@@ -259,13 +260,26 @@ class SystemTimer:
             self._closed = True
             self._condition.notify_all()
         if self._owns_executor:
-            self._executor.shutdown(wait=True)
+            self._executor.shutdown(wait=False)
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """After ``close``, wait up to ``timeout`` seconds (None: no limit) until the
+        executor the timer created has run what was handed over and stopped (R39).
+
+        True iff it has; False at once if the timer is not closed, or when called from
+        that executor's own thread. A caller's executor is not waited for.
+        """
+        if not self._closed:
+            return False
+        return not self._owns_executor or await_termination(self._executor, timeout)
 
     def __enter__(self) -> SystemTimer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        """Close, then wait for the owned executor (``close`` + ``await_termination``)."""
         self.close()
+        self.await_termination()
 
     def __repr__(self) -> str:
         return (

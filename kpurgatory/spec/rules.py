@@ -140,9 +140,9 @@ RULES: tuple[Rule, ...] = (
         "Close",
         "close is idempotent; scheduled tasks never run after it; a blocked advance_clock "
         "returns False; advance_clock on a closed timer returns False at once; add raises "
-        "RuntimeError. An executor the timer created is shut down after finishing what was "
-        "already handed over; a caller's executor is left running. SystemTimer is a context "
-        "manager that closes on exit.",
+        "RuntimeError. An executor the timer created is shut down (it still runs what was "
+        "already handed over, but close does not wait for that, R39); a caller's executor is "
+        "left running. SystemTimer is a context manager that closes on exit.",
     ),
     Rule(
         "R15",
@@ -192,9 +192,10 @@ RULES: tuple[Rule, ...] = (
         "maybe_try_complete",
         "maybe_try_complete never blocks: it runs Kafka 1.1-2.6's try-lock loop with the "
         "pending flag, so at least one try_complete starts after each call began, provided the "
-        "lock holder is itself in maybe_try_complete. A lock held by any other code loses the "
-        "retry (KAFKA-8334). It returns True iff a try_complete run by this call returned True. "
-        "The purgatory does not use it: both of its paths take the lock blocking (R22, R25).",
+        "lock holder is itself in maybe_try_complete or in a blocking path of the operation "
+        "(R41). A lock held by any other code loses the retry (KAFKA-8334). It returns True iff "
+        "a try_complete run by this call returned True. The purgatory does not use it: both "
+        "of its paths take the lock blocking (R22, R25).",
     ),
     Rule(
         "R21",
@@ -212,9 +213,10 @@ RULES: tuple[Rule, ...] = (
         "try_complete_else_watch sequence",
         "Holding the operation's lock: try_complete; if False, for each distinct watch key in "
         "first-occurrence order, stop if the operation is completed, else append it to that "
-        "key's watcher list; add one to the purge estimate; try_complete again. Then, without "
-        "the lock: if the operation is not completed, add it to the timer (if timer_enabled), "
-        "and if it is completed by then, cancel its timer entry.",
+        "key's watcher list; add one to the purge estimate; try_complete again; if the "
+        "operation is still not completed, add it to the timer (if timer_enabled), and cancel "
+        "that entry if it was completed meanwhile. All of it holds the operation's lock, the "
+        "timer add included.",
     ),
     Rule(
         "R23",
@@ -270,7 +272,9 @@ RULES: tuple[Rule, ...] = (
         "cancel_for_key(key) removes the key's watcher list, cancels each operation's timer "
         "entry (no on_complete, no on_expiration), and returns those operations in watch order, "
         "completed ones included. They stay on their other keys; the purge estimate is "
-        "unchanged. An unknown key returns an empty list.",
+        "unchanged. An unknown key returns an empty list. Each entry is cancelled under the "
+        "operation's lock, so when cancel_for_key returns none of the returned operations is "
+        "in the timer, even one whose submission was under way.",
     ),
     Rule(
         "R30",
@@ -294,10 +298,10 @@ RULES: tuple[Rule, ...] = (
         "R32",
         "purgatory",
         "Shutdown",
-        "shutdown is idempotent: it stops and joins the reaper, then closes the timer (the "
-        "purgatory owns it). Pending operations are neither completed nor expired. Afterwards "
+        "shutdown is idempotent: it stops the reaper and closes the timer (the purgatory "
+        "owns it). Pending operations are neither completed nor expired. Afterwards "
         "try_complete_else_watch and advance_clock raise RuntimeError. The purgatory is a "
-        "context manager that shuts down on exit.",
+        "context manager that shuts down on exit (and then waits as await_termination, R39).",
     ),
     Rule(
         "R33",
@@ -338,6 +342,61 @@ RULES: tuple[Rule, ...] = (
         "purgatory (shard) lock, then timer lock; tasks are handed over with no timer lock "
         "held, so an InlineExecutor may run a task that calls back into the timer or "
         "purgatory.",
+    ),
+    Rule(
+        "R38",
+        "purgatory",
+        "A failed call leaves no trace",
+        "A public call that raises leaves no trace. A try_complete_else_watch that raises "
+        "(a bad argument, a shutdown or a closed timer during the call, an exception from "
+        "try_complete) leaves no watch, no estimate, no submission claim and no timer entry: "
+        "the operation may be submitted again, and check_and_complete never completes it "
+        "meanwhile. The one exception is an operation that completed during the call (its "
+        "on_complete ran): it stays completed and submitted.",
+    ),
+    Rule(
+        "R39",
+        "concurrency",
+        "Shutdown and close do not wait for running tasks",
+        "close and shutdown never wait for a task already handed over (on the executor or on "
+        "the reaper), which may need a lock their caller holds (Kafka's close does not wait "
+        "either). shutdown returns once the purgatory refuses new calls, its timer is closed and "
+        "its reaper starts no further step; a concurrent shutdown returns only then too. "
+        "await_termination(timeout) waits for the reaper and the timer's own executor and "
+        "returns whether they finished (False before shutdown/close, or from those threads). "
+        "Leaving a with block is shutdown (or close) followed by await_termination().",
+    ),
+    Rule(
+        "R40",
+        "purgatory",
+        "Abandon",
+        "abandon(operation) gives up on an operation submitted to this purgatory: holding its "
+        "lock, it marks the operation finished without on_complete or on_expiration, cancels "
+        "its timer entry and unlinks it from every key it is watched on; nothing completes or "
+        "expires it later. It returns True iff this call abandoned a pending operation (False "
+        "if it had completed, expired or been abandoned). cancel() on a submitted operation "
+        "is abandon; on one never submitted it is TimerTask.cancel. is_abandoned is then True "
+        "and is_completed False. An operation never submitted to this purgatory raises "
+        "ValueError.",
+    ),
+    Rule(
+        "R41",
+        "operation",
+        "Blocking paths honour the pending flag",
+        "safe_try_complete and safe_try_complete_or_else (and so check_and_complete and "
+        "try_complete_else_watch) clear the try-complete pending flag before try_complete and, "
+        "after releasing the lock, make one more attempt if a maybe_try_complete set it "
+        "meanwhile; so a maybe_try_complete that finds the lock held by a blocking path never "
+        "loses its completion (the KAFKA-8334 shape).",
+    ),
+    Rule(
+        "R42",
+        "timer",
+        "Unbounded timeouts",
+        "advance_clock accepts any int timeout_ms >= 0 on every clock, however large (Kafka "
+        "callers pass Long.MAX_VALUE): a real clock waits in slices of at most "
+        "threading.TIMEOUT_MAX seconds, and a wake-up (add, wakeup, close) still ends the "
+        "wait at once.",
     ),
     # ---- next due time ---------------------------------------------------------------
     Rule(

@@ -66,7 +66,7 @@ class NonAtomicCompletedOperation(DelayedOperation):
     def force_complete(self) -> bool:
         if not self._completed.get():
             self._completed.set(True)
-            self.cancel()
+            TimerTask.cancel(self)
             self.on_complete()
             return True
         return False
@@ -79,7 +79,7 @@ class RunWithoutCasOperation(DelayedOperation):
         with self._lock:
             if not self._completed.get():
                 self._completed.set(True)
-                self.cancel()
+                TimerTask.cancel(self)
                 self.on_complete()
                 self.on_expiration()
 
@@ -89,7 +89,7 @@ class WatchAfterCheckPurgatory(DelayedOperationPurgatory[Any]):
 
     def try_complete_else_watch(self, operation: Any, watch_keys: Iterable[Hashable]) -> bool:
         keys = watch_key_list(watch_keys)
-        if not operation._claim_submission():
+        if not operation._claim_submission(self):
             raise ValueError("already submitted")
         if operation.safe_try_complete() or operation.safe_try_complete():
             return True
@@ -103,7 +103,7 @@ class WatchAfterCheckPurgatory(DelayedOperationPurgatory[Any]):
         if not operation.is_completed:
             self._timer.add(operation)
             if operation.is_completed:
-                operation.cancel()
+                TimerTask.cancel(operation)
         return False
 
 

@@ -443,7 +443,8 @@ def cancel_vs_expiry() -> Build:
     def build(world: World) -> Check:
         op = world.operation("op")
         assert world.purgatory.try_complete_else_watch(op, ["k"]) is False
-        world.sched.spawn("cancel", op.cancel)
+        # the timer-level cancel (R9); op.cancel() on a submitted op is abandon (R40)
+        world.sched.spawn("cancel", lambda: world.impl.task.cancel(op))
         world.sched.spawn("expire", lambda: world.timer.advance_clock(DELAY_MS))
 
         def check(result: RunResult) -> None:

@@ -352,7 +352,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "estimate-per-key",
         _PURGATORY,
-        "DelayedOperationPurgatory.try_complete_else_watch",
+        "DelayedOperationPurgatory._submit",
         "shard.count += 1",
         "shard.count += 1; self._estimated_total_operations += 1",
         "The purge estimate grows once per watch key as well as once per operation (R22).",
@@ -362,7 +362,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "cancel-for-key-keeps-timer",
         _PURGATORY,
         "DelayedOperationPurgatory.cancel_for_key",
-        "operation.cancel()",
+        "TimerTask.cancel(operation)",
         "pass",
         "cancel_for_key does not cancel the operations' timer entries: they still expire (R29).",
         _PURGATORY_ONLY,
@@ -371,7 +371,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "force-complete-keeps-timer",
         _OPERATION,
         "DelayedOperation.force_complete",
-        "self.cancel()",
+        "TimerTask.cancel(self)",
         "pass",
         "force_complete does not cancel the timer entry: num_delayed stays up until the "
         "entry's due time (R16, R28).",
@@ -380,9 +380,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "safe-try-ignores-completed",
         _OPERATION,
-        "DelayedOperation.safe_try_complete",
-        "if self._completed:",
-        "if False:",
+        "DelayedOperation._safe_try_complete_for",
+        "if self._completed or (",
+        "if False or (",
         "safe_try_complete calls try_complete on an operation already completed (R18).",
         _PURGATORY_ONLY,
     ),
@@ -398,7 +398,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "negative-hash-shard",
         _PURGATORY,
-        "DelayedOperationPurgatory.try_complete_else_watch",
+        "DelayedOperationPurgatory._submit",
         "shard = shards[abs(hash(key)) % num_shards]",
         "shard = shards[hash(key) % num_shards]",
         "Watching files a key with a negative hash in another shard than lookups use, so "
@@ -408,9 +408,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "timer-enabled-ignored",
         _PURGATORY,
-        "DelayedOperationPurgatory.try_complete_else_watch",
-        "if self._timer_enabled:",
-        "if True:",
+        "DelayedOperationPurgatory._submit",
+        "if self._timer_enabled and not operation._completed:",
+        "if not operation._completed:",
         "timer_enabled=False still adds operations to the timer (R33).",
         _PURGATORY_ONLY,
     ),
