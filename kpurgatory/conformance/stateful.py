@@ -51,6 +51,7 @@ from kpurgatory.conformance.steps import (
     ForceComplete,
     Init,
     Key,
+    NextDueTime,
     PurgatoryAdvance,
     SetReady,
     Shutdown,
@@ -372,6 +373,10 @@ def make_machine(
         @rule(key=st.sampled_from(KEY_POOL))
         def cancel_for_key(self, key: Key) -> None:
             self.do(CancelForKey(key))
+
+        @rule(data=st.data())
+        def next_due_time(self, data: st.DataObject) -> None:
+            self.do(NextDueTime(data.draw(st.sampled_from(self.timers))))
 
         @rule(data=st.data())
         def purgatory_advance(self, data: st.DataObject) -> None:

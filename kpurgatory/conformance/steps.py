@@ -36,6 +36,7 @@ __all__ = [
     "ForceComplete",
     "Init",
     "Key",
+    "NextDueTime",
     "PurgatoryAdvance",
     "SetReady",
     "Shutdown",
@@ -181,6 +182,14 @@ class PurgatoryAdvance:
 
 
 @dataclass(frozen=True)
+class NextDueTime:
+    """Read ``timer.next_due_time`` (R43). Result: the int, or ``null`` if nothing is scheduled."""
+
+    timer: str = "main"
+    STEP: ClassVar[str] = "next_due_time"
+
+
+@dataclass(frozen=True)
 class Shutdown:
     """``purgatory.shutdown()`` (R32); later purgatory calls raise. Result: ``null``."""
 
@@ -200,6 +209,7 @@ Step: TypeAlias = (
     | CancelForKey
     | PurgatoryAdvance
     | Shutdown
+    | NextDueTime
 )
 """Any step of the language."""
 
