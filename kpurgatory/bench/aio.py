@@ -17,8 +17,8 @@
   workloads, FakeOperation semantics, high-timeout case) with the generator as a
   coroutine on the loop (yielding to the loop at least every 64 requests, as a server
   reading requests from sockets would), ``AsyncPurgatory.submit``, and completions as
-  ``loop.call_at`` instead of the completion thread; side by side with the threaded ``run_point`` of the
-  optimized purgatory at the same target rates.
+  ``loop.call_at`` instead of the completion thread; side by side with the threaded
+  ``run_point`` of the optimized purgatory at the same target rates.
 
 * ``lateness``: during each loop enqueue point, every expiry records ``fired - due`` in
   ms (real clock, loop under the generator's load); p50 and p99 per point.
@@ -42,7 +42,15 @@ from kpurgatory.bench.designs import load_design
 from kpurgatory.bench.harness import GcTimer, JsonResult, PeakRss, interleaved
 from kpurgatory.clock import MonotonicClock
 
-__all__ = ["AIO_PLANS", "AioPlan", "goals", "long_poll", "loop_enqueue_point", "run"]
+__all__ = [
+    "AIO_PLANS",
+    "AioPlan",
+    "goals",
+    "long_poll",
+    "loop_enqueue_point",
+    "report_section",
+    "run",
+]
 
 ANSWERED_FRACTION = 0.9
 """Share of the keys (hence of the waiters) that get an event."""
@@ -445,3 +453,51 @@ def goals(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "note": "the proposal's workload; completions as loop.call_at, real clock",
         },
     ]
+
+
+def report_section(result: dict[str, Any], build: str) -> list[str]:
+    """Markdown lines for one run's aio results (docs/performance.md, "asyncio")."""
+    poll = result["long_poll"]
+    per = poll["cpu_us_per_waiter"]
+    lines = [
+        f"### asyncio purgatory, {build} build (issue 12)",
+        "",
+        f"Long-poll pattern: {poll['waiters']:,} waiters on {poll['keys']:,} keys, "
+        f"{ANSWERED_FRACTION:.0%} answered by an event, the rest timing out after "
+        f"{poll['timeout_ms']} ms; process CPU time per waiter, best of the interleaved runs.",
+        "",
+        "| approach | CPU per waiter | / plain asyncio |",
+        "|---|---|---|",
+    ]
+    for approach in APPROACHES:
+        ratio = per[approach] / per["plain"]
+        lines.append(f"| {approach} | {per[approach]:.1f} us | {ratio:.2f} |")
+    enqueue_points = result["enqueue"]["points"]
+    lines += [
+        "",
+        "Enqueue benchmark, high-timeout case, real clock: the generator as a coroutine on "
+        "the loop (aio-optimized) vs the threaded optimized purgatory, same workloads.",
+        "",
+        "| design | target/s | achieved/s | CPU per request | saturated | expiry lateness "
+        "p50 / p99 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for point in enqueue_points:
+        late = (
+            f"{point['lateness_p50_ms']:.1f} / {point['lateness_p99_ms']:.1f} ms"
+            if point.get("lateness_p50_ms") is not None
+            else "n/a"
+        )
+        lines.append(
+            f"| {point['design']} | {point['target_rate']:,.0f} | {point['achieved_rate']:,.0f} "
+            f"| {point['cpu_s'] / max(point['enqueued'], 1) * 1e6:.1f} us "
+            f"| {'yes' if point['saturated'] else 'no'} | {late} |"
+        )
+    plateau = result["enqueue"]["plateau"]
+    lines += [
+        "",
+        f"Plateau (highest achieved rate): aio-optimized {plateau['aio-optimized']:,.0f}/s, "
+        f"threaded optimized {plateau['optimized']:,.0f}/s.",
+        "",
+    ]
+    return lines
