@@ -76,7 +76,7 @@ class DelayedOperation(TimerTask):
         """
         owner = self._owner
         if owner is None:
-            TimerTask.cancel(self)
+            self._unschedule()
         else:
             owner.abandon(self)
 
@@ -89,7 +89,7 @@ class DelayedOperation(TimerTask):
         this method's caller. Every other call returns False and does nothing.
         """
         if self._completed.compare_and_set(False, True):
-            TimerTask.cancel(self)
+            self._unschedule()
             self.on_complete()
             return True
         return False
@@ -182,6 +182,18 @@ class DelayedOperation(TimerTask):
             if self._completed.get() or not retry:
                 return done
 
+    def _is_finished(self) -> bool:
+        """Completed, expired or abandoned: no purgatory path may complete it any more."""
+        return self._completed.get()
+
+    def _clear_pending(self) -> None:
+        """Clear the try-complete pending flag before a blocking attempt (R41); lock held."""
+        self._try_complete_pending.set(False)
+
+    def _knocked(self) -> bool:
+        """Whether a ``maybe_try_complete`` set the pending flag since it was cleared (R41)."""
+        return self._try_complete_pending.get()
+
     def _claim_submission(self, owner: _Owner) -> bool:
         """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
         if not self._submitted.compare_and_set(False, True):
@@ -200,7 +212,7 @@ class DelayedOperation(TimerTask):
         if not self._completed.compare_and_set(False, True):
             return False
         self._abandoned = True
-        TimerTask.cancel(self)
+        self._unschedule()
         return True
 
     def __repr__(self) -> str:

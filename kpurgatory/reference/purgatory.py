@@ -27,7 +27,7 @@ from kpurgatory._checks import (
 )
 from kpurgatory.clock import ManualClock
 from kpurgatory.reference.operation import DelayedOperation
-from kpurgatory.reference.timer import SystemTimer, TimerTask
+from kpurgatory.reference.timer import SystemTimer
 
 __all__ = ["REAPER_STEP_MS", "DelayedOperationPurgatory"]
 
@@ -187,12 +187,12 @@ class DelayedOperationPurgatory(Generic[T]):
             try:
                 if operation._abandoned:  # abandoned between the claim and the lock (R40)
                     return False
-                operation._try_complete_pending.set(False)
+                operation._clear_pending()
                 if operation.try_complete():
                     return True
                 operation._watch_keys = tuple(keys)
                 for key in keys:
-                    if operation._completed.get():
+                    if operation._is_finished():
                         break
                     with self._lock:
                         self._watchers.setdefault(key, []).append(operation)
@@ -202,12 +202,12 @@ class DelayedOperationPurgatory(Generic[T]):
                 counted = True
                 if operation.try_complete():
                     return True
-                if self._timer_enabled and not operation._completed.get():
+                if self._timer_enabled and not operation._is_finished():
                     self._timer.add(operation)
-                    if operation._completed.get():  # force_complete by a lock-free caller
-                        TimerTask.cancel(operation)
+                    if operation._is_finished():  # force_complete by a lock-free caller
+                        operation._unschedule()
             except BaseException as exc:
-                if operation._completed.get():
+                if operation._is_finished():
                     raise  # on_complete ran: the operation stays completed and submitted
                 for key in watched:
                     self._unwatch(key, operation)
@@ -219,7 +219,7 @@ class DelayedOperationPurgatory(Generic[T]):
                     raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
                 raise
         # A maybe_try_complete that found the lock held left its attempt to us (R41).
-        return operation._try_complete_pending.get() and operation._safe_try_complete_for(self)
+        return operation._knocked() and operation._safe_try_complete_for(self)
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watched on ``key``; return how many this call completed.
@@ -234,7 +234,7 @@ class DelayedOperationPurgatory(Generic[T]):
             snapshot = list(self._watchers.get(key, ()))
         completed = 0
         for operation in snapshot:
-            if operation._completed.get():
+            if operation._is_finished():
                 self._unwatch(key, operation)
             elif operation._safe_try_complete_for(self):
                 completed += 1
@@ -257,7 +257,7 @@ class DelayedOperationPurgatory(Generic[T]):
             operations = self._watchers.pop(key, [])
         for operation in operations:
             with operation.lock:
-                TimerTask.cancel(operation)
+                operation._unschedule()
         return operations
 
     def abandon(self, operation: T) -> bool:
@@ -383,7 +383,7 @@ class DelayedOperationPurgatory(Generic[T]):
         purged = 0
         for key in list(self._watchers):
             operations = self._watchers[key]
-            pending = [operation for operation in operations if not operation._completed.get()]
+            pending = [operation for operation in operations if not operation._is_finished()]
             purged += len(operations) - len(pending)
             if pending:
                 self._watchers[key] = pending

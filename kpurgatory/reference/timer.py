@@ -84,6 +84,10 @@ class TimerTask(abc.ABC):
                 entry.timer._pending.pop(entry, None)
                 self._entry = None
 
+    _unschedule = cancel
+    """The timer-level cancel, which ``DelayedOperation.cancel`` (abandon, R40) keeps; the
+    purgatory unschedules an operation through it."""
+
     @abc.abstractmethod
     def run(self) -> None:
         """The work to do when the task is due. Runs on the timer's executor."""

@@ -905,6 +905,9 @@ def _operation_class(pkg: ImplPackage) -> type[Any]:
 
     ``ready_on_try`` (if set) flips ``ready`` on that try_complete call, so an operation
     can become completable between the two tries of ``try_complete_else_watch`` (R22).
+    A negative ``ready_on_try`` makes every try_complete from call ``-ready_on_try`` on
+    raise: the submission fails before (-1) or after (-2) watching, and must leave no
+    trace (R38); it never succeeds, so the machine's bookkeeping stays that of one call.
     """
 
     class EquivalenceOperation(pkg.DelayedOperation):  # type: ignore[misc]
@@ -920,7 +923,9 @@ def _operation_class(pkg: ImplPackage) -> type[Any]:
 
         def try_complete(self) -> bool:
             self.try_calls += 1
-            if self.ready_on_try and self.try_calls >= self.ready_on_try:
+            if 0 < -self.ready_on_try <= self.try_calls:
+                raise LookupError(f"{self.name}: planned failure (R38)")
+            if self.ready_on_try > 0 and self.try_calls >= self.ready_on_try:
                 self.ready = True
             return bool(self.ready and self.force_complete())
 
@@ -1026,8 +1031,10 @@ class _PurgatorySide:
     def counters(self) -> dict[str, int]:
         return {name: getattr(self.purgatory, name) for name in _PURGATORY_COUNTERS}
 
-    def op_states(self) -> dict[str, tuple[bool, int]]:
-        return {name: (op.is_completed, op.try_calls) for name, op in self.ops.items()}
+    def op_states(self) -> dict[str, tuple[bool, bool, int]]:
+        return {
+            name: (op.is_completed, op.is_abandoned, op.try_calls) for name, op in self.ops.items()
+        }
 
     def close(self) -> None:
         self.purgatory.shutdown()
@@ -1196,7 +1203,7 @@ def make_purgatory_machine(
             )
             ref_ops, other_ops = ref.op_states(), other.op_states()
             assert ref_ops == other_ops, (
-                f"{what}: operations (completed, try_complete calls) differ:\n"
+                f"{what}: operations (completed, abandoned, try_complete calls) differ:\n"
                 f"  {ref_name}: {ref_ops}\n  {other_name}: {other_ops}"
             )
             assert ref.timer.current_time == other.timer.current_time, (
@@ -1222,7 +1229,7 @@ def make_purgatory_machine(
             jitter=st.integers(-2, 2),
             raw=st.integers(0, 1 << 30),
             keys=st.lists(KEYS, min_size=1, max_size=4),
-            ready_on_try=st.sampled_from([0, 0, 0, 1, 2, 3]),
+            ready_on_try=st.sampled_from([0, 0, 0, 1, 2, 3, -1, -2]),
             reentrant=st.sampled_from([False, False, False, True]),
             needs=st.lists(KEYS, max_size=2),
         )
@@ -1241,7 +1248,8 @@ def make_purgatory_machine(
             """try_complete_else_watch on one or many keys (R22-R24, R33).
 
             ``ready_on_try``: 0 never by itself, 1 ready at submission (first try), 2 on the
-            second try (completed inside the call, stays watched), 3 on the next try.
+            second try (completed inside the call, stays watched), 3 on the next try; -1 and
+            -2: the first or second try raises, and the call must leave no trace (R38).
             ``needs``: the keys whose events make it ready (default: its first watch key);
             a needed key it does not watch makes it ready without a check on that key.
             """
@@ -1365,8 +1373,13 @@ def make_purgatory_machine(
 
         @rule(op=operations)
         def cancel_timer_entry(self, op: str) -> None:
-            """Cancel the operation's timer entry: it will not expire, stays watched (R9)."""
+            """op.cancel(): abandon if submitted (R40), else the timer-level cancel (R9)."""
             self._step(f"cancel({op})", lambda side: side.ops[op].cancel())
+
+        @rule(op=operations)
+        def abandon(self, op: str) -> None:
+            """purgatory.abandon: True once for a pending op; unwatched, untimed (R40)."""
+            self._step(f"abandon({op})", lambda side: side.purgatory.abandon(side.ops[op]))
 
         @rule(key=KEYS)
         def cancel_for_key(self, key: Hashable) -> None:

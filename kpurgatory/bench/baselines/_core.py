@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from kpurgatory import sync
 from kpurgatory._checks import require_at_least, require_int, require_str
 from kpurgatory.clock import MonotonicClock
-from kpurgatory.executors import SingleThreadExecutor, run_logged
+from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
 from kpurgatory.reference.purgatory import DelayedOperationPurgatory
 from kpurgatory.spec.protocols import AbstractLock, Clock
 
@@ -92,6 +92,9 @@ class TimerTask(abc.ABC):
                 if entry.live:
                     entry.live = False
                     entry.timer._dead += 1
+
+    _unschedule = cancel
+    """The timer-level cancel, which ``DelayedOperation.cancel`` (abandon, R40) keeps."""
 
     @abc.abstractmethod
     def run(self) -> None:
@@ -261,20 +264,28 @@ class HeapTimerBase:
             self._condition.notify_all()
 
     def close(self) -> None:
-        """Stop the timer (R14): idempotent; scheduled tasks will never run."""
+        """Stop the timer (R14, R39): idempotent; scheduled tasks will never run; an owned
+        executor is shut down without waiting for what it was handed."""
         with _STATE_LOCK:
             if self._closed:
                 return
             self._closed = True
             self._condition.notify_all()
         if self._owns_executor:
-            self._executor.shutdown(wait=True)
+            self._executor.shutdown(wait=False)
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """After ``close``, wait for the owned executor (R39), as the reference timer."""
+        if not self._closed:
+            return False
+        return not self._owns_executor or await_termination(self._executor, timeout)
 
     def __enter__(self) -> HeapTimerBase:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+        self.await_termination()
 
     def __repr__(self) -> str:
         return (
@@ -332,10 +343,21 @@ class DelayedOperation(TimerTask):
 
     The three atomic flags (completed, try-complete pending, submitted) share one plain
     ``threading.Lock`` for their compare-and-set; ``lock`` (default ``sync.new_lock()``)
-    guards ``try_complete`` and expiry exactly as in the reference.
+    guards ``try_complete`` and expiry exactly as in the reference, and the private
+    protocol the reference purgatory uses (submission claim and rollback, abandon, the
+    pending flag on blocking paths: R38, R40, R41) is the reference operation's.
     """
 
-    __slots__ = ("_completed", "_flags", "_lock", "_pending", "_submitted")
+    __slots__ = (
+        "_abandoned",
+        "_completed",
+        "_flags",
+        "_lock",
+        "_owner",
+        "_pending",
+        "_submitted",
+        "_watch_keys",
+    )
 
     def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms)
@@ -346,6 +368,9 @@ class DelayedOperation(TimerTask):
         self._completed = False
         self._pending = False
         self._submitted = False
+        self._abandoned = False
+        self._owner: Any = None
+        self._watch_keys: tuple[object, ...] = ()
 
     @property
     def lock(self) -> AbstractLock:
@@ -354,8 +379,21 @@ class DelayedOperation(TimerTask):
 
     @property
     def is_completed(self) -> bool:
-        """Whether the operation has completed (early or by expiry)."""
-        return self._completed
+        """Whether the operation has completed (early or by expiry); False once abandoned."""
+        return self._completed and not self._abandoned
+
+    @property
+    def is_abandoned(self) -> bool:
+        """Whether the operation was abandoned (R40)."""
+        return self._abandoned
+
+    def cancel(self) -> None:
+        """Abandon if submitted to a purgatory, else unschedule (R40)."""
+        owner = self._owner
+        if owner is None:
+            TimerTask.cancel(self)
+        else:
+            owner.abandon(self)
 
     def force_complete(self) -> bool:
         """Complete once (R16): set the flag, cancel the timer entry, ``on_complete``."""
@@ -363,7 +401,7 @@ class DelayedOperation(TimerTask):
             if self._completed:
                 return False
             self._completed = True
-        self.cancel()
+        TimerTask.cancel(self)
         self.on_complete()
         return True
 
@@ -386,19 +424,30 @@ class DelayedOperation(TimerTask):
                 self.on_expiration()
 
     def safe_try_complete(self) -> bool:
-        """``try_complete`` under the lock; False at once if already completed (R18)."""
-        with self._lock:
-            if self._completed:
+        """``try_complete`` under the lock; False at once if already completed (R18, R41)."""
+        return self._safe_try_complete_for(None)
+
+    def _safe_try_complete_for(self, owner: object) -> bool:
+        while True:
+            with self._lock:
+                if self._completed or (owner is not None and self._owner is not owner):
+                    return False
+                self._pending = False
+                if self.try_complete():
+                    return True
+            if not self._pending:
                 return False
-            return self.try_complete()
 
     def safe_try_complete_or_else(self, f: Callable[[], None]) -> bool:
         """Under the lock: ``try_complete``; if False, ``f()`` and ``try_complete`` again (R19)."""
         with self._lock:
+            self._pending = False
             if self.try_complete():
                 return True
             f()
-            return self.try_complete()
+            if self.try_complete():
+                return True
+        return self._pending and self.safe_try_complete()
 
     def maybe_try_complete(self) -> bool:
         """Kafka 1.1-2.6's non-blocking try-lock loop with the pending flag (R20)."""
@@ -420,13 +469,38 @@ class DelayedOperation(TimerTask):
             if self._completed or not retry:
                 return done
 
-    def _claim_submission(self) -> bool:
-        """Mark the operation as submitted to a purgatory; False if it already was (R34)."""
+    def _is_finished(self) -> bool:
+        return self._completed
+
+    def _clear_pending(self) -> None:
+        self._pending = False
+
+    def _knocked(self) -> bool:
+        return self._pending
+
+    def _claim_submission(self, owner: Any) -> bool:
+        """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
         with self._flags:
             if self._submitted:
                 return False
             self._submitted = True
-            return True
+        self._owner = owner
+        return True
+
+    def _release_submission(self) -> None:
+        self._owner = None
+        self._watch_keys = ()
+        with self._flags:
+            self._submitted = False
+
+    def _abandon(self) -> bool:
+        with self._flags:
+            if self._completed:
+                return False
+            self._abandoned = True
+            self._completed = True
+        TimerTask.cancel(self)
+        return True
 
     def __repr__(self) -> str:
         state = "completed" if self._completed else "pending"
