@@ -18,7 +18,7 @@ from typing import Any
 from kpurgatory.conformance.driver import run_steps
 from kpurgatory.conformance.steps import step_to_json
 from kpurgatory.pipeline.replay import replay_stream, resolve_impl
-from kpurgatory.pipeline.workloads import PRESETS, SCENARIOS, stream_steps
+from kpurgatory.workloads import PRESETS, SCENARIOS, stream_steps
 
 __all__ = ["add_parser", "main", "replay"]
 

@@ -1,4 +1,6 @@
-"""Imports run one way: spec imports no implementation, reference never imports optimized.
+"""Imports run one way: spec imports no implementation, reference never imports optimized,
+the conformance kit (with the workload generator it builds vectors from) and the asyncio
+layer never import the Spark pipeline or the benchmarks.
 
 Checked on the source (every ``import`` and ``from ... import`` statement, including
 ones inside functions), because importing any subpackage at run time executes the
@@ -21,14 +23,29 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "reference": ("kpurgatory.optimized", "kpurgatory.pipeline", "kpurgatory.bench"),
     "optimized": ("kpurgatory.reference", "kpurgatory.pipeline", "kpurgatory.bench"),
     "aio": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.conformance"),
+    "conformance": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.replay"),
+    "workloads.py": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.replay"),
 }
+"""Layer (a subpackage or a module file) -> module prefixes it must not import."""
 
 
 def imported_modules(path: Path) -> list[str]:
     """Every module name an import statement in ``path`` names (``from a import b`` gives
-    both ``a`` and ``a.b``, since ``b`` may be a submodule)."""
+    both ``a`` and ``a.b``, since ``b`` may be a submodule), plus the string literal given
+    to any ``import_module(...)`` call (a lazy import is still a dependency)."""
     names: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (isinstance(node.func, ast.Name) and node.func.id == "import_module")
+            )
+        ):
+            names.append(node.args[0].value)
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
@@ -37,11 +54,19 @@ def imported_modules(path: Path) -> list[str]:
     return names
 
 
+def layer_files(layer: str) -> list[Path]:
+    """The source files of ``layer``: a module file, or every module of a subpackage."""
+    root = PACKAGE_ROOT / layer
+    return [root] if root.is_file() else sorted(root.rglob("*.py"))
+
+
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_layer_imports_run_one_way(layer: str) -> None:
+    files = layer_files(layer)
+    assert files, f"layer {layer} has no source files (moved or renamed?)"
     offenders = [
         f"{path.relative_to(PACKAGE_ROOT.parent)} imports {name}"
-        for path in sorted((PACKAGE_ROOT / layer).rglob("*.py"))
+        for path in files
         for name in imported_modules(path)
         if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN[layer])
     ]

@@ -3,16 +3,25 @@
 Three modes, all comparing the adapter's answers with the reference implementation
 step by step (docs/conformance.md):
 
-- default: replay every committed vector (``--vectors``, default
-  ``conformance/vectors``) and report pass/fail per vector with the first divergence,
-  then list what the port did not consume;
+- default: replay every committed vector (``--vectors``, default the vectors shipped
+  in the package, or a checkout's ``conformance/vectors``) and report pass/fail per
+  vector with the first divergence, then list what the port did not consume;
 - ``--stateful``: let Hypothesis generate step sequences, run each on the in-process
   reference and on the adapter, and print the shrunk failing sequence as JSON lines;
 - ``--replay FILE``: run one JSON-lines step sequence (for example a shrunk one saved
   from ``--stateful``) and report its first divergence.
 
-Exit status: 0 if everything agreed (and every vector was consumed), 1 otherwise, 2
-on a usage error.
+Options for every mode: ``--allow kafka`` (or comma-separated ids of
+``kpurgatory.spec.known_differences``) accepts upstream Kafka's documented differences
+and reports each one it accepted; ``--timer-only`` checks a port of the timer alone
+(only timer steps are generated or sent; vectors with purgatory steps are listed as not
+consumed and do not fail the run).
+
+Before anything else the adapter is started and sent one ``init``: an adapter that
+cannot start, exits at once or never answers (a buffered stdout) is one error.
+
+Exit status: 0 if everything agreed (and every vector sent was consumed), 1 otherwise,
+2 on a usage error or an adapter that never answers.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import argparse
 import importlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from kpurgatory.conformance.adapter import (
@@ -29,11 +39,15 @@ from kpurgatory.conformance.adapter import (
     STEP_KINDS,
     AdapterError,
     AdapterProcess,
+    absent_line,
     format_report,
+    probe,
     replay_vectors,
     vector_paths,
 )
-from kpurgatory.conformance.steps import Step, step_from_json
+from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Step, step_from_json
+from kpurgatory.conformance.vectors import FORMAT
+from kpurgatory.spec.known_differences import KnownDifference, resolve
 
 __all__ = ["add_parser", "run"]
 
@@ -86,6 +100,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="S",
         help=f"seconds to wait for each answer (default {DEFAULT_STEP_TIMEOUT_S:g})",
     )
+    parser.add_argument(
+        "--allow",
+        metavar="IDS",
+        help="accept known differences: 'kafka' (all of upstream Kafka's) or comma-separated "
+        "ids from kpurgatory.spec.known_differences; each accepted one is reported",
+    )
+    parser.add_argument(
+        "--timer-only",
+        action="store_true",
+        help="check a port of the timer alone: only timer steps are sent or generated",
+    )
     parser.set_defaults(func=run)
 
 
@@ -96,23 +121,72 @@ def run(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as exc:
         print(f"kpurgatory conformance: error: --adapter/--timeout: {exc}", file=sys.stderr)
         return 2
+    try:
+        args.allowed = resolve(args.allow) if args.allow is not None else ()
+    except ValueError as exc:
+        print(f"kpurgatory conformance: error: --allow: {exc}", file=sys.stderr)
+        return 2
+    try:  # the mode's own inputs first: a usage error never starts the adapter
+        mode = _prepare(args)
+    except _UsageError as exc:
+        print(f"kpurgatory conformance: error: {exc}", file=sys.stderr)
+        return 2
+    adapter.timer_only = args.timer_only
     with adapter:
-        if args.stateful:
-            return _stateful(adapter, args)
-        if args.replay is not None:
-            return _replay(adapter, args)
-        return _vectors(adapter, args)
+        unusable = probe(adapter)
+        if unusable is not None:
+            print(
+                f"kpurgatory conformance: error: adapter {args.adapter!r} did not answer "
+                f"its first step (an init), so nothing was checked: {unusable}",
+                file=sys.stderr,
+            )
+            return 2
+        return mode(adapter, args)
+
+
+class _UsageError(ValueError):
+    """A bad option value or input file (exit 2, before the adapter starts)."""
+
+
+Mode = Callable[[AdapterProcess, argparse.Namespace], int]
+
+
+def _prepare(args: argparse.Namespace) -> Mode:
+    """Check the chosen mode's inputs and return the function that runs it."""
+    if args.stateful:
+        for name, value in (("max_examples", args.max_examples), ("steps", args.steps)):
+            if value < 1:
+                raise _UsageError(f"{name} must be >= 1, got {value}")
+        try:
+            args.stateful_module = importlib.import_module("kpurgatory.conformance.stateful")
+        except ImportError as exc:
+            raise _UsageError(
+                f"--stateful needs Hypothesis (pip install 'kpurgatory[conformance]'): {exc}"
+            ) from None
+        return _stateful
+    if args.replay is not None:
+        try:
+            args.replay_steps = _read_steps(args.replay)
+        except (OSError, ValueError, TypeError) as exc:
+            raise _UsageError(f"--replay {args.replay}: {exc}") from None
+        return _replay
+    if not args.vectors and not DEFAULT_VECTORS_DIR.is_dir():
+        raise _UsageError(
+            f"the committed vectors are not installed (no {DEFAULT_VECTORS_DIR}); "
+            f"reinstall kpurgatory from a wheel or pass --vectors"
+        )
+    try:
+        args.vector_files = vector_paths(args.vectors or [DEFAULT_VECTORS_DIR])
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+    return _vectors
 
 
 def _vectors(adapter: AdapterProcess, args: argparse.Namespace) -> int:
-    try:
-        paths = vector_paths(args.vectors or [DEFAULT_VECTORS_DIR])
-    except ValueError as exc:
-        print(f"kpurgatory conformance: error: {exc}", file=sys.stderr)
-        return 2
-    results = replay_vectors(adapter, paths)
-    print(format_report(results, args.adapter))
-    return 0 if all(result.status == "passed" for result in results) else 1
+    paths = args.vector_files
+    results = replay_vectors(adapter, paths, allow=args.allowed, timer_only=args.timer_only)
+    print(format_report(results, args.adapter, allow=args.allowed, timer_only=args.timer_only))
+    return 0 if all(result.status == "passed" for result in results if result.sent) else 1
 
 
 def _reference() -> object:
@@ -120,15 +194,7 @@ def _reference() -> object:
 
 
 def _stateful(adapter: AdapterProcess, args: argparse.Namespace) -> int:
-    try:
-        stateful = importlib.import_module("kpurgatory.conformance.stateful")
-    except ImportError as exc:
-        print(
-            f"kpurgatory conformance: error: --stateful needs Hypothesis "
-            f"(pip install 'kpurgatory[dev]'): {exc}",
-            file=sys.stderr,
-        )
-        return 2
+    stateful = args.stateful_module
     try:
         failure, stats = stateful.run_stateful(
             stateful.AdapterSide(adapter),
@@ -136,15 +202,22 @@ def _stateful(adapter: AdapterProcess, args: argparse.Namespace) -> int:
             max_examples=args.max_examples,
             step_count=args.steps,
             seed=args.seed,
+            allow=args.allowed,
+            timer_only=args.timer_only,
         )
     except (TypeError, ValueError) as exc:
         print(f"kpurgatory conformance: error: {exc}", file=sys.stderr)
         return 2
-    kinds = ", ".join(f"{kind} {stats.kinds.get(kind, 0)}" for kind in STEP_KINDS)
-    print(f"stateful: {stats.runs} sequences, {stats.steps} steps through {args.adapter!r}")
+    sent = [kind for kind in STEP_KINDS if not args.timer_only or kind in TIMER_STEP_KINDS]
+    kinds = ", ".join(f"{kind} {stats.kinds.get(kind, 0)}" for kind in sent)
+    only = " (timer steps only)" if args.timer_only else ""
+    print(f"stateful: {stats.runs} sequences, {stats.steps} steps through {args.adapter!r}{only}")
     print(f"  steps by kind: {kinds}")
-    never = [kind for kind in STEP_KINDS if not stats.kinds.get(kind)]
+    never = [kind for kind in sent if not stats.kinds.get(kind)]
     print("  step kinds never sent: " + (", ".join(never) if never else "none"))
+    _print_accepted(args.allowed, stats.accepted)
+    if adapter.absent_seen:
+        print("  " + absent_line(adapter.absent_seen))
     if failure is None:
         print("PASS stateful: no difference from the reference")
         return 0
@@ -156,17 +229,24 @@ def _stateful(adapter: AdapterProcess, args: argparse.Namespace) -> int:
 
 
 def _replay(adapter: AdapterProcess, args: argparse.Namespace) -> int:
-    try:
-        steps = _read_steps(args.replay)
-    except (OSError, ValueError, TypeError) as exc:
-        print(f"kpurgatory conformance: error: --replay {args.replay}: {exc}", file=sys.stderr)
-        return 2
+    steps = args.replay_steps
     stateful = importlib.import_module("kpurgatory.conformance.stateful")
+    accepted: dict[str, int] = {}
     try:
-        failure = stateful.check_sequence(steps, stateful.AdapterSide(adapter), _reference())
+        failure = stateful.check_sequence(
+            steps,
+            stateful.AdapterSide(adapter),
+            _reference(),
+            allow=args.allowed,
+            timer_only=args.timer_only,
+            accepted=accepted,
+        )
     except AdapterError as exc:  # pragma: no cover - check_sequence turns these into failures
         print(f"FAIL replay: {exc}")
         return 1
+    _print_accepted(args.allowed, accepted)
+    if adapter.absent_seen:
+        print("  " + absent_line(adapter.absent_seen))
     if failure is None:
         print(f"PASS replay: {len(steps)} steps agree with the reference")
         return 0
@@ -174,10 +254,37 @@ def _replay(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     return 1
 
 
+def _print_accepted(allowed: tuple[KnownDifference, ...], accepted: dict[str, int]) -> None:
+    """The known differences a stateful search or replay accepted, one line each."""
+    if not allowed:
+        return
+    print("  known differences accepted:")
+    for difference in allowed:
+        count = accepted.get(difference.id, 0)
+        print(
+            f"    {difference.id} ({difference.rule}, {difference.summary}): "
+            + (f"{count} step{'s' if count != 1 else ''}" if count else "never needed")
+        )
+
+
 def _read_steps(path: Path) -> list[Step]:
-    """The steps of a JSON-lines file (blank lines ignored); errors name the line."""
+    """The steps of a JSON-lines file (blank lines ignored); errors name the line.
+
+    A conformance vector (one JSON document, not one step per line) is refused with a
+    pointer to ``--vectors``, which is how vectors are run.
+    """
+    text = path.read_text(encoding="utf-8")
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict) and (whole.get("format") == FORMAT or "steps" in whole):
+        raise ValueError(
+            f"this is a conformance vector, not a JSON-lines step sequence: "
+            f"run it with --vectors {path}"
+        )
     steps: list[Step] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -446,8 +446,8 @@ class Driver:
 
             def add() -> None:
                 now = world.clock.now_ms()
-                self._due[step.task] = due_time(expiration_ms(now, step.delay_ms), timer.tick_ms)
-                timer.add(task)
+                due = due_time(expiration_ms(now, step.delay_ms), timer.tick_ms)
+                self._scheduling(step.task, due, lambda: timer.add(task))
 
             return add
         if isinstance(step, Cancel):
@@ -510,15 +510,38 @@ class Driver:
 
         def watch() -> bool:
             now = world.clock.now_ms()
-            self._due.setdefault(step.operation, due_time(expiration_ms(now, op.delay_ms), tick))
+            due = due_time(expiration_ms(now, op.delay_ms), tick)
             return bool(
-                self._with_via(
-                    "try_complete_else_watch",
-                    lambda: world.purgatory.try_complete_else_watch(op, list(step.keys)),
+                self._scheduling(
+                    step.operation,
+                    due,
+                    lambda: self._with_via(
+                        "try_complete_else_watch",
+                        lambda: world.purgatory.try_complete_else_watch(op, list(step.keys)),
+                    ),
                 )
             )
 
         return watch
+
+    def _scheduling(self, label: str, due: int, call: Callable[[], Any]) -> Any:
+        """Run ``call`` (an add or a watch) with ``label``'s unit due time set to ``due``.
+
+        The due time is recorded before the call, because a task due at once is handed
+        over inside it (R3) and its events need the unit's due time; if the call raises
+        (a closed timer, a refused submission), the previous due time is restored, so a
+        later hand-over of a schedule that is still in force is labelled with its own.
+        """
+        previous = self._due.get(label)
+        self._due[label] = due
+        try:
+            return call()
+        except BaseException:
+            if previous is None:
+                del self._due[label]
+            else:
+                self._due[label] = previous
+            raise
 
     def _with_via(self, via: CompletionVia, call: Any) -> Any:
         self._via.append(via)
@@ -701,11 +724,14 @@ def first_divergence(
     expected: Sequence[Observation],
     actual: Sequence[Observation],
 ) -> tuple[int, str] | None:
-    """The first step index where ``actual`` disagrees with ``expected``, and why; else None."""
+    """The first step index where ``actual`` disagrees with ``expected``, and why; else None.
+
+    The index is 0-based; the message numbers steps from 1, like every report of the kit.
+    """
     if len(expected) != len(actual):
         return min(len(expected), len(actual)), "the runs have different lengths"
     for index, (exp, act) in enumerate(zip(expected, actual, strict=True)):
         message = compare_observations(exp, act)
         if message is not None:
-            return index, f"step {index} {steps[index].STEP}: {message}"
+            return index, f"step {index + 1} {steps[index].STEP}: {message}"
     return None

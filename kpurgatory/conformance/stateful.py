@@ -16,8 +16,8 @@ values stay within +-2**40 (safe for 64-bit ports). Delays and clock moves are s
 by the run's tick and wheel size, so short runs on tiny wheels reach deep levels and
 land on slot boundaries.
 
-Needs Hypothesis (the ``dev`` extra); ``kpurgatory conformance`` imports this module
-only for ``--stateful`` and ``--replay``.
+Needs Hypothesis (the ``conformance`` extra: ``pip install 'kpurgatory[conformance]'``);
+``kpurgatory conformance`` imports this module only for ``--stateful`` and ``--replay``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from hypothesis.stateful import (
 )
 
 from kpurgatory.conformance.adapter import AdapterError, AdapterProcess
-from kpurgatory.conformance.driver import DriverSide, Observation, compare_observations
+from kpurgatory.conformance.differences import Judge
+from kpurgatory.conformance.driver import DriverSide, Observation
 from kpurgatory.conformance.steps import (
     Add,
     Advance,
@@ -59,6 +60,7 @@ from kpurgatory.conformance.steps import (
     Watch,
     step_to_json,
 )
+from kpurgatory.spec.known_differences import KnownDifference
 
 __all__ = [
     "KEY_POOL",
@@ -74,8 +76,8 @@ __all__ = [
     "run_stateful",
 ]
 
-KEY_POOL: tuple[Key, ...] = ("a", "b", "c", 7)
-"""Watch keys the machine uses: few, so operations share keys; one int (R24 keys)."""
+KEY_POOL: tuple[Key, ...] = ("a", "b", "c", 7, "7")
+"""Watch keys the machine uses: few, so operations share keys; 7 and "7" differ (R24)."""
 
 LIMIT = 1 << 40
 """Bound on every generated delay and clock move."""
@@ -105,6 +107,11 @@ class AdapterSide:
             self.adapter.start()
         return self.adapter.send(step)
 
+    @property
+    def last_absent(self) -> frozenset[str]:
+        """The state fields the last answer declared absent (answered null)."""
+        return self.adapter.last_absent
+
     def close(self) -> None:
         """Nothing to do: the adapter's owner closes it."""
 
@@ -120,8 +127,13 @@ class StatefulFailure:
 
     @property
     def step_index(self) -> int:
-        """Index of the step that diverged (the last one)."""
+        """Index of the step that diverged (the last one; 0-based, reports print + 1)."""
         return len(self.steps) - 1
+
+    @property
+    def step_number(self) -> int:
+        """The diverging step's number as reports print it (from 1, like every report)."""
+        return len(self.steps)
 
     def json_lines(self) -> list[str]:
         """The steps as JSON lines, the adapter protocol's input format."""
@@ -135,35 +147,54 @@ class StatefulStats:
     runs: int = 0
     steps: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
+    accepted: dict[str, int] = field(default_factory=dict)  # known difference id -> steps
 
 
 def _compare(
-    steps: list[Step], expected: Observation, other: Side, step: Step
+    steps: list[Step],
+    expected: Observation,
+    other: Side,
+    step: Step,
+    judge: Judge,
+    accepted: dict[str, int],
 ) -> StatefulFailure | None:
     try:
         actual = other.execute(step)
     except AdapterError as exc:
         return StatefulFailure(list(steps), f"no answer: {exc}", expected.to_json(), None)
-    message = compare_observations(expected, actual)
+    absent: frozenset[str] = getattr(other, "last_absent", frozenset())
+    message, used = judge.judge(step, expected, actual, absent=absent)
+    for ident in used:
+        accepted[ident] = accepted.get(ident, 0) + 1
     if message is None:
         return None
     return StatefulFailure(list(steps), message, expected.to_json(), actual.to_json())
 
 
 def check_sequence(
-    steps: Sequence[Step], other: Side, reference: ModuleType
+    steps: Sequence[Step],
+    other: Side,
+    reference: ModuleType,
+    *,
+    allow: Sequence[KnownDifference] = (),
+    timer_only: bool = False,
+    accepted: dict[str, int] | None = None,
 ) -> StatefulFailure | None:
     """Run ``steps`` on the reference and on ``other``; the first divergence, or None.
 
-    The returned failure's ``steps`` end at the diverging step. This is what
-    ``kpurgatory conformance --replay FILE`` runs.
+    The returned failure's ``steps`` end at the diverging step. ``allow`` and
+    ``timer_only`` shape the comparison (``Judge``); ``accepted`` (if given) counts the
+    steps each known difference was accepted on. This is what ``kpurgatory conformance
+    --replay FILE`` runs.
     """
     ref = DriverSide(reference)
+    judge = Judge(allow, timer_only=timer_only)
+    counts: dict[str, int] = {} if accepted is None else accepted
     done: list[Step] = []
     try:
         for step in steps:
             done.append(step)
-            failure = _compare(done, ref.execute(step), other, step)
+            failure = _compare(done, ref.execute(step), other, step, judge, counts)
             if failure is not None:
                 return failure
     finally:
@@ -177,8 +208,15 @@ def make_machine(
     reference: ModuleType,
     on_failure: Callable[[StatefulFailure], None],
     stats: StatefulStats,
+    *,
+    allow: Sequence[KnownDifference] = (),
+    timer_only: bool = False,
 ) -> type[RuleBasedStateMachine]:
-    """The machine class: reference (in process) versus ``other``, compared at every step."""
+    """The machine class: reference (in process) versus ``other``, compared at every step.
+
+    ``timer_only`` generates only timer steps (``TIMER_STEP_KINDS``: a port of the timer
+    alone); ``allow`` is passed to the comparison (``Judge``).
+    """
 
     class ConformanceMachine(RuleBasedStateMachine):
         """Generates valid runs of the step language; see the module docstring."""
@@ -186,6 +224,7 @@ def make_machine(
         def __init__(self) -> None:
             super().__init__()
             self.reference = DriverSide(reference)
+            self.judge = Judge(allow, timer_only=timer_only)
             self.steps: list[Step] = []
             self.tasks: dict[str, tuple[int, tuple[Step, ...]]] = {}
             self.operations: dict[str, Watch] = {}
@@ -201,17 +240,23 @@ def make_machine(
             stats.steps += 1
             stats.kinds[step.STEP] = stats.kinds.get(step.STEP, 0) + 1
             expected = self.reference.execute(step)
-            failure = _compare(self.steps, expected, other, step)
+            failure = _compare(self.steps, expected, other, step, self.judge, stats.accepted)
             if failure is not None:
                 on_failure(failure)
-                raise AssertionError(f"step {failure.step_index} {step.STEP}: {failure.message}")
+                raise AssertionError(f"step {failure.step_number} {step.STEP}: {failure.message}")
 
         def teardown(self) -> None:
             self.reference.close()
             other.close()
 
         def delay(self, data: st.DataObject) -> int:
-            kind = data.draw(st.sampled_from(["small", "small", "ticks", "span", "negative"]))
+            """Any int delay is legal (R1): small, on tick and span boundaries, negative,
+            and at the +-LIMIT extremes."""
+            kind = data.draw(
+                st.sampled_from(["small", "small", "ticks", "span", "negative", "extreme"])
+            )
+            if kind == "extreme":
+                return data.draw(st.sampled_from([LIMIT, -LIMIT, LIMIT - 1, -LIMIT + 1]))
             if kind == "small":
                 return data.draw(st.integers(0, 3 * self.tick * self.wheel))
             if kind == "ticks":
@@ -226,9 +271,17 @@ def make_machine(
             return -data.draw(st.integers(1, 3 * self.tick))
 
         def moves(self, data: st.DataObject) -> int:
-            kind = data.draw(st.sampled_from(["small", "small", "tick", "span", "zero"]))
+            """A clock move or timeout: mostly forward, sometimes 0, and sometimes negative,
+            which every implementation must refuse with ValueError (R8, R35)."""
+            kind = data.draw(
+                st.sampled_from(["small", "small", "tick", "span", "zero", "negative"])
+            )
             if kind == "zero":
                 return 0
+            if kind == "negative":
+                return -data.draw(
+                    st.sampled_from([1, self.tick, 2 * self.tick * self.wheel, LIMIT])
+                )
             if kind == "small":
                 return data.draw(st.integers(1, 2 * self.tick * self.wheel))
             if kind == "tick":
@@ -245,12 +298,11 @@ def make_machine(
         def nested(self, data: st.DataObject, own: str) -> tuple[Step, ...]:
             """Steps a new task performs when it runs (``Add.on_run``)."""
             steps: list[Step] = []
+            kinds = ["cancel", "add"]
+            if not timer_only:
+                kinds += ["set_ready", "check", "force", "cancel_for_key"]
             for _ in range(data.draw(st.integers(0, 2))):
-                kind = data.draw(
-                    st.sampled_from(
-                        ["cancel", "add", "set_ready", "check", "force", "cancel_for_key"]
-                    )
-                )
+                kind = data.draw(st.sampled_from(kinds))
                 quiet = sorted(label for label, (_, run) in self.tasks.items() if not run)
                 if kind == "cancel" and (self.tasks or self.operations):
                     labels = sorted(self.tasks) + sorted(self.operations)
@@ -275,7 +327,7 @@ def make_machine(
         @initialize(
             tick=st.sampled_from([1, 1, 2, 3, 10]),
             wheel=st.sampled_from([2, 3, 4, 8, 20]),
-            clock_ms=st.sampled_from([0, 0, 7, -5, 1000]),
+            clock_ms=st.sampled_from([0, 0, 7, -5, 1000, -LIMIT, LIMIT]),
             start_offset=st.sampled_from([0, 0, 0, -3, 5]),
             purge_interval=st.sampled_from([0, 1, 2, 5, 1000]),
             timer_enabled=st.sampled_from([True, True, True, False]),
@@ -339,13 +391,18 @@ def make_machine(
 
         @rule(
             data=st.data(),
-            keys=st.lists(st.sampled_from(KEY_POOL), min_size=1, max_size=3),
+            keys=st.one_of(
+                st.lists(st.sampled_from(KEY_POOL), min_size=1, max_size=3),
+                st.just([]),  # R36: ValueError
+            ),
             ready=st.sampled_from([False, False, True]),
             ready_on_try=st.sampled_from([None, None, 1, 2, 3]),
         )
         def watch_new(
             self, data: st.DataObject, keys: list[Key], ready: bool, ready_on_try: int | None
         ) -> None:
+            if timer_only:
+                return
             label = f"op{len(self.operations)}"
             step = Watch(label, self.delay(data), tuple(keys), ready, ready_on_try)
             self.operations[label] = step
@@ -358,21 +415,23 @@ def make_machine(
 
         @rule(data=st.data(), ready=st.booleans())
         def set_ready(self, data: st.DataObject, ready: bool) -> None:
-            if self.operations:
+            if self.operations and not timer_only:
                 self.do(SetReady(self.op_label(data), ready))
 
         @rule(key=st.sampled_from(KEY_POOL))
         def check_and_complete(self, key: Key) -> None:
-            self.do(CheckAndComplete(key))
+            if not timer_only:
+                self.do(CheckAndComplete(key))
 
         @rule(data=st.data())
         def force_complete(self, data: st.DataObject) -> None:
-            if self.operations:
+            if self.operations and not timer_only:
                 self.do(ForceComplete(self.op_label(data)))
 
         @rule(key=st.sampled_from(KEY_POOL))
         def cancel_for_key(self, key: Key) -> None:
-            self.do(CancelForKey(key))
+            if not timer_only:
+                self.do(CancelForKey(key))
 
         @rule(data=st.data())
         def next_due_time(self, data: st.DataObject) -> None:
@@ -380,11 +439,12 @@ def make_machine(
 
         @rule(data=st.data())
         def purgatory_advance(self, data: st.DataObject) -> None:
-            self.do(PurgatoryAdvance(self.moves(data)))
+            if not timer_only:
+                self.do(PurgatoryAdvance(self.moves(data)))
 
-        @rule(now=st.integers(0, 9))
+        @rule(now=st.integers(0, 5))
         def shutdown(self, now: int) -> None:
-            if now == 0 and not self.shut_down:  # rare: later purgatory steps only raise
+            if now == 0 and not self.shut_down and not timer_only:  # rare: later steps raise
                 self.shut_down = True
                 self.do(Shutdown())
 
@@ -398,12 +458,14 @@ def run_stateful(
     max_examples: int = 100,
     step_count: int = 50,
     seed: int | None = None,
+    allow: Sequence[KnownDifference] = (),
+    timer_only: bool = False,
 ) -> tuple[StatefulFailure | None, StatefulStats]:
     """Search for a sequence on which ``other`` disagrees with ``reference``.
 
     Returns the shrunk failure (or None) and what the search covered. ``seed`` makes
-    the search reproducible. Errors that are not disagreements (a bug in the machine,
-    an interrupt) propagate.
+    the search reproducible; ``allow`` and ``timer_only`` as in ``make_machine``. Errors
+    that are not disagreements (a bug in the machine, an interrupt) propagate.
     """
     for name, value in (("max_examples", max_examples), ("step_count", step_count)):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -412,7 +474,9 @@ def run_stateful(
             raise ValueError(f"{name} must be >= 1, got {value}")
     failures: list[StatefulFailure] = []
     stats = StatefulStats()
-    machine = make_machine(other, reference, failures.append, stats)
+    machine = make_machine(
+        other, reference, failures.append, stats, allow=allow, timer_only=timer_only
+    )
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
     config = settings(
@@ -432,12 +496,18 @@ def run_stateful(
         if not failures:
             raise
         # Hypothesis replays its shrunk example last; then drop what it could not.
-        return minimize(failures[-1], other, reference), stats
+        return minimize(failures[-1], other, reference, allow=allow, timer_only=timer_only), stats
     return None, stats
 
 
 def minimize(
-    failure: StatefulFailure, other: Side, reference: ModuleType, budget: int = 200
+    failure: StatefulFailure,
+    other: Side,
+    reference: ModuleType,
+    budget: int = 200,
+    *,
+    allow: Sequence[KnownDifference] = (),
+    timer_only: bool = False,
 ) -> StatefulFailure:
     """Delete steps from ``failure`` while the sequence still diverges (delta debugging).
 
@@ -458,7 +528,9 @@ def minimize(
             candidate = best.steps[:index] + best.steps[index + 1 :]
             spent += 1
             try:
-                found = check_sequence(candidate, other, reference)
+                found = check_sequence(
+                    candidate, other, reference, allow=allow, timer_only=timer_only
+                )
             except ValueError:  # StepError: the candidate is not a valid run
                 found = None
             if found is not None and len(found.steps) < len(best.steps):
@@ -477,7 +549,7 @@ def format_failure(failure: StatefulFailure, command: str, *, shrunk: bool = Tru
     step = failure.steps[-1]
     what, sequence = ("stateful", "shrunk failing sequence") if shrunk else ("replay", "sequence")
     lines = [
-        f"FAIL {what}: step {failure.step_index} ({step.STEP}) of the {sequence} "
+        f"FAIL {what}: step {failure.step_number} ({step.STEP}) of the {sequence} "
         f"below: {failure.message}",
         f"    step:     {json.dumps(step_to_json(step))}",
     ]

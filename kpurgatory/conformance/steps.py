@@ -27,6 +27,7 @@ from typing import Any, ClassVar, TypeAlias, get_args
 
 __all__ = [
     "NESTED_STEPS",
+    "TIMER_STEP_KINDS",
     "Add",
     "Advance",
     "Cancel",
@@ -103,7 +104,9 @@ class Cancel:
 class Advance:
     """``timer.advance_clock(ms)`` on the timer labelled ``timer`` (R4-R8).
 
-    On the ManualClock this moves the clock by exactly ``ms`` and drains.
+    On an open timer and the ManualClock this moves the clock by exactly ``ms`` and
+    drains; a closed timer (the purgatory's, after ``Shutdown``) returns False at once
+    without moving the clock (R14); a negative ``ms`` raises ``ValueError`` (R8).
     Result: the returned bool.
     """
 
@@ -219,6 +222,11 @@ NESTED_STEPS: frozenset[str] = frozenset(
     {"add", "cancel", "set_ready", "check_and_complete", "force_complete", "cancel_for_key"}
 )
 """Step kinds a task may perform from its ``run`` (``Add.on_run``): none moves the clock."""
+
+TIMER_STEP_KINDS: frozenset[str] = frozenset(
+    {"init", "add", "cancel", "advance", "clock_advance", "next_due_time"}
+)
+"""The step kinds a port of the timer alone can answer (``kpurgatory conformance --timer-only``)."""
 
 
 def step_to_json(step: Step) -> dict[str, Any]:

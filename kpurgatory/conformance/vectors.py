@@ -10,8 +10,8 @@ expectations (so a changed expectation is a new vector, never a silent edit).
 
 Two families exist: ``rule_vectors()`` (hand-written, one or a few rules each; the
 scenario is ``rules`` and the preset names the rule) and vectors generated from the
-pipeline's workloads (``kpurgatory.pipeline.workloads``). docs/vectors.md is the prose
-description; conformance/schema/vector.schema.json the JSON Schema.
+workload generator the pipeline also replays (``kpurgatory.workloads``). docs/vectors.md
+is the prose description; conformance/schema/vector.schema.json the JSON Schema.
 """
 
 from __future__ import annotations
@@ -44,12 +44,14 @@ from kpurgatory.conformance.steps import (
     steps_from_json,
 )
 from kpurgatory.spec.rules import SPEC_VERSION
+from kpurgatory.workloads import GENERATOR_VERSION, PRESETS, stream_steps
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "RULE_GENERATOR_VERSION",
     "SCHEMA_PATH",
+    "WORKLOAD_GENERATOR",
     "content_hash",
     "load_schema",
     "load_vector",
@@ -70,19 +72,30 @@ FORMAT = "kpurgatory-conformance-vector"
 FORMAT_VERSION = 1
 """Bumped when the vector layout changes incompatibly."""
 
-RULE_GENERATOR_VERSION = "1"
+WORKLOAD_GENERATOR = "kpurgatory.workloads"
+"""The ``provenance.generator`` of the workload vectors (the module that writes their steps)."""
+
+RULE_GENERATOR_VERSION = "2"
 """Version of the hand-written rule vectors below; bump it when one changes."""
 
 
 def conformance_root(package_file: Path = Path(__file__)) -> Path:
-    """The folder of committed vectors and schema: the source checkout's ``conformance/``
-    beside the package, else ``./conformance`` (an installed wheel run from a checkout)."""
-    checkout = package_file.resolve().parents[2] / "conformance"
-    return checkout if checkout.is_dir() else Path.cwd() / "conformance"
+    """The folder of the committed vectors and schema.
+
+    An installed wheel carries them as package data in ``kpurgatory/conformance/data/``
+    (setup.py copies the repository's ``conformance/`` there at build time); a source
+    checkout or an editable install has no such folder and uses the checkout's
+    ``conformance/`` beside the package. Never the working directory: the kit must
+    behave the same wherever it is run from.
+    """
+    packaged = package_file.resolve().parent / "data"
+    if (packaged / "schema" / "vector.schema.json").is_file():
+        return packaged
+    return package_file.resolve().parents[2] / "conformance"
 
 
 SCHEMA_PATH = conformance_root() / "schema" / "vector.schema.json"
-"""The JSON Schema of a vector (in a source checkout)."""
+"""The JSON Schema of a vector (package data of a wheel, or the checkout's copy)."""
 
 
 def content_hash(entries: Sequence[dict[str, Any]]) -> str:
@@ -429,7 +442,8 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
     ),
     (
         "r02-current-time",
-        "Current time moves only at the end of advance_clock; add judges due-at-once against it.",
+        "Current time moves only in advance_clock, to the drain reading before the hand-over; "
+        "add judges due-at-once against it.",
         ("R2", "R3", "R12"),
         _r2_r3_current_time,
     ),
@@ -454,8 +468,8 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
     (
         "r11-cancel-before-turn",
         "A task cancelled or re-added by an earlier task in the same "
-        "drain is not handed over; adds during a hand-over follow R3.",
-        ("R6", "R11"),
+        "drain is not handed over; adds during a hand-over follow R3 against the drain reading.",
+        ("R2", "R6", "R11"),
         _r11_cancel_before_turn,
     ),
     (
@@ -553,23 +567,22 @@ def replay_all(vectors: Iterable[dict[str, Any]], impl: ModuleType) -> list[tupl
 def workload_vector(
     scenario: str, preset: str, seed: int, shard: int, n_ops: int
 ) -> dict[str, Any]:
-    """A vector from one stream of the pipeline's workloads (expectations: the reference).
+    """A vector from one stream of the workload generator (expectations: the reference).
 
     Named ``<scenario>-<preset>-s<seed>[-k<shard>]-n<n_ops>``.
     """
-    workloads = importlib.import_module("kpurgatory.pipeline.workloads")
-    steps = workloads.stream_steps(scenario, preset, seed, shard, n_ops)
+    steps = stream_steps(scenario, preset, seed, shard, n_ops)
     shard_part = f"-k{shard}" if shard else ""
     return make_vector(
         steps,
         name=f"{scenario}-{preset}-s{seed}{shard_part}-n{n_ops}",
         description=(
             f"Workload stream: scenario {scenario}, preset {preset} "
-            f"({workloads.PRESETS[preset].description}), {n_ops} operations."
+            f"({PRESETS[preset].description}), {n_ops} operations."
         ),
         rules=("R1", "R2", "R3", "R6", "R16", "R17", "R22", "R25", "R29", "R30"),
-        generator="kpurgatory.pipeline.workloads",
-        generator_version=workloads.GENERATOR_VERSION,
+        generator=WORKLOAD_GENERATOR,
+        generator_version=GENERATOR_VERSION,
         scenario=scenario,
         preset=preset,
         seed=seed,

@@ -1,6 +1,8 @@
 """The data pipeline: workloads at scale, differential replay, cost sweeps, vectors.
 
-- ``workloads``: the scenario x preset x seed x shard grid and each row's step stream.
+- the workloads themselves (the scenario x preset x seed x shard grid and each row's step
+  stream) live in ``kpurgatory.workloads``, outside this package, because the conformance
+  kit builds vectors from them and must not depend on the Spark package.
 - ``replay``: one stream through two implementations in virtual time (plain Python):
   per-operation outcomes, per-stream cost counters, first divergence.
 - ``costs``: a model of Kafka's hierarchical wheel and of a per-request heap, fed from

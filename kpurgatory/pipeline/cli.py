@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kpurgatory.pipeline.workloads import PRESETS, SCENARIOS, GridRow, grid
+from kpurgatory.workloads import PRESETS, SCENARIOS, GridRow, grid
 
 __all__ = [
     "COMMITTED_VECTORS",

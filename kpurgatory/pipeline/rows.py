@@ -25,7 +25,7 @@ from kpurgatory.pipeline.replay import (
     IMPL_COUNTER_NAMES,
     replay_stream,
 )
-from kpurgatory.pipeline.workloads import stream_steps
+from kpurgatory.workloads import stream_steps
 
 __all__ = [
     "COLUMNS",

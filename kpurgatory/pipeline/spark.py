@@ -47,7 +47,7 @@ from kpurgatory.pipeline.rows import (
     STREAM_COLUMNS,
     replay_rows,
 )
-from kpurgatory.pipeline.workloads import GridRow
+from kpurgatory.workloads import GridRow
 
 if TYPE_CHECKING:
     import pandas as pd

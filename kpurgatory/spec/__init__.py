@@ -4,6 +4,8 @@
 - ``protocols``: the interfaces every implementation provides (``Clock``, ``Timer``, ...).
 - ``arithmetic``: the time arithmetic the rules are stated in, with PEP 316 contracts.
 - ``events``: the event model that machines, replays and conformance vectors record.
+- ``known_differences``: upstream Kafka's documented differences from the rules, as data
+  (the "Kafka:" notes of docs/spec.md; ``kpurgatory conformance --allow``).
 
 Nothing here implements a timer or a purgatory, and nothing here imports one.
 """

@@ -41,9 +41,11 @@ RULES: tuple[Rule, ...] = (
         "timer",
         "Current time",
         "The timer's current time starts at start_ms (default: the clock reading at "
-        "construction) rounded down to the tick. At the end of every advance_clock it becomes "
+        "construction) rounded down to the tick. In every advance_clock, once the due tasks "
+        "have left the schedule and before the first is handed over, it becomes "
         "max(current time, round_down(now)), where now is the reading at which that call "
-        "drained. Nothing else moves it. (Kafka moves it only to the expiration of a bucket it "
+        "drained; so a task added during the hand-over is judged against the drain reading. "
+        "Nothing else moves it. (Kafka moves it only to the expiration of a bucket it "
         "dequeues, so it can be stale; this rule is deterministic and identical on every "
         "implementation.)",
     ),

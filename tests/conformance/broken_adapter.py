@@ -9,9 +9,20 @@
   it found already completed (R25 broken);
 - ``no-purgatory``: answers the timer steps correctly but ``{"error": ...}`` to every
   purgatory step (a port that is half done);
+- ``timer-port``: ``no-purgatory`` that also leaves the purgatory's state fields out of
+  its answers (a port of the timer alone, for ``--timer-only``);
+- ``unexposed``: the reference answering null for ``watched_keys``, ``num_purged`` and
+  ``estimated_total_operations`` (a port whose API hides them, like upstream Kafka's);
 - ``crash``: answers correctly, then exits with code 3 in the middle of its fourth run;
 - ``silent``: reads steps and never answers;
-- ``garbage``: answers the first step of every run with a line that is not JSON.
+- ``stall``: answers correctly, then stops answering at the third step of its third run
+  (a port stuck in one call);
+- ``buffered``: answers correctly but never flushes stdout (C stdio, Python without
+  ``-u``): its answers come out only when it exits, once stdin is closed;
+- ``exit``: exits with code 3 at once, before reading anything;
+- ``garbage``: answers the first step of every run with a line that is not JSON;
+- ``kafka``: a Kafka-like variant (``tests/conformance/kafka_like.py``) reproducing the
+  known differences named by ``--differences`` (comma-separated ids, default all).
 
 The first two are real implementations with a bug (a mutant module served by
 ``python_adapter.serve``); the others break the protocol itself.
@@ -25,15 +36,28 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import IO
 
 from kpurgatory import reference
 from kpurgatory.conformance.python_adapter import serve
+from kpurgatory.conformance.steps import TIMER_STEP_KINDS
 from kpurgatory.spec.protocols import Clock
 
-BUGS = ("late", "miscount", "no-purgatory", "crash", "silent", "garbage")
-
-TIMER_STEPS = frozenset({"init", "add", "cancel", "advance", "clock_advance"})
+BUGS = (
+    "late",
+    "miscount",
+    "no-purgatory",
+    "timer-port",
+    "unexposed",
+    "crash",
+    "silent",
+    "stall",
+    "buffered",
+    "exit",
+    "garbage",
+    "kafka",
+)
 
 
 class LaggingClock:
@@ -119,7 +143,9 @@ class _FilteredInput:
                 self.runs += 1
                 self.steps_in_run = 0
             self.steps_in_run += 1
-            if self.bug == "silent":
+            if self.bug == "silent" or (
+                self.bug == "stall" and self.runs == 3 and self.steps_in_run >= 3
+            ):
                 continue
             if self.bug == "crash" and self.runs == 4 and self.steps_in_run == 3:
                 self.stdout.flush()
@@ -128,7 +154,7 @@ class _FilteredInput:
                 self.stdout.write("<<not an observation>>\n")
                 self.stdout.flush()
                 return "\n"  # serve skips blank lines: this step gets the garbage answer
-            if self.bug == "no-purgatory" and kind not in TIMER_STEPS:
+            if self.bug in ("no-purgatory", "timer-port") and kind not in TIMER_STEP_KINDS:
                 self.stdout.write(f'{{"error": "unsupported step kind {kind}"}}\n')
                 self.stdout.flush()
                 continue
@@ -145,12 +171,84 @@ def _kind(line: str) -> str:
     return kind if isinstance(kind, str) else ""
 
 
+class _StateRewriter:
+    """stdout that rewrites the state of each answer line with ``rewrite``."""
+
+    def __init__(
+        self, inner: IO[str], rewrite: Callable[[dict[str, object]], dict[str, object]]
+    ) -> None:
+        self.inner, self.rewrite = inner, rewrite
+
+    def write(self, text: str) -> int:
+        """Rewrite one answer line (``serve`` writes each line whole)."""
+        data = json.loads(text)
+        if isinstance(data.get("state"), dict):
+            data["state"] = self.rewrite(data["state"])
+        return self.inner.write(json.dumps(data) + "\n")
+
+    def flush(self) -> None:
+        """Flush the real stdout."""
+        self.inner.flush()
+
+
+def _timer_state_only(state: dict[str, object]) -> dict[str, object]:
+    return {name: state[name] for name in ("clock_ms", "timer_sizes")}
+
+
+def _declare_absent(state: dict[str, object]) -> dict[str, object]:
+    return {**state, "watched_keys": None, "num_purged": None, "estimated_total_operations": None}
+
+
+class _HoldingStdout:
+    """stdout that ignores ``flush``: everything written stays buffered until ``release``."""
+
+    def __init__(self, inner: IO[str]) -> None:
+        self.inner = inner
+        self.held: list[str] = []
+
+    def write(self, text: str) -> int:
+        """Buffer ``text``."""
+        self.held.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        """Do nothing: the bug."""
+
+    def release(self) -> None:
+        """Write and flush what was held (what a C program's exit does)."""
+        self.inner.write("".join(self.held))
+        self.inner.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``--bug BUG``; serves stdin to stdout until end of input."""
     parser = argparse.ArgumentParser(description="a deliberately broken conformance adapter")
     parser.add_argument("--bug", choices=BUGS, required=True)
+    parser.add_argument("--differences", default="kafka", help="kafka: which differences")
     args = parser.parse_args(argv)
+    if args.bug == "exit":
+        return 3
+    if args.bug == "kafka":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
+        from tests.conformance.kafka_like import kafka_like
+
+        serve(kafka_like(args.differences), sys.stdin, sys.stdout)
+        return 0
     impl = mutant(args.bug) if args.bug in ("late", "miscount") else reference
+    if args.bug == "unexposed":
+        serve(impl, sys.stdin, _StateRewriter(sys.stdout, _declare_absent))  # type: ignore[arg-type]
+        return 0
+    if args.bug == "timer-port":
+        stdin = _FilteredInput(args.bug, sys.stdin, sys.stdout)
+        serve(impl, stdin, _StateRewriter(sys.stdout, _timer_state_only))  # type: ignore[arg-type]
+        return 0
+    if args.bug == "buffered":
+        held = _HoldingStdout(sys.stdout)
+        try:
+            serve(impl, sys.stdin, held)  # type: ignore[arg-type]
+        finally:
+            held.release()
+        return 0
     stdin = _FilteredInput(args.bug, sys.stdin, sys.stdout)
     serve(impl, stdin, sys.stdout)
     return 0

@@ -15,8 +15,10 @@ import io
 import json
 import shlex
 import sys
+import time
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,15 +26,29 @@ from kpurgatory import reference
 from kpurgatory.cli import main
 from kpurgatory.conformance.adapter import (
     DEFAULT_VECTORS_DIR,
+    FLUSH_HINT,
     STEP_KINDS,
     AdapterError,
     AdapterProcess,
+    _parse_answer,
+    earlier_steps,
     vector_paths,
 )
+from kpurgatory.conformance.driver import Observation
 from kpurgatory.conformance.python_adapter import serve
-from kpurgatory.conformance.stateful import DriverSide, check_sequence, run_stateful
-from kpurgatory.conformance.steps import Add, Advance, Init, Step, steps_from_json
+from kpurgatory.conformance.stateful import LIMIT, DriverSide, check_sequence, run_stateful
+from kpurgatory.conformance.steps import (
+    Add,
+    Advance,
+    ClockAdvance,
+    Init,
+    PurgatoryAdvance,
+    Step,
+    Watch,
+    steps_from_json,
+)
 from tests.conformance.broken_adapter import mutant
+from tests.conformance.kafka_like import kafka_like
 from tests.support import implementation_names, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +108,7 @@ def test_python_implementation_passes_the_stateful_machine_through_the_adapter(
         "--steps",
         "30",
         "--seed",
-        "7",
+        "5",
     )
     assert code == 0, out
     assert "PASS stateful: no difference from the reference" in out
@@ -116,21 +132,47 @@ def test_stateful_machine_in_process_finds_no_difference(impl: str) -> None:
 def test_late_timer_fails_vectors_with_the_first_divergence(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """R4/R5: a timer draining a tick late fails at the advance that should run the task."""
+    """R4/R5: a timer draining a tick late fails at the advance that should run the task.
+
+    The FAIL block names the vector's rules and description and lists the steps before
+    the failing one, numbered from 1 like the ``step N of M`` of its header."""
     code, out = conformance(capsys, "--adapter", broken_adapter("late"))
     assert code == 1
     line = next(line for line in out.splitlines() if line.startswith("FAIL r08-advance-result"))
-    assert "step 6 of 8 (advance): result: expected True, got False" in line
-    block = out[out.index(line) :].splitlines()[1:5]
-    assert block[0].startswith('    step:     {"step": "advance"')
-    expected = json.loads(block[1].removeprefix("    expected: "))
-    actual = json.loads(block[2].removeprefix("    actual:   "))
+    assert "step 7 of 8 (advance): result: expected True, got False" in line
+    block = out[out.index(line) :].splitlines()[1:13]
+    assert block[0] == (
+        "    vector:   advance_clock returns True iff it handed something over. (rules: R8, R9)"
+    )
+    assert block[1] == "    before:   steps 1-6:"
+    earlier = [json.loads(row.split(None, 1)[1]) for row in block[2:8]]
+    assert [int(row.split()[0]) for row in block[2:8]] == [1, 2, 3, 4, 5, 6]
+    assert [step["step"] for step in earlier] == [
+        "init", "advance", "add", "add", "cancel", "advance"
+    ]  # fmt: skip
+    assert block[8].startswith('    step:     {"step": "advance"')
+    expected = json.loads(block[9].removeprefix("    expected: "))
+    actual = json.loads(block[10].removeprefix("    actual:   "))
     assert expected["result"] is True and actual["result"] is False
     assert [event["task"] for event in expected["events"]] == ["a"]
     assert actual["events"] == []
-    assert block[3].startswith("    replay:   kpurgatory conformance --adapter")
-    assert "r08-advance-result.json" in block[3]
+    assert block[11].startswith("    replay:   kpurgatory conformance --adapter")
+    assert "r08-advance-result.json" in block[11]
     assert "summary: " in out and " failed, 0 not consumed" in out
+
+
+def test_the_steps_before_a_failure_keep_init_and_on_run_adds() -> None:
+    """In a long vector the report keeps the init, every add with on_run steps (their
+    effects show much later) and the last steps, and marks what it left out."""
+    before: list[dict[str, Any]] = [
+        {"step": "init"},
+        {"step": "add", "task": "x", "on_run": [{"step": "cancel"}]},
+    ]
+    before += [{"step": "advance", "ms": n} for n in range(30)]
+    lines = earlier_steps(before)
+    numbers = [int(line.split()[0]) for line in lines if not line.strip().startswith("...")]
+    assert numbers == [1, 2, *range(18, 33)]
+    assert "      ... steps 3-17 (see the vector file)" in lines
 
 
 def test_late_timer_stateful_report_is_shrunk_and_replayable(
@@ -145,16 +187,16 @@ def test_late_timer_stateful_report_is_shrunk_and_replayable(
     steps = steps_from_json([json.loads(line) for line in lines])
     assert isinstance(steps[0], Init)
     assert len(steps) == 3, lines  # nothing left to delete
-    assert {type(step) for step in steps[1:]} == {Add, Advance}
+    assert isinstance(steps[1], Add) and isinstance(steps[2], Advance | PurgatoryAdvance)
     header = next(line for line in out.splitlines() if line.startswith("FAIL stateful:"))
-    assert f"FAIL stateful: step 2 ({steps[2].STEP}) of the shrunk failing sequence" in header
+    assert f"FAIL stateful: step 3 ({steps[2].STEP}) of the shrunk failing sequence" in header
     assert "expected: " in out and "actual:   " in out
 
     saved = tmp_path / "shrunk.jsonl"
     saved.write_text("\n".join(lines) + "\n", encoding="utf-8")
     code, out = conformance(capsys, "--adapter", broken_adapter("late"), "--replay", str(saved))
     assert code == 1
-    assert f"FAIL replay: step 2 ({steps[2].STEP}) of the sequence below" in out
+    assert f"FAIL replay: step 3 ({steps[2].STEP}) of the sequence below" in out
     code, out = conformance(
         capsys, "--adapter", python_adapter("reference"), "--replay", str(saved)
     )
@@ -195,7 +237,7 @@ def test_unsupported_steps_are_listed_as_not_consumed(capsys: pytest.CaptureFixt
     """A half-done port: each purgatory vector and each step kind it never answered is named."""
     code, out = conformance(capsys, "--adapter", broken_adapter("no-purgatory"))
     assert code == 1
-    assert "NOT CONSUMED r22-watch-sequence: step 1 of 8 (watch): the adapter reported an " in out
+    assert "NOT CONSUMED r22-watch-sequence: step 2 of 8 (watch): the adapter reported an " in out
     assert "error: unsupported step kind watch" in out
     assert "PASS r01-due-time" in out
     not_consumed = next(line for line in out.splitlines() if "vectors not consumed:" in line)
@@ -209,7 +251,9 @@ def test_unsupported_steps_are_listed_as_not_consumed(capsys: pytest.CaptureFixt
 def test_a_crashing_adapter_is_restarted_and_its_vectors_listed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The adapter exits in its fourth run: that vector is listed, the next ones still run."""
+    """The adapter exits in its fourth run: that vector is listed, the next ones still run.
+
+    The kit's probe (one init before the vectors) is the first process's first run."""
     names = ["r01-due-time", "r02-current-time", "r06-hand-over-order", "r08-advance-result"]
     names += ["r09-cancel-readd", "r11-cancel-before-turn", "r16-force-and-expiry"]
     names += ["r22-watch-sequence"]
@@ -219,28 +263,68 @@ def test_a_crashing_adapter_is_restarted_and_its_vectors_listed(
     assert code == 1
     crashed = [line for line in out.splitlines() if line.startswith("NOT CONSUMED")]
     assert [line.split(":")[0] for line in crashed] == [
-        "NOT CONSUMED r08-advance-result",  # run 4 of the first process
-        "NOT CONSUMED r22-watch-sequence",  # run 4 of the restarted one
+        "NOT CONSUMED r06-hand-over-order",  # run 4 of the first process (after the probe)
+        "NOT CONSUMED r16-force-and-expiry",  # run 4 of the restarted one
     ]
-    assert all(": step 2 of " in line for line in crashed)
+    assert all(": step 3 of " in line for line in crashed)
     assert all("the adapter exited with code 3 without answering" in line for line in crashed)
     assert "summary: 6 passed, 0 failed, 2 not consumed (of 8)" in out
-    assert "r08-advance-result (answered 2/8)" in out
+    assert "r06-hand-over-order (answered 2/11)" in out
 
 
-def test_a_silent_adapter_times_out(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = conformance(
-        capsys,
-        "--adapter",
-        broken_adapter("silent"),
-        "--timeout",
-        "0.3",
-        "--vectors",
-        str(VECTORS[0]),
-    )
+def test_a_silent_adapter_is_one_error_naming_the_flush(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No answer to the very first step: one error (exit 2) that says to flush, not a
+    timeout per vector."""
+    code = main(["conformance", "--adapter", broken_adapter("silent"), "--timeout", "0.3"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    assert "did not answer its first step (an init), so nothing was checked" in captured.err
+    assert "no answer within 0.3 s" in captured.err and "it never answered a step" in captured.err
+    assert FLUSH_HINT in captured.err
+
+
+def test_an_adapter_stuck_in_a_later_step_is_stopped_and_the_next_vector_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Only a silence from the very start is blamed on buffering; a stall later is a
+    timeout of that vector (the probe is run 1, so the second vector is run 3)."""
+    names = ["r01-due-time", "r02-current-time", "r06-hand-over-order"]
+    args = [
+        arg for name in names for arg in ("--vectors", str(DEFAULT_VECTORS_DIR / f"{name}.json"))
+    ]
+    code, out = conformance(capsys, "--adapter", broken_adapter("stall"), "--timeout", "0.5", *args)
     assert code == 1
-    assert f"NOT CONSUMED {VECTOR_NAMES[0]}: step 0 of " in out
-    assert "no answer within 0.3 s" in out
+    line = next(line for line in out.splitlines() if line.startswith("NOT CONSUMED"))
+    assert line.startswith("NOT CONSUMED r02-current-time: step 3 of 8 (add): no answer within")
+    assert FLUSH_HINT not in out
+    assert "PASS r01-due-time" in out and "PASS r06-hand-over-order" in out
+
+
+def test_an_adapter_that_does_not_flush_is_told_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its answer comes out when its stdin closes: the report says the stdout is buffered."""
+    started = time.monotonic()
+    code = main(["conformance", "--adapter", broken_adapter("buffered"), "--timeout", "0.5"])
+    elapsed = time.monotonic() - started
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "its answer arrived only once its stdin was closed" in captured.err
+    assert "buffers its stdout" in captured.err and FLUSH_HINT in captured.err
+    assert elapsed < 10 * 0.5 * len(VECTORS)  # not a timeout per vector
+
+
+def test_an_unreadable_vector_is_listed_and_the_rest_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json", encoding="utf-8")
+    args = ["--vectors", str(broken), "--vectors", str(VECTORS[0])]
+    code, out = conformance(capsys, "--adapter", python_adapter("reference"), *args)
+    assert code == 1
+    assert "NOT CONSUMED broken: cannot read the vector: " in out
+    assert f"PASS {VECTOR_NAMES[0]} (" in out
 
 
 def test_a_garbage_answer_is_quoted(capsys: pytest.CaptureFixture[str]) -> None:
@@ -251,11 +335,28 @@ def test_a_garbage_answer_is_quoted(capsys: pytest.CaptureFixture[str]) -> None:
     assert "(init): answer is not JSON" in out and "<<not an observation>>" in out
 
 
-def test_an_adapter_that_cannot_start(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", [[], ["--stateful"], ["--replay", "STEPS"]])
+def test_an_adapter_that_cannot_start_is_one_usage_error(
+    mode: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text('{"step": "init"}\n', encoding="utf-8")
     missing = str(tmp_path / "no-such-adapter")
-    code, out = conformance(capsys, "--adapter", missing, "--vectors", str(VECTORS[0]))
-    assert code == 1
-    assert "cannot start adapter" in out
+    args = [str(steps) if arg == "STEPS" else arg for arg in mode]
+    code = main(["conformance", "--adapter", missing, *args])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.count("error:") == 1
+    assert "cannot start adapter" in captured.err and "No such file" in captured.err
+
+
+def test_an_adapter_that_exits_at_once_is_one_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["conformance", "--adapter", broken_adapter("exit")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "exited with code 3" in captured.err
 
 
 @pytest.mark.parametrize(
@@ -266,6 +367,12 @@ def test_an_adapter_that_cannot_start(capsys: pytest.CaptureFixture[str], tmp_pa
         (["--adapter", "x", "--vectors", "/nonexistent/vectors"], "neither a file nor"),
         (["--adapter", "x", "--replay", "/nonexistent.jsonl"], "--replay"),
         (["--adapter", "x", "--stateful", "--max-examples", "0"], "max_examples must be >= 1"),
+        (["--adapter", "x", "--allow", "kafka-nonsense"], "unknown known difference"),
+        (["--adapter", "x", "--allow", ","], "--allow needs 'kafka'"),
+        (
+            ["--adapter", "x", "--replay", str(DEFAULT_VECTORS_DIR / "r01-due-time.json")],
+            "is a conformance vector, not a JSON-lines step sequence: run it with --vectors",
+        ),
     ],
 )
 def test_usage_errors_exit_2(
@@ -273,6 +380,17 @@ def test_usage_errors_exit_2(
 ) -> None:
     assert main(["conformance", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_missing_committed_vectors_are_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An install without the packaged vectors says so instead of a path error."""
+    from kpurgatory.conformance import cli
+
+    monkeypatch.setattr(cli, "DEFAULT_VECTORS_DIR", tmp_path / "nowhere")
+    assert main(["conformance", "--adapter", python_adapter("reference")]) == 2
+    assert "the committed vectors are not installed" in capsys.readouterr().err
 
 
 def test_replay_file_errors_name_the_line(
@@ -344,3 +462,117 @@ def test_check_sequence_agrees_and_stops_at_the_divergence() -> None:
     failure = check_sequence(steps, DriverSide(mutant("late")), reference)
     assert failure is not None and failure.step_index == 2
     assert failure.message == "result: expected True, got False"
+
+
+# ---- state a port does not expose -----------------------------------------------------------
+
+
+def test_unexposed_state_fields_answered_null_are_listed_not_compared(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """watched_keys, num_purged, estimated_total_operations may be declared absent (null);
+    the report says which, so a pass never hides that they were not checked."""
+    code, out = conformance(capsys, "--adapter", broken_adapter("unexposed"))
+    assert code == 0, out
+    assert (
+        "  state fields declared absent (answered null, not compared): "
+        "estimated_total_operations, num_purged, watched_keys"
+    ) in out
+    code, out = conformance(capsys, "--adapter", python_adapter("reference"))
+    assert "declared absent" not in out
+
+
+def test_only_the_unexposed_state_fields_may_be_null() -> None:
+    answer: dict[str, object] = {"result": None, "raised": None, "events": [], "tries": {}}
+    state: dict[str, object] = {"clock_ms": 0, "timer_sizes": {"main": 0}, "watched": 0}
+    state |= {"num_delayed": 0}
+    state |= {"watched_keys": 0, "num_purged": None, "estimated_total_operations": 0}
+    observation, absent = _parse_answer(json.dumps({**answer, "state": state}))
+    assert absent == {"state.num_purged"} and observation.state is not None
+    with pytest.raises(AdapterError, match="answer is not an observation"):
+        _parse_answer(json.dumps({**answer, "state": {**state, "watched": None}}))
+
+
+# ---- a port of the timer alone (--timer-only) ---------------------------------------------
+
+
+def test_timer_only_vectors_pass_a_timer_port_and_list_the_rest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A port without a purgatory (and without its state fields) passes the timer vectors;
+    the purgatory vectors are not sent and listed as not consumed."""
+    code, out = conformance(capsys, "--adapter", broken_adapter("timer-port"), "--timer-only")
+    assert code == 0, out
+    assert "PASS r01-due-time" in out and "PASS r11-cancel-before-turn" in out
+    assert "NOT CONSUMED r22-watch-sequence: not sent (--timer-only): it uses " in out
+    assert "r22-watch-sequence (answered 0/8, not sent)" in out
+    assert "step kinds never answered: none" in out
+    code, out = conformance(capsys, "--adapter", broken_adapter("timer-port"))
+    assert code == 1 and "answer is not an observation" in out  # without the option
+
+
+def test_timer_only_stateful_sends_timer_steps_only(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--stateful", "--max-examples", "20", "--steps", "20", "--seed", "1"]
+    code, out = conformance(
+        capsys, "--adapter", broken_adapter("timer-port"), "--timer-only", *args
+    )
+    assert code == 0, out
+    assert "(timer steps only)" in out and "PASS stateful" in out
+    kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
+    assert "watch" not in kinds and "step kinds never sent: none" in out
+    code, out = conformance(capsys, "--adapter", broken_adapter("timer-port"), *args)
+    assert code == 1 and "FAIL stateful" in out
+
+
+def test_timer_only_still_fails_a_late_timer(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = conformance(capsys, "--adapter", broken_adapter("late"), "--timer-only")
+    assert code == 1
+    assert "FAIL r08-advance-result: step 7 of 8 (advance)" in out
+
+
+# ---- what the stateful machine generates ---------------------------------------------------
+
+
+class _Recorder:
+    """A side that is the reference and remembers every step it was sent."""
+
+    def __init__(self) -> None:
+        self.inner = DriverSide(reference)
+        self.steps: list[Step] = []
+
+    def execute(self, step: Step) -> Observation:
+        self.steps.append(step)
+        return self.inner.execute(step)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_the_machine_generates_values_that_must_raise() -> None:
+    """Negative timeouts and clock moves (R8, R35), empty keys (R36), extreme delays and
+    negative clocks: the whole input space of each step, not only the valid part."""
+    side = _Recorder()
+    failure, _ = run_stateful(side, reference=reference, max_examples=60, step_count=40, seed=2)
+    assert failure is None
+    steps = side.steps
+    for kind in (Advance, ClockAdvance, PurgatoryAdvance):
+        assert any(isinstance(step, kind) and step.ms < 0 for step in steps), kind
+    assert any(isinstance(step, Watch) and step.keys == () for step in steps)
+    assert any(isinstance(step, Add) and abs(step.delay_ms) >= LIMIT - 1 for step in steps)
+    assert any(isinstance(step, Init) and step.clock_ms < 0 for step in steps)
+    assert any(isinstance(step, Watch) and "7" in step.keys for step in steps)  # not 7 (R24)
+
+
+def test_the_machine_finds_an_implementation_that_accepts_a_negative_timeout() -> None:
+    """A Kafka-like timer that drains on a negative timeout instead of raising (R8)."""
+    failure, _ = run_stateful(
+        DriverSide(kafka_like("kafka-negative-timeout")),
+        reference=reference,
+        max_examples=200,
+        step_count=20,
+        seed=4,
+    )
+    assert failure is not None
+    last = failure.steps[-1]
+    assert isinstance(last, Advance | PurgatoryAdvance) and last.ms < 0
+    assert failure.message == "raised: expected ValueError, got None"

@@ -26,13 +26,17 @@ from kpurgatory.conformance.driver import (
 from kpurgatory.conformance.steps import (
     Add,
     Advance,
+    ClockAdvance,
     Init,
+    Shutdown,
+    Step,
     Watch,
     step_from_json,
     step_to_json,
 )
 from kpurgatory.conformance.vectors import (
     SCHEMA_PATH,
+    WORKLOAD_GENERATOR,
     content_hash,
     load_schema,
     load_vector,
@@ -164,6 +168,23 @@ def test_driver_refuses_steps_that_do_not_fit_the_run() -> None:
         run_steps(reference, [Init(), Watch("o", 1, ("k",)), Add("o", 1)])
 
 
+def test_a_failed_add_does_not_relabel_the_schedule_in_force() -> None:
+    """``add`` on the closed main timer raises (R14) and leaves the task scheduled in aux
+    at due 5: its hand-over there is labelled due 5, not the failed add's due 7."""
+    steps: list[Step] = [
+        Init(tick_ms=1, wheel_size=4, timers=("main", "aux")),
+        Add("t", 5, timer="aux"),
+        Shutdown(),  # closes main, the purgatory's timer
+        ClockAdvance(2),
+        Add("t", 5, timer="main"),
+        Advance(3, timer="aux"),
+    ]
+    observations = run_steps(reference, steps)
+    assert observations[4].raised == "RuntimeError"
+    (ran,) = observations[5].events
+    assert (ran.unit, ran.due_ms, ran.event) == ("t", 5, TaskRan("t", 5))
+
+
 def test_driver_refuses_a_module_without_the_api_and_a_bad_state_every() -> None:
     with pytest.raises(TypeError, match="must export SystemTimer"):
         Driver(json)
@@ -237,7 +258,7 @@ def test_committed_workload_vectors_are_current() -> None:
     workload_files = [
         path
         for path in VECTOR_FILES
-        if load_vector(path)["provenance"]["generator"] == "kpurgatory.pipeline.workloads"
+        if load_vector(path)["provenance"]["generator"] == WORKLOAD_GENERATOR
     ]
     assert len(workload_files) >= 24
     for path in workload_files:
@@ -252,15 +273,22 @@ def test_committed_workload_vectors_are_current() -> None:
         assert again == vector, path.name
 
 
-def test_conformance_root_is_the_checkout_else_the_working_directory(
+def test_conformance_root_is_the_package_data_else_the_checkout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In a checkout the committed folder is found beside the package; an installed
-    package (no ``conformance/`` beside it) falls back to ``./conformance``."""
+    """An installed wheel's package data (``kpurgatory/conformance/data``) wins; without it
+    the checkout's ``conformance/`` beside the package; never the working directory."""
     from kpurgatory.conformance import vectors
 
     assert vectors.conformance_root() == vectors.SCHEMA_PATH.parents[1]
     assert (vectors.conformance_root() / "schema" / "vector.schema.json").is_file()
-    installed = tmp_path / "site-packages" / "kpurgatory" / "conformance" / "vectors.py"
+    site = tmp_path / "site-packages"
+    installed = site / "kpurgatory" / "conformance" / "vectors.py"
     monkeypatch.chdir(tmp_path)
-    assert vectors.conformance_root(installed) == tmp_path / "conformance"
+    (tmp_path / "conformance" / "schema").mkdir(parents=True)
+    (tmp_path / "conformance" / "schema" / "vector.schema.json").write_text("{}")
+    assert vectors.conformance_root(installed) == site / "conformance"  # not ./conformance
+    data = installed.parent / "data" / "schema"
+    data.mkdir(parents=True)
+    (data / "vector.schema.json").write_text("{}", encoding="utf-8")
+    assert vectors.conformance_root(installed) == installed.parent / "data"

@@ -12,8 +12,8 @@ from kpurgatory.cli import main
 from kpurgatory.conformance.driver import PUBLIC_API
 from kpurgatory.pipeline.replay import replay_stream, resolve_impl
 from kpurgatory.pipeline.rows import replay_rows
-from kpurgatory.pipeline.workloads import PRESETS, SCENARIOS, stream_steps
 from kpurgatory.replay import replay
+from kpurgatory.workloads import PRESETS, SCENARIOS, stream_steps
 from tests.support import implementation_names
 
 REFERENCE = resolve_impl("reference")

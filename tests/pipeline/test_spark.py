@@ -19,8 +19,8 @@ from kpurgatory.pipeline.spark import (
     replay_dataframe,
     run_pipeline,
 )
-from kpurgatory.pipeline.workloads import GridRow, grid
 from kpurgatory.replay import replay
+from kpurgatory.workloads import GridRow, grid
 
 TINY = grid(["join_group", "fetch_long_poll", "adversarial"], ["tiny", "tick5"], (1,), 1, 25)
 MUTANT = "tests.pipeline.mutants"

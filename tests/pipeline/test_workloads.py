@@ -18,7 +18,7 @@ from kpurgatory.conformance.steps import (
 )
 from kpurgatory.pipeline.cli import GRIDS, grid_rows
 from kpurgatory.pipeline.replay import replay_stream, resolve_impl
-from kpurgatory.pipeline.workloads import (
+from kpurgatory.workloads import (
     PRESETS,
     SCENARIOS,
     _Draw,

@@ -5,6 +5,10 @@ expands deterministically from those values (``stream_steps``) into a list of st
 the conformance step language (``kpurgatory.conformance.steps``), so the Spark job, the
 local ``kpurgatory replay`` command and the vector exporter all see the same calls.
 
+It lives at the top of the package, not in ``kpurgatory.pipeline``, because both the
+pipeline and the conformance kit (``kpurgatory.conformance.vectors``) use it, and the kit
+must not depend on the Spark package (tests/test_layering.py enforces the direction).
+
 Traffic follows the Purgatory Redesign Proposal's benchmark model (TestPurgatoryPerformance):
 exponential inter-arrival times at a given rate, with the fractional part carried so the
 mean rate is kept; a completion latency drawn from a log-normal given its 50th and 75th

@@ -1,0 +1,259 @@
+"""Kafka's known differences as data, and ``--allow``: exactly those, each one reported.
+
+The catalog (``kpurgatory.spec.known_differences``) must agree with docs/spec.md's
+**Kafka** notes and use only names the kit understands. A Kafka-like variant of the
+reference (``tests/conformance/kafka_like.py``, behind ``broken_adapter.py --bug
+kafka``) reproduces each documented behaviour: with one difference switched on, the
+vectors that show it fail, still fail when every *other* difference is allowed, and
+pass with ``--allow <that id>``, which the report names at the steps it was needed.
+The two differences no committed vector reaches (a closed timer, negative clock
+readings) are checked on a ``--replay`` sequence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from kpurgatory.cli import main
+from kpurgatory.conformance.adapter import DEFAULT_VECTORS_DIR, STEP_KINDS, vector_paths
+from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS, Judge
+from kpurgatory.conformance.driver import DriverSide, Observation, State, run_steps
+from kpurgatory.conformance.stateful import run_stateful
+from kpurgatory.conformance.steps import Add, Advance, Init, Shutdown, Step, Watch, step_to_json
+from kpurgatory.spec.known_differences import (
+    CONDITIONS,
+    KAFKA,
+    KNOWN_DIFFERENCES,
+    OBSERVATION_FIELDS,
+    known_difference,
+    resolve,
+)
+from kpurgatory.spec.rules import RULES
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKEN = ROOT / "tests" / "conformance" / "broken_adapter.py"
+SPEC = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8")
+IDS = [difference.id for difference in KNOWN_DIFFERENCES]
+
+SHOWN_BY_VECTORS: dict[str, list[str]] = {
+    "kafka-stale-current-time": ["r02-current-time", "adversarial-tiny-s1-n40"],
+    "kafka-flush-current-time": ["r11-cancel-before-turn"],
+    "kafka-advance-result": ["r08-advance-result", "r09-cancel-readd", "r29-cancel-for-key"],
+    "kafka-negative-timeout": ["r35-inputs"],
+    "kafka-duplicate-keys": ["r24-keys", "mixed_cancel-tiny-s1-n12"],
+    "kafka-after-shutdown": ["r32-shutdown-timer-disabled-resubmit"],
+    "kafka-resubmission": ["r32-shutdown-timer-disabled-resubmit"],
+}
+"""Each difference a committed vector shows, with the vectors that show it."""
+
+SHOWN_BY_SEQUENCES: dict[str, list[Step]] = {
+    "kafka-after-close": [Init(), Shutdown(), Add("t", 5), Advance(10)],
+    "kafka-truncating-division": [
+        Init(tick_ms=10, clock_ms=-15, start_ms=-15),
+        Add("u", 6),  # expiration -9: due -10 here, 0 with truncation
+        Advance(5),
+        Advance(10),
+    ],
+}
+"""The differences no committed vector reaches, with a sequence that shows each."""
+
+
+def kafka_adapter(differences: str) -> str:
+    return shlex.join([sys.executable, str(BROKEN), "--bug", "kafka", "--differences", differences])
+
+
+def conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["conformance", *args])
+    return code, capsys.readouterr().out
+
+
+def vectors_args(names: list[str]) -> list[str]:
+    return [
+        arg for name in names for arg in ("--vectors", str(DEFAULT_VECTORS_DIR / f"{name}.json"))
+    ]
+
+
+# ---- the catalog ---------------------------------------------------------------------------
+
+
+def test_catalog_uses_known_rules_kinds_fields_and_conditions() -> None:
+    rule_ids = {rule.id for rule in RULES}
+    assert len(set(IDS)) == len(IDS)
+    for difference in KNOWN_DIFFERENCES:
+        assert re.fullmatch(r"kafka-[a-z-]+", difference.id), difference.id
+        assert difference.rule in rule_ids, difference.id
+        assert difference.shows_on and difference.shows_on <= set(STEP_KINDS), difference.id
+        assert difference.fields and difference.fields <= OBSERVATION_FIELDS, difference.id
+        assert difference.later <= OBSERVATION_FIELDS, difference.id
+        assert difference.when in CONDITIONS, difference.id
+        assert "\n" not in difference.summary and len(difference.summary) <= 80
+
+
+def test_every_difference_is_a_kafka_note_under_its_rule_in_spec_md() -> None:
+    """docs/spec.md names each id in a **Kafka** note inside its rule's section."""
+    sections = re.split(r"^### ", SPEC, flags=re.MULTILINE)
+    for difference in KNOWN_DIFFERENCES:
+        section = next(s for s in sections if s.startswith(f"{difference.rule} "))
+        notes = [p for p in section.split("\n\n") if p.startswith("**Kafka**")]
+        assert any(f"`{difference.id}`" in note for note in notes), difference.id
+    cited = set(re.findall(r"`(kafka-[a-z-]+)`", SPEC))
+    assert cited == set(IDS), cited ^ set(IDS)
+
+
+def test_observation_fields_are_the_observation_and_state_fields() -> None:
+    """A field added to the observation or its state (say by a new step) must be named
+    here too, so differences can mention it; the timer-only mask stays a subset."""
+    names = {f.name for f in dataclasses.fields(Observation)} | {
+        f"state.{f.name}" for f in dataclasses.fields(State)
+    }
+    assert names == OBSERVATION_FIELDS
+    assert PURGATORY_STATE_FIELDS < OBSERVATION_FIELDS
+
+
+def test_resolve_names_the_group_or_ids_and_refuses_unknown_ones() -> None:
+    assert resolve(KAFKA) == KNOWN_DIFFERENCES
+    assert resolve("kafka-resubmission, kafka-advance-result") == (
+        known_difference("kafka-advance-result"),
+        known_difference("kafka-resubmission"),
+    )
+    with pytest.raises(ValueError, match="unknown known difference 'kafka-nope'"):
+        resolve("kafka-nope")
+    with pytest.raises(KeyError, match="known:"):
+        known_difference("R24")
+
+
+# ---- the judge -----------------------------------------------------------------------------
+
+
+def _observations(steps: list[Step], differences: str | None) -> list[Observation]:
+    from tests.conformance.kafka_like import kafka_like
+    from tests.support import load
+
+    impl = load("reference") if differences is None else kafka_like(differences)
+    return run_steps(impl, steps)
+
+
+def test_a_difference_is_never_accepted_outside_its_circumstance() -> None:
+    """R34's resubmission refused before any shutdown: allowing the after-shutdown
+    difference (whose fields cover a watch) does not excuse it; allowing it does."""
+    steps: list[Step] = [Init(), Watch("op", 5, ("k",)), Watch("op", 5, ("k",))]
+    expected = _observations(steps, None)
+    actual = _observations(steps, "kafka-resubmission")
+    judge = Judge(resolve("kafka-after-shutdown,kafka-after-close"))
+    verdicts = [judge.judge(s, e, a) for s, e, a in zip(steps, expected, actual, strict=True)]
+    assert verdicts[2][0] is not None and verdicts[2][0].startswith("raised: expected ValueError")
+    assert "not explained by the allowed differences" in verdicts[2][0]
+    judge = Judge(resolve("kafka-resubmission"))
+    verdicts = [judge.judge(s, e, a) for s, e, a in zip(steps, expected, actual, strict=True)]
+    assert verdicts[2] == (None, ("kafka-resubmission",))
+
+
+def test_later_fields_are_excused_only_after_the_difference_showed() -> None:
+    """A watched count that differs with no duplicate key watched before is a failure."""
+    steps: list[Step] = [Init(), Watch("op", 5, ("k",))]
+    expected = _observations(steps, None)
+    wrong = Observation.from_json(
+        {**expected[1].to_json(), "state": {**expected[1].to_json()["state"], "watched": 2}}
+    )
+    judge = Judge(resolve("kafka-duplicate-keys"))
+    judge.judge(steps[0], expected[0], expected[0])
+    message, accepted = judge.judge(steps[1], expected[1], wrong)
+    assert message is not None and "watched: expected 1, got 2" in message and accepted == ()
+
+
+# ---- the Kafka-like adapter through the CLI -----------------------------------------------
+
+
+@pytest.mark.parametrize("ident", sorted(SHOWN_BY_VECTORS))
+def test_each_kafka_behaviour_passes_only_with_its_own_allow(
+    ident: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vectors = vectors_args(SHOWN_BY_VECTORS[ident])
+    adapter = kafka_adapter(ident)
+    code, out = conformance(capsys, "--adapter", adapter, *vectors)
+    assert code == 1 and out.count("\nFAIL ") == len(SHOWN_BY_VECTORS[ident]), out
+    others = ",".join(other for other in IDS if other != ident)
+    code, out = conformance(capsys, "--adapter", adapter, "--allow", others, *vectors)
+    assert code == 1, out
+    code, out = conformance(capsys, "--adapter", adapter, "--allow", ident, *vectors)
+    assert code == 0, out
+    for name in SHOWN_BY_VECTORS[ident]:
+        line = next(line for line in out.splitlines() if line.startswith(f"PASS {name} "))
+        assert f"; accepted {ident} at step" in line
+    summary = next(line for line in out.splitlines() if line.startswith(f"  {ident} ("))
+    assert known_difference(ident).summary in summary and "never needed" not in summary
+
+
+@pytest.mark.parametrize("ident", sorted(SHOWN_BY_SEQUENCES))
+def test_kafka_behaviours_beyond_the_vectors_pass_replay_only_with_allow(
+    ident: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text(
+        "".join(json.dumps(step_to_json(step)) + "\n" for step in SHOWN_BY_SEQUENCES[ident]),
+        encoding="utf-8",
+    )
+    adapter = kafka_adapter(ident)
+    code, out = conformance(capsys, "--adapter", adapter, "--replay", str(steps))
+    assert code == 1 and out.startswith("FAIL replay: step "), out
+    others = ",".join(other for other in IDS if other != ident)
+    code, out = conformance(capsys, "--adapter", adapter, "--replay", str(steps), "--allow", others)
+    assert code == 1, out
+    code, out = conformance(capsys, "--adapter", adapter, "--replay", str(steps), "--allow", ident)
+    assert code == 0, out
+    assert re.search(rf"    {ident} \(R\d+, .*\): \d+ steps?\n", out), out
+
+
+def test_upstream_kafka_like_passes_every_vector_only_with_allow_kafka(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every behaviour at once, as an adapter over Kafka's own classes would show them."""
+    adapter = kafka_adapter(KAFKA)
+    code, out = conformance(capsys, "--adapter", adapter)
+    assert code == 1
+    failed = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    assert len(failed) >= 10
+    code, out = conformance(capsys, "--adapter", adapter, "--allow", KAFKA)
+    assert code == 0, out
+    total = len(vector_paths([DEFAULT_VECTORS_DIR]))
+    assert f"summary: {total} passed, 0 failed, 0 not consumed" in out
+    assert "accepting known differences: " + ", ".join(IDS) in out
+    for ident in SHOWN_BY_VECTORS:
+        summary = next(line for line in out.splitlines() if line.startswith(f"  {ident} ("))
+        assert "never needed" not in summary, summary
+
+
+def test_the_stateful_search_accepts_an_allowed_difference_and_counts_it() -> None:
+    """In process: the negative-timeout variant passes the search only with its --allow."""
+    from tests.conformance.kafka_like import kafka_like
+    from tests.support import load
+
+    reference = load("reference")
+    side = DriverSide(kafka_like("kafka-negative-timeout"))
+    failure, stats = run_stateful(side, reference=reference, max_examples=60, seed=4)
+    assert failure is not None
+    failure, stats = run_stateful(
+        side,
+        reference=reference,
+        max_examples=60,
+        seed=4,
+        allow=resolve("kafka-negative-timeout"),
+    )
+    assert failure is None
+    assert stats.accepted.get("kafka-negative-timeout", 0) > 0
+
+
+def test_the_reference_needs_no_known_difference(capsys: pytest.CaptureFixture[str]) -> None:
+    adapter = shlex.join(
+        [sys.executable, "-m", "kpurgatory.conformance.python_adapter", "--impl", "reference"]
+    )
+    code, out = conformance(capsys, "--adapter", adapter, "--allow", KAFKA)
+    assert code == 0
+    assert out.count("never needed") == len(IDS)
