@@ -442,7 +442,7 @@ RULES: tuple[Rule, ...] = (
         "If the task awaiting wait is cancelled (Task.cancel, a wait_for timeout, a "
         "TaskGroup, a dropped client), or the future returned by submit is cancelled, before "
         "the outcome reached it, the operation is "
-        "abandoned: it leaves every watcher list and the timer (watched and num_delayed "
+        "abandoned (R40): it leaves every watcher list and the timer (watched and num_delayed "
         "drop at once), it never completes later, neither on_complete nor on_expiration "
         "runs, and the CancelledError propagates. An operation that finished before the "
         "cancellation landed stays finished. AsyncPurgatory.abandon and cancel() of a "
