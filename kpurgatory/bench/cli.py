@@ -6,7 +6,8 @@ the same code paths with tiny sizes, written to build/bench-quick/ unless told
 otherwise, so it never overwrites the committed measurement. ``--compiled-python PATH``
 also runs the benchmarks in the interpreter of a mypyc build (``make compiled-venv``)
 and merges that run in; ``--json-only PATH`` is how that second pass reports back.
-``--report-only`` regenerates the markdown and plots from an existing results.json.
+``--report-only`` regenerates the markdown and plots from an existing results.json
+(``--add-runs PATH`` merges in the runs of another, e.g. a later ``--only versus`` run).
 """
 
 from __future__ import annotations
@@ -106,8 +107,16 @@ def _compiled_pass(python: str, args: argparse.Namespace, say: Callable[[str], N
         if args.designs:
             command += ["--designs", ",".join(args.designs)]
         say(f"compiled pass: {' '.join(command)}")
-        subprocess.run(command, check=True, cwd=tempfile.gettempdir())
+        # Without PYTHONPATH: a source tree on it (a developer's checkout) would shadow the
+        # compiled build installed in that interpreter, and the pass would measure pure code.
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+        subprocess.run(command, check=True, cwd=tempfile.gettempdir(), env=env)
         data = json.loads(out.read_text(encoding="utf-8"))
+        if data.get("build") != "compiled":
+            raise SystemExit(
+                f"--compiled-python {python} ran a {data.get('build')} build of kpurgatory "
+                "(is it a mypyc build, e.g. from make compiled-venv?)"
+            )
         profile_texts = data.pop("_profile_texts", {})
         return data, profile_texts
 
@@ -136,6 +145,21 @@ def write_outputs(
     return written
 
 
+def _runs_to_add(path: Path, present: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of another results.json (e.g. a ``--only versus`` run), each labelled with
+    the command that made it; a run already present (same build, commit, date) is skipped."""
+    other = json.loads(path.read_text(encoding="utf-8"))
+    seen = {
+        (r.get("build"), r["machine"].get("git_commit"), r["machine"].get("date")) for r in present
+    }
+    added = []
+    for run in other["runs"]:
+        key = (run.get("build"), run["machine"].get("git_commit"), run["machine"].get("date"))
+        if key not in seen:
+            added.append({**run, "command": other["command"]})
+    return added
+
+
 def _split(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
@@ -145,6 +169,8 @@ def _run(args: argparse.Namespace) -> int:
     report: Path | None = None if args.no_report else (args.report or DEFAULT_REPORT[args.mode])
     if args.report_only:
         results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+        for path in args.add_runs or []:
+            results["runs"] += _runs_to_add(path, results["runs"])
         results["goals"] = goals(results["runs"])
         for path in write_outputs(results, out_dir, report, {}):
             print(f"wrote {path}")
@@ -165,8 +191,6 @@ def _run(args: argparse.Namespace) -> int:
         all_texts = {f"{run['build']}-{stem}": text for stem, text in texts.items()}
         if args.compiled_python:
             compiled, compiled_texts = _compiled_pass(args.compiled_python, args, say)
-            if compiled.get("build") != "compiled":
-                say(f"warning: {args.compiled_python} ran a {compiled.get('build')} build")
             runs.append(compiled)
             all_texts.update({f"{compiled['build']}-{k}": v for k, v in compiled_texts.items()})
     results = {
@@ -228,6 +252,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--report-only",
         action="store_true",
         help="regenerate the report and plots from the existing results.json",
+    )
+    parser.add_argument(
+        "--add-runs",
+        type=Path,
+        action="append",
+        help="with --report-only: merge the runs of this results.json into the report "
+        "(and into the results file), e.g. a separate --only versus run",
     )
     parser.add_argument("--plain", action="store_true", help="plain progress lines (no rich)")
     parser.set_defaults(func=_run)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import math
 import random
 import time
 import tracemalloc
@@ -66,6 +67,15 @@ LIFECYCLE_STEP_MS = 10
 LIFECYCLE_CANCEL_FRACTION = 0.9
 """Lifecycle: share of tasks cancelled before their due time."""
 
+LOGNORMAL_MEDIAN_MS = 200
+"""Issue 13's lifecycle: median delay (log-normal delays)."""
+
+LOGNORMAL_SIGMA = 1.0
+"""Issue 13's lifecycle: sigma of the log-normal delays (p99 about 10 times the median)."""
+
+LOGNORMAL_STEP_MS = 5
+"""Issue 13's lifecycle: the clock walks forward this many ms per step."""
+
 
 @functools.cache
 def bench_task_class(impl: ModuleType) -> type[Any]:
@@ -102,14 +112,22 @@ class PerOpResult(JsonResult):
     design: str
     pending: int
     add_cancel_s: float
-    add_expire_s: float
+    add_expire_s: float | None
     ops: int
 
 
 def per_op_costs(
-    impl: ModuleType, design: str, pending: int, *, ops: int, repeat: int, seed: int
+    impl: ModuleType,
+    design: str,
+    pending: int,
+    *,
+    ops: int,
+    repeat: int,
+    seed: int,
+    expire: bool = True,
 ) -> PerOpResult:
-    """Best-of-``repeat`` seconds per add+cancel and per add+expire with ``pending`` pending."""
+    """Best-of-``repeat`` seconds per add+cancel and per add+expire with ``pending`` pending
+    (add+expire only if ``expire``; else its figure is None)."""
     rng = random.Random(seed)
     executor = DirectExecutor()
     timer = _timer(impl, executor)
@@ -131,6 +149,8 @@ def per_op_costs(
                 add(task)
                 task.cancel()
             best_cancel = min(best_cancel, (time.process_time() - started) / ops)
+            if not expire:
+                continue
             before = executor.submitted
             started = time.process_time()
             for task in expire_pool:
@@ -148,7 +168,7 @@ def per_op_costs(
         gc.unfreeze()
         timer.close()
     del background
-    return PerOpResult(design, pending, best_cancel, best_expire, ops)
+    return PerOpResult(design, pending, best_cancel, best_expire if expire else None, ops)
 
 
 @dataclass
@@ -224,10 +244,11 @@ class LifecycleResult(JsonResult):
 
 @dataclass(frozen=True)
 class LifecycleSchedule:
-    """Delays, and which task indexes are cancelled in which 10 ms step."""
+    """Delays, and which task indexes are cancelled in which clock step of ``step_ms``."""
 
     delays: list[int]
     cancel_steps: list[list[int]]
+    step_ms: int = LIFECYCLE_STEP_MS
 
     @property
     def cancelled(self) -> int:
@@ -246,6 +267,22 @@ def lifecycle_schedule(n: int, seed: int) -> LifecycleSchedule:
             cancel_at = rng.randrange(delay)  # strictly before the due time
             cancel_steps[cancel_at // LIFECYCLE_STEP_MS].append(index)
     return LifecycleSchedule(delays, cancel_steps)
+
+
+def lognormal_schedule(n: int, seed: int) -> LifecycleSchedule:
+    """Issue 13's lifecycle: log-normal delays (median ``LOGNORMAL_MEDIAN_MS``, sigma
+    ``LOGNORMAL_SIGMA``, at least 1 ms), 90 % cancelled at a uniform time before their
+    due time, the clock walking in ``LOGNORMAL_STEP_MS`` steps until every task is due."""
+    rng = random.Random(seed)
+    mu = math.log(LOGNORMAL_MEDIAN_MS)
+    delays = [max(1, int(rng.lognormvariate(mu, LOGNORMAL_SIGMA))) for _ in range(n)]
+    steps = max(delays, default=0) // LOGNORMAL_STEP_MS + 1
+    cancel_steps: list[list[int]] = [[] for _ in range(steps)]
+    for index, delay in enumerate(delays):
+        if rng.random() < LIFECYCLE_CANCEL_FRACTION:
+            cancel_at = rng.randrange(delay)  # strictly before the due time
+            cancel_steps[cancel_at // LOGNORMAL_STEP_MS].append(index)
+    return LifecycleSchedule(delays, cancel_steps, LOGNORMAL_STEP_MS)
 
 
 def _run_lifecycle(
@@ -272,10 +309,11 @@ def _run_lifecycle(
                 add(task)
             added = time.process_time()
             advance = timer.advance_clock
+            step_ms = schedule.step_ms
             for step in schedule.cancel_steps:
                 for index in step:
                     tasks[index].cancel()
-                advance(LIFECYCLE_STEP_MS)
+                advance(step_ms)
             walked = time.process_time()
         peak = tracemalloc.get_traced_memory()[1] if traced else 0
     finally:

@@ -18,6 +18,14 @@ and waits for its hand-over turn, R11), or None.
 Every bucket of a timer shares one ``TaskCounter``: the number of entries linked into
 any bucket at any level, i.e. the timer's ``size`` (R12).
 
+Inlined copies: the timer's hot paths inline the bodies of ``TimerTaskList.add``
+(in ``TimingWheel.add``), ``remove`` (in ``TimerTask.cancel``), ``set_expiration`` (in
+``TimingWheel.add``) and ``flush`` (in ``SystemTimer.advance_clock``): a Python call
+costs as much as the whole list operation (measured in docs/performance.md). The methods
+here stay the definitions, used by the rarer paths and the tests; a change to one must
+be made to its inlined copy too (the equivalence machines, ``_check`` and the mutants of
+tests/mutants cover both).
+
 Locking: a bucket has no lock of its own. Every method here is called with the owning
 timer's lock held (``holder.lock``), and that lock is re-entrant (``threading.RLock``),
 so a ``flush`` callback may touch the same list (remove from it, or add to it) exactly

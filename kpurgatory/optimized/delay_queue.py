@@ -33,21 +33,38 @@ WAKE_NOW = -(1 << 62)
 """A due time already passed on any clock: returned by ``next_due`` to end a wait."""
 
 
+def _never() -> bool:
+    """The default ``interrupted``: a queue without a timer is never woken early."""
+    return False
+
+
 class DelayQueue:
     """A heap of buckets by expiration, plus the condition a real-clock drain waits on.
 
     Reference equivalent: none (the reference sorts its pending dict at every drain).
     Costs: ``offer`` and ``poll`` O(log B) with B queued buckets; ``earliest_due``
-    O(1) in the common case, O(k log k) for k buckets visited at worst (see there).
+    O(k log k) for the k buckets whose expiration lies below the answer (usually one or
+    two), plus the entries of the coarse ones among them.
     """
 
-    __slots__ = ("_condition", "_heap", "_seq", "_target", "_waiters", "offers", "polls")
+    __slots__ = (
+        "_condition",
+        "_interrupted",
+        "_seq",
+        "_target",
+        "heap",
+        "offers",
+        "polls",
+        "waiters",
+    )
 
-    def __init__(self, lock: AbstractLock) -> None:
-        self._heap: list[tuple[int, int, TimerTaskList]] = []
+    def __init__(self, lock: AbstractLock, interrupted: Callable[[], bool] = _never) -> None:
+        self._interrupted = interrupted
+        self.heap: list[tuple[int, int, TimerTaskList]] = []
         self._seq = itertools.count()
         self._condition = sync.new_condition(lock)
-        self._waiters = 0
+        self.waiters = 0
+        """Drains blocked in ``await_due`` now (read by ``add`` to skip ``note_scheduled``)."""
         self._target: int | None = None
         self.offers = 0
         """Buckets offered so far (each ``offer``); read through ``SystemTimer.stats``."""
@@ -61,14 +78,14 @@ class DelayQueue:
 
     def __len__(self) -> int:
         """Number of queued buckets."""
-        return len(self._heap)
+        return len(self.heap)
 
     def offer(self, bucket: TimerTaskList) -> None:
         """Queue ``bucket`` under its current expiration. O(log B)."""
         expiration = bucket.expiration
         if expiration is None:
             raise ValueError(f"{bucket!r} has no expiration to be queued under")
-        heapq.heappush(self._heap, (expiration, next(self._seq), bucket))
+        heapq.heappush(self.heap, (expiration, next(self._seq), bucket))
         self.offers += 1
 
     def poll(self, now: int) -> TimerTaskList | None:
@@ -76,7 +93,7 @@ class DelayQueue:
 
         O(log B). Kafka's ``delayQueue.poll()`` with the drain reading as "now".
         """
-        heap = self._heap
+        heap = self.heap
         if heap and heap[0][0] <= now:
             self.polls += 1
             return heapq.heappop(heap)[2]
@@ -84,26 +101,26 @@ class DelayQueue:
 
     def buckets(self) -> list[TimerTaskList]:
         """The queued buckets in heap order (a copy)."""
-        return [item[2] for item in self._heap]
+        return [item[2] for item in self.heap]
 
     def earliest_due(self) -> int | None:
         """The earliest due time of any entry in a queued bucket, or None if there is none.
 
         Exact, as the reference's ``min(entry.due)``: buckets are visited in expiration
-        order by a walk down the heap (a frontier heap of the children of the buckets
-        visited, so nothing is sorted), and the walk stops at the first bucket whose
-        expiration (a lower bound of its entries' due times) is not below the best
-        found. Empty buckets (all their entries cancelled) are skipped, so a real-clock
-        wait never wakes for them. Cost: O(1) when the least-expiration bucket is a
-        non-empty lowest-level one (its first entry is due at its expiration), else
-        O(k log k) for the k buckets visited plus their ``min_due`` scans.
+        order, and the visit stops at the first bucket whose expiration (a lower bound
+        of its entries' due times) is not below the best found. Empty buckets (all their
+        entries cancelled) are skipped, so a real-clock wait never wakes for them.
+
+        The visit walks the heap in order without sorting it (a frontier of heap
+        indexes: pop the least, push its two children), so it costs O(k log k) for the
+        k buckets it visits, plus the entries ``min_due`` reads in a coarse bucket. A
+        non-empty bucket of the lowest wheel at the head answers at once: its entries
+        are all due at its expiration.
         """
-        heap = self._heap
-        size = len(heap)
-        if not size:
-            return None
+        heap = self.heap
         best: int | None = None
-        frontier: list[tuple[int, int, int]] = [(heap[0][0], heap[0][1], 0)]
+        frontier: list[tuple[int, int, int]] = [(heap[0][0], heap[0][1], 0)] if heap else []
+        size = len(heap)
         while frontier:
             expiration, _, index = heapq.heappop(frontier)
             if best is not None and expiration >= best:
@@ -113,35 +130,39 @@ class DelayQueue:
                 best = due
             for child in (2 * index + 1, 2 * index + 2):
                 if child < size:
-                    heapq.heappush(frontier, (heap[child][0], heap[child][1], child))
+                    key, seq, _ = heap[child]
+                    heapq.heappush(frontier, (key, seq, child))
         return best
 
-    def await_due(self, clock: Clock, timeout_ms: int, interrupted: Callable[[], bool]) -> int:
+    def await_due(self, clock: Clock, timeout_ms: int) -> int:
         """Let time pass until the earliest due time or ``timeout_ms``; return the reading.
 
         Called with the timer's lock held. Delegates to ``clock.wait`` (R7): a real
-        clock blocks on the condition (released while blocked) and re-reads ``next_due``
-        at every wake-up; ``interrupted()`` (wakeup or close) ends the wait at once.
+        clock blocks on the condition (released while blocked) and re-reads
+        ``next_due`` at every wake-up; ``interrupted()`` (wakeup or close, given at
+        construction) ends the wait at once. O(1) plus the clock's wait (a
+        ``ManualClock`` never calls ``next_due``).
         """
-
-        def next_due() -> int | None:
-            if interrupted():
-                return WAKE_NOW
-            due = self.earliest_due()
-            self._target = due
-            return due
-
-        self._waiters += 1
+        self.waiters += 1
         try:
-            return clock.wait(self._condition, timeout_ms, next_due)
+            return clock.wait(self._condition, timeout_ms, self.next_due)
         finally:
-            self._waiters -= 1
-            if not self._waiters:
+            self.waiters -= 1
+            if not self.waiters:
                 self._target = None
+
+    def next_due(self) -> int | None:
+        """What a real-clock wait waits for: ``WAKE_NOW`` once interrupted, else the
+        earliest due time (remembered as the waiter's target for ``note_scheduled``)."""
+        if self._interrupted():
+            return WAKE_NOW
+        due = self.earliest_due()
+        self._target = due
+        return due
 
     def note_scheduled(self, due: int) -> None:
         """Wake a waiter if an entry due at ``due`` was scheduled before its target. O(1)."""
-        if self._waiters:
+        if self.waiters:
             target = self._target
             if target is None or due < target:
                 self._target = due
@@ -152,8 +173,13 @@ class DelayQueue:
         self._condition.notify_all()
 
     def _check(self) -> None:
-        """Assert the heap invariants: heap order, keys equal expirations, no duplicates."""
-        heap = self._heap
+        """Assert the heap invariants: heap order, keys equal expirations, no duplicates;
+        and the waiter bookkeeping: ``waiters`` >= 0, no target without a waiter."""
+        if self.waiters < 0:
+            raise AssertionError(f"negative waiters count {self.waiters}")
+        if not self.waiters and self._target is not None:
+            raise AssertionError(f"target {self._target} kept with no waiter")
+        heap = self.heap
         seen: set[int] = set()
         for index, (key, _, bucket) in enumerate(heap):
             if id(bucket) in seen:

@@ -98,11 +98,12 @@ class DelayedOperation(TimerTask):
         On a submitted operation this is ``purgatory.abandon(self)``; on one never
         submitted, ``TimerTask.cancel``. Reference equivalent: ``DelayedOperation.cancel``.
         """
-        owner = self._owner
-        if owner is None:
-            TimerTask.cancel(self)
-        else:
-            owner.abandon(self)
+        with self._lock:  # a submission claims before it locks: decide under the lock
+            owner = self._owner
+            if owner is None:
+                TimerTask.cancel(self)
+                return
+        owner.abandon(self)
 
     def force_complete(self) -> bool:
         """Complete the operation if nobody has yet (R16).

@@ -200,8 +200,21 @@ class TimingWheel:
             if due < current + wheel.interval:  # fits_level(due, current, wheel.interval)
                 vid = due // tick  # virtual_bucket_id(due, tick)
                 bucket = wheel.buckets[vid % wheel.wheel_size]  # slot_index(vid, wheel_size)
-                bucket.add(entry)
-                if bucket.set_expiration(vid * tick):  # bucket_expiration(vid, tick)
+                # TimerTaskList.add inlined: detach, append at the tail, count
+                holder = entry._entry_list
+                if holder is not None:
+                    holder.remove(entry)
+                root = bucket.root
+                tail = root._entry_prev
+                entry._entry_next = root
+                entry._entry_prev = tail
+                entry._entry_list = bucket
+                tail._entry_next = entry
+                root._entry_prev = entry
+                bucket.counter.value += 1
+                start = vid * tick  # bucket_expiration(vid, tick)
+                if bucket.expiration != start:  # TimerTaskList.set_expiration inlined
+                    bucket.expiration = start
                     wheel.queue.offer(bucket)
                 return True
             overflow = wheel.overflow
@@ -215,9 +228,11 @@ class TimingWheel:
         """
         wheel: TimingWheel | None = self
         while wheel is not None:
-            moved = advanced_time(wheel.current_time, time_ms, wheel.tick_ms)
-            if moved == wheel.current_time:
+            tick = wheel.tick_ms
+            # advanced_time(current, time_ms, tick) inlined: move once a whole tick passed
+            if time_ms < wheel.current_time + tick:
                 return
+            moved = time_ms - time_ms % tick  # round_down(time_ms, tick)
             wheel.current_time = moved
             time_ms = moved
             wheel = wheel.overflow
@@ -236,7 +251,8 @@ class TimingWheel:
 
         Per level: the current time is a multiple of the tick; the interval is
         ``tick * wheel_size``; the overflow wheel's tick is this interval and its current
-        time this one rounded down to its tick; each bucket's list is consistent; every
+        time this one rounded down to its tick, and it shares this level's counter, queue
+        and lock; each bucket's list is consistent; every
         non-empty bucket is queued (``queued``: ids of queued buckets, when given); a
         queued bucket's expiration is its slot start, lies in the window
         ``(current_time, current_time + interval)`` and maps to its own slot; an
@@ -261,6 +277,12 @@ class TimingWheel:
                     )
                 if overflow.wheel_size != size:
                     raise AssertionError(f"{where}: overflow wheel_size {overflow.wheel_size}")
+                if (
+                    overflow.counter is not wheel.counter
+                    or overflow.queue is not wheel.queue
+                    or overflow.lock is not wheel.lock
+                ):
+                    raise AssertionError(f"{where}: overflow does not share counter/queue/lock")
                 if overflow.current_time != round_down(current, overflow.tick_ms):
                     raise AssertionError(
                         f"{where}: overflow current time {overflow.current_time} is not "

@@ -74,11 +74,12 @@ class DelayedOperation(TimerTask):
         watcher list and the timer and never completes. On an operation never submitted
         it is ``TimerTask.cancel`` (a plain timer task added to a timer by hand).
         """
-        owner = self._owner
-        if owner is None:
-            self._unschedule()
-        else:
-            owner.abandon(self)
+        with self._lock:  # a submission claims before it locks: decide under the lock
+            owner = self._owner
+            if owner is None:
+                self._unschedule()
+                return
+        owner.abandon(self)
 
     def force_complete(self) -> bool:
         """Complete the operation if nobody has yet (R16).

@@ -218,11 +218,12 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "flush-keeps-expiration",
-        _BUCKET,
-        "TimerTaskList.flush",
-        "self.expiration = NO_EXPIRATION",
+        _TIMER,
+        "SystemTimer.advance_clock",
+        "bucket.expiration = NO_EXPIRATION",
         "pass",
-        "flush does not reset the bucket's expiration. Invisible from outside in this design "
+        "The drain's flush of a bucket (TimerTaskList.flush, inlined) does not reset the "
+        "bucket's expiration. Invisible from outside in this design "
         "(the drain advances the wheel to a bucket's expiration before flushing it, so that "
         "slot never gets the same expiration again); caught by _check(), which the machines "
         "run after every step.",
@@ -242,11 +243,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "cancel-forgets-counter",
         _TIMER,
         "TimerTask.cancel",
-        "holder.remove(self)",
-        "holder.remove(self)\n"
-        "                if hasattr(holder, 'counter'):\n"
-        "                    holder.counter.value += 1",
-        "cancel unlinks the entry but leaves the shared task counter up: size too high (R9, R12).",
+        "holder.counter.value -= 1",
+        "pass",
+        "cancel unlinks the entry (TimerTaskList.remove, inlined) but leaves the shared task "
+        "counter up: size too high (R9, R12).",
         _TIMER_FIRST,
     ),
     # ---- timer: more ---------------------------------------------------------------
@@ -264,8 +264,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "current-time-not-advanced",
         _TIMER,
         "SystemTimer.advance_clock",
-        "wheel_advance(now)",
-        "pass",
+        "wheel.advance_clock(now)\n        self._current_time = wheel.current_time\n"
+        "        self._cascades",
+        "self._current_time = wheel.current_time\n        self._cascades",
         "The wheel's current time is not moved to the drain reading at the end of the "
         "drain, only to dequeued bucket expirations (Kafka's stale current time, R2).",
         _TIMER_FIRST,
@@ -283,8 +284,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "bucket-expires-at-slot-end",
         _WHEEL,
         "TimingWheel.add",
-        "bucket.set_expiration(vid * tick)",
-        "bucket.set_expiration((vid + 1) * tick)",
+        "start = vid * tick",
+        "start = (vid + 1) * tick",
         "A bucket's expiration is the end of its slot instead of the start: its tasks run "
         "a tick late (R5).",
         _TIMER_FIRST,
@@ -293,11 +294,101 @@ MUTANTS: tuple[Mutant, ...] = (
         "readd-keeps-old-entry",
         _TIMER,
         "SystemTimer.add",
-        "if old.lock is lock:\n                old.remove(task)",
+        "if old.lock is lock:\n                old.remove(checked)",
         "if old.lock is lock:\n                pass",
         "Re-adding a task skips the unlink of its old scheduling. A re-add that schedules "
         "it again still moves it (linking detaches it first), but one due at once leaves "
         "it linked in the old bucket (R10): size stays up and it runs a second time.",
+        _TIMER_FIRST,
+    ),
+    # ---- timer: the inlined hot paths (issue 13) -------------------------------------
+    Mutant(
+        "idle-drain-keeps-current-time",
+        _TIMER,
+        "SystemTimer.advance_clock",
+        "if now >= self._current_time + self._tick_ms:",
+        "if False:",
+        "A drain with nothing due (the fast path) does not move the current time to the "
+        "reading: an add after it judges 'due at once' against a stale time (R2, R3).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "idle-fast-path-skips-due-bucket",
+        _TIMER,
+        "SystemTimer.advance_clock",
+        "heap[0][0] > now:",
+        "heap[0][0] >= now:",
+        "The fast path treats a bucket due exactly at the reading as not due: its tasks "
+        "run a drain late (R5).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "drain-forgets-counter",
+        _TIMER,
+        "SystemTimer.advance_clock",
+        "counter.value -= 1",
+        "pass",
+        "The drain unlinks entries from a bucket without counting them out: size too high "
+        "after every drain (R12).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "drain-collects-early",
+        _TIMER,
+        "SystemTimer.advance_clock",
+        "if entry._entry_due <= current:",
+        "if entry._entry_due <= current + self._tick_ms:",
+        "The drain's due test is off by a tick: an entry of a cascading bucket due one tick "
+        "after the current time is handed over at once instead of re-added (R5).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "drain-loses-links",
+        _TIMER,
+        "SystemTimer.advance_clock",
+        "nxt._entry_prev = root",
+        "pass",
+        "The drain's inlined unlink leaves the next entry's back link on the removed one: "
+        "a later cancel of it corrupts the bucket (caught by _check()).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "cancel-keeps-links",
+        _TIMER,
+        "TimerTask.cancel",
+        "nxt._entry_prev = prev",
+        "pass",
+        "cancel's inlined unlink leaves the next entry's back link on the cancelled task "
+        "(caught by _check()).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "wheel-add-forgets-counter",
+        _WHEEL,
+        "TimingWheel.add",
+        "bucket.counter.value += 1",
+        "pass",
+        "The inlined TimerTaskList.add links an entry without counting it: size too low (R12).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "wheel-advance-late",
+        _WHEEL,
+        "TimingWheel.advance_clock",
+        "if time_ms < wheel.current_time + tick:",
+        "if time_ms <= wheel.current_time + tick:",
+        "The inlined advanced_time moves a level one tick late: the current time lags the "
+        "drain reading (R2).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "bucket-remove-forgets-counter",
+        _BUCKET,
+        "TimerTaskList.remove",
+        "self.counter.value -= 1",
+        "pass",
+        "Unlinking an entry from a bucket (a re-add of a scheduled task) leaves the shared "
+        "counter up: size too high (R10, R12).",
         _TIMER_FIRST,
     ),
     # ---- operation and purgatory: the issue's list -----------------------------------

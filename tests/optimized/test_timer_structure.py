@@ -3,6 +3,7 @@ timers, the delay queue, and the real-clock wait on the exact earliest due time.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 
@@ -237,7 +238,7 @@ def test_timer_check_detects_a_wrong_counter() -> None:
 def test_timer_check_detects_a_bucket_that_was_not_queued() -> None:
     with manual_timer() as timer:
         timer.add(Task(5, "t", []))
-        timer._queue._heap.clear()
+        timer._queue.heap.clear()
         with pytest.raises(AssertionError, match="not queued"):
             timer._check()
 
@@ -313,3 +314,31 @@ def test_real_clock_wait_is_shortened_by_an_earlier_add() -> None:
         assert results == [True]
         assert log == ["fast"]
         timer._check()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_earliest_due_is_the_least_due_time_of_any_linked_entry(seed: int) -> None:
+    """The in-order heap walk of ``earliest_due`` against a scan of every bucket, after
+    random adds, cancels and drains (coarse buckets, empty buckets, several levels)."""
+    rng = random.Random(seed)
+    timer = manual_timer(wheel_size=rng.choice([2, 3, 20]))
+    log: list[str] = []
+    tasks = [
+        Task(rng.choice([1, 7, 50, 400, 9000]) + rng.randrange(50), f"t{i}", log) for i in range(40)
+    ]
+    for _ in range(150):
+        roll = rng.random()
+        task = rng.choice(tasks)
+        if roll < 0.5:
+            timer.add(task)
+        elif roll < 0.8:
+            task.cancel()
+        else:
+            timer.advance_clock(rng.choice([0, 1, 13, 200]))
+        linked = [
+            entry._entry_due
+            for level in timer._wheel.levels()
+            for bucket in level.buckets
+            for entry in bucket.entries()
+        ]
+        assert timer._queue.earliest_due() == (min(linked) if linked else None)

@@ -403,11 +403,12 @@ class DelayedOperation(TimerTask):
 
     def cancel(self) -> None:
         """Abandon if submitted to a purgatory, else unschedule (R40)."""
-        owner = self._owner
-        if owner is None:
-            TimerTask.cancel(self)
-        else:
-            owner.abandon(self)
+        with self._lock:  # a submission claims before it locks: decide under the lock
+            owner = self._owner
+            if owner is None:
+                TimerTask.cancel(self)
+                return
+        owner.abandon(self)
 
     def force_complete(self) -> bool:
         """Complete once (R16): set the flag, cancel the timer entry, ``on_complete``."""

@@ -1,0 +1,252 @@
+"""Every ``_check()`` assertion fires on a deliberately corrupted structure.
+
+One case per ``raise AssertionError`` in ``TimerTaskList._check``, ``TimingWheel._check``,
+``DelayQueue._check`` and ``SystemTimer._check`` (a meta-test counts them in the
+source, so a new check without a case fails here). Each case builds a healthy timer
+with tasks on four levels, checks that it passes, corrupts exactly one thing and
+asserts that the structure's own ``_check()`` raises with the expected message.
+"""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from kpurgatory.bench.designs import is_compiled
+from kpurgatory.optimized import timer as timer_module
+from kpurgatory.optimized.bucket import HandOver, TaskCounter, TimerTaskEntry, TimerTaskList
+from kpurgatory.optimized.delay_queue import DelayQueue
+from kpurgatory.optimized.timer import SystemTimer
+from kpurgatory.optimized.wheel import TimingWheel
+from tests.optimized.helpers import Task, manual_timer
+
+DELAYS = (5, 5, 30, 31, 500, 10_000)
+"""Two tasks in one lowest-level bucket, two on level 2, one each on levels 3 and 4."""
+
+
+def healthy(tick_ms: int = 1) -> SystemTimer:
+    timer = manual_timer(tick_ms=tick_ms)
+    log: list[str] = []
+    for delay in DELAYS:
+        timer.add(Task(delay * tick_ms, f"d{delay}", log))
+    timer._check()
+    return timer
+
+
+def first_bucket(timer: SystemTimer, level: int = 0) -> TimerTaskList:
+    """The bucket of ``level`` holding the most entries (at least one)."""
+    wheel = timer._wheel.levels()[level]
+    return max(wheel.buckets, key=lambda bucket: len(bucket.entries()))
+
+
+def empty_bucket(timer: SystemTimer) -> TimerTaskList:
+    return next(bucket for bucket in timer._wheel.buckets if not bucket.entries())
+
+
+def queued_ids(timer: SystemTimer) -> set[int]:
+    return {id(bucket) for bucket in timer._queue.buckets()}
+
+
+@dataclass(frozen=True)
+class Case:
+    """Corrupt ``healthy()``'s timer; then ``check(timer)`` must raise matching ``match``."""
+
+    structure: str
+    match: str
+    corrupt: Callable[[SystemTimer], None]
+    tick_ms: int = 1
+
+
+def bucket_check(timer: SystemTimer) -> None:
+    first_bucket(timer)._check()
+
+
+def wheel_check(timer: SystemTimer) -> None:
+    timer._wheel._check(queued_ids(timer))
+
+
+def queue_check(timer: SystemTimer) -> None:
+    timer._queue._check()
+
+
+def timer_check(timer: SystemTimer) -> None:
+    timer._check()
+
+
+CHECKS: dict[str, Callable[[SystemTimer], None]] = {
+    "bucket": bucket_check,
+    "wheel": wheel_check,
+    "queue": queue_check,
+    "timer": timer_check,
+}
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    setattr(obj, name, value)
+
+
+def _link_bare_entry(timer: SystemTimer) -> None:
+    bucket = first_bucket(timer)
+    bucket.add(TimerTaskEntry(bucket.entries()[0]._entry_due))
+
+
+def _break_back_link(timer: SystemTimer) -> None:
+    head = first_bucket(timer).entries()[0]
+    head._entry_next._entry_prev = head._entry_next
+
+
+def _swap_heap(timer: SystemTimer) -> None:
+    heap = timer._queue.heap
+    heap[0], heap[-1] = heap[-1], heap[0]
+
+
+def _queue_foreign_bucket(timer: SystemTimer) -> None:
+    other = healthy()
+    timer._queue.heap.append(other._queue.heap[0])
+    timer._queue.heap.sort(key=lambda item: item[:2])
+
+
+def _overflow(timer: SystemTimer) -> TimingWheel:
+    overflow = timer._wheel.overflow
+    assert overflow is not None
+    return overflow
+
+
+def _time_off_tick(timer: SystemTimer) -> None:
+    timer._current_time = 1
+    timer._wheel.current_time = 1
+
+
+def _cache_stranger(timer: SystemTimer) -> None:
+    timer_module._TASK_TYPES.add(int)
+
+
+CASES: dict[str, Case] = {
+    # TimerTaskList._check
+    "sentinel-linked": Case(
+        "bucket", "sentinel", lambda t: _set(first_bucket(t).root, "_entry_list", first_bucket(t))
+    ),
+    "links-disagree": Case("bucket", "links disagree", _break_back_link),
+    "foreign-holder": Case(
+        "bucket",
+        "another holder",
+        lambda t: _set(first_bucket(t).entries()[1], "_entry_list", HandOver(t._lock)),
+    ),
+    "bare-entry-linked": Case("bucket", "without a task", _link_bare_entry),
+    "more-than-counter": Case("bucket", "shared counter", lambda t: _set(t._counter, "value", 0)),
+    # TimingWheel._check
+    "current-off-tick": Case(
+        "wheel", "not a multiple", lambda t: _set(t._wheel, "current_time", 1), tick_ms=2
+    ),
+    "interval": Case("wheel", "interval", lambda t: _set(t._wheel, "interval", 21)),
+    "bucket-count": Case("wheel", "buckets, not", lambda t: _set(t._wheel, "buckets", [])),
+    "overflow-tick": Case("wheel", "overflow tick", lambda t: _set(_overflow(t), "tick_ms", 21)),
+    "overflow-size": Case(
+        "wheel", "overflow wheel_size", lambda t: _set(_overflow(t), "wheel_size", 3)
+    ),
+    "overflow-shares": Case(
+        "wheel", "does not share", lambda t: _set(_overflow(t), "counter", TaskCounter())
+    ),
+    "overflow-current": Case(
+        "wheel", "overflow current time", lambda t: _set(_overflow(t), "current_time", 20)
+    ),
+    "slot-labels": Case("wheel", "slot/tick labels", lambda t: _set(first_bucket(t), "slot", 99)),
+    "bucket-lock": Case(
+        "wheel", "another lock", lambda t: _set(first_bucket(t), "lock", threading.RLock())
+    ),
+    "entries-no-expiration": Case(
+        "wheel", "entries, no expiration", lambda t: _set(first_bucket(t), "expiration", None)
+    ),
+    "queued-no-expiration": Case(
+        "wheel",
+        "queued, no expiration",
+        lambda t: t._queue.heap.append((10**9, -1, empty_bucket(t))),
+    ),
+    "expiration-not-queued": Case("wheel", "not queued", lambda t: t._queue.heap.clear()),
+    "expiration-off-slot": Case(
+        "wheel", "slot start", lambda t: _set(first_bucket(t, 1), "expiration", 21)
+    ),
+    "expiration-outside-window": Case(
+        "wheel",
+        "outside the window",
+        lambda t: _set(
+            first_bucket(t),
+            "expiration",
+            (first_bucket(t).expiration or 0) + t._wheel.interval,
+        ),
+    ),
+    "entry-in-wrong-slot": Case(
+        "wheel",
+        "lies in bucket",
+        lambda t: _set(first_bucket(t, 1).entries()[0], "_entry_due", 10**6),
+    ),
+    "counter-total": Case("wheel", "task counter", lambda t: _set(t._counter, "value", 99)),
+    # DelayQueue._check
+    "negative-waiters": Case("queue", "negative waiters", lambda t: _set(t._queue, "waiters", -1)),
+    "target-without-waiter": Case("queue", "no waiter", lambda t: _set(t._queue, "_target", 5)),
+    "queued-twice": Case(
+        "queue",
+        "queued twice",
+        lambda t: heapq.heappush(t._queue.heap, (t._queue.heap[0][0], 10**9, t._queue.heap[0][2])),
+    ),
+    "key-changed": Case(
+        "queue",
+        "queued under",
+        lambda t: _set(t._queue.heap[0][2], "expiration", (t._queue.heap[0][0]) + 1),
+    ),
+    "not-a-heap": Case("queue", "not a heap", _swap_heap),
+    # SystemTimer._check
+    "timer-time-differs": Case(
+        "timer", "wheel time", lambda t: _set(t, "_current_time", t._current_time + 1)
+    ),
+    "timer-time-off-tick": Case(
+        "timer",
+        "not a tick multiple",
+        _time_off_tick,
+        tick_ms=2,
+    ),
+    "foreign-bucket-queued": Case("timer", "another timer", _queue_foreign_bucket),
+    "task-cache-stranger": Case("timer", "class cache", _cache_stranger),
+}
+
+
+@pytest.fixture(autouse=True)
+def _restore_task_cache() -> object:
+    saved = set(timer_module._TASK_TYPES)
+    yield None
+    timer_module._TASK_TYPES.clear()
+    timer_module._TASK_TYPES.update(saved)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_check_raises_on_the_corruption(name: str) -> None:
+    case = CASES[name]
+    timer = healthy(case.tick_ms)
+    check = CHECKS[case.structure]
+    check(timer)  # healthy first: the corruption below is what breaks it
+    case.corrupt(timer)
+    with pytest.raises(AssertionError, match=case.match):
+        check(timer)
+
+
+SOURCES: dict[str, Callable[..., object]] = {
+    "bucket": TimerTaskList._check,
+    "wheel": TimingWheel._check,
+    "queue": DelayQueue._check,
+    "timer": SystemTimer._check,
+}
+
+
+@pytest.mark.skipif(is_compiled(), reason="the mypyc build has no source to count in")
+@pytest.mark.parametrize("structure", sorted(SOURCES))
+def test_every_assertion_has_a_corruption_case(structure: str) -> None:
+    """As many cases as ``raise AssertionError`` statements in that ``_check``."""
+    raises = len(re.findall(r"raise AssertionError", inspect.getsource(SOURCES[structure])))
+    cases = sum(1 for case in CASES.values() if case.structure == structure)
+    assert cases == raises, f"{structure}: {raises} assertions, {cases} corruption cases"
