@@ -8,8 +8,8 @@ executor thread, no ``call_soon_threadsafe``.
 
 A client that disconnects while its fetch waits is noticed (its connection reaches
 end-of-file) and its fetch is abandoned: it leaves the purgatory at once and is never
-answered (rule R46). ``close`` shuts the purgatory down, which answers every waiting
-fetch with what its topic holds (``ABANDONED`` outcome, R48).
+answered (rule R47). ``close`` shuts the purgatory down, which answers every waiting
+fetch with what its topic holds (``ABANDONED`` outcome, R49).
 
 Run it with ``python examples/long_poll_aio_server.py --port 8080`` (docs/tutorial.md,
 "The same server on asyncio").
@@ -117,7 +117,7 @@ class AioLongPollServer(LongPollHttp):
         finally:
             hangup.cancel()
         if not answer.done():
-            answer.cancel()  # the wait is abandoned: unwatched, untimed (R46)
+            answer.cancel()  # the wait is abandoned: unwatched, untimed (R47)
             with contextlib.suppress(asyncio.CancelledError):
                 await answer
             raise ConnectionResetError("the client went away while its fetch waited")

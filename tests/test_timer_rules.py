@@ -857,11 +857,11 @@ def test_r15_default_tick_is_one_millisecond(impl: ModuleType) -> None:
         assert runs(recorder) == [("seven", 7)]
 
 
-# ---- R43: next due time -----------------------------------------------------------------
+# ---- R44: next due time -----------------------------------------------------------------
 
 
-def test_r43_next_due_time_is_the_least_scheduled_due_time(impl: ModuleType) -> None:
-    """R43: None when empty; the least due time of the scheduled tasks; follows cancel/move."""
+def test_r44_next_due_time_is_the_least_scheduled_due_time(impl: ModuleType) -> None:
+    """R44: None when empty; the least due time of the scheduled tasks; follows cancel/move."""
     clock = ManualClock(0)
     recorder = Recorder(clock)
     task = task_class(impl)
@@ -886,10 +886,10 @@ def test_r43_next_due_time_is_the_least_scheduled_due_time(impl: ModuleType) -> 
         assert a.next_due_time is None
 
 
-def test_r43_advance_before_next_due_hands_nothing_at_or_after_drains_it(
+def test_r44_advance_before_next_due_hands_nothing_at_or_after_drains_it(
     impl: ModuleType,
 ) -> None:
-    """R43 with R4/R5: a drain before next_due_time hands nothing over; at it, that task."""
+    """R44 with R4/R5: a drain before next_due_time hands nothing over; at it, that task."""
     clock = ManualClock(0)
     recorder = Recorder(clock)
     task = task_class(impl)
@@ -911,8 +911,8 @@ def test_r43_advance_before_next_due_hands_nothing_at_or_after_drains_it(
         assert [name for name, _ in runs(recorder)][-1] == "d500"
 
 
-def test_r43_matches_the_oracle_over_wheel_levels_and_cancels(impl: ModuleType) -> None:
-    """R43 against min() over a model, with delays across overflow levels and cancels that
+def test_r44_matches_the_oracle_over_wheel_levels_and_cancels(impl: ModuleType) -> None:
+    """R44 against min() over a model, with delays across overflow levels and cancels that
     empty whole buckets (the wheel must skip them and look past higher-level buckets)."""
     rng = random.Random(38)
     clock = ManualClock(11)

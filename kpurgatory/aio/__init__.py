@@ -5,7 +5,7 @@ event loop: ``outcome = await purgatory.wait(operation, keys)`` waits until the
 operation completes, expires or is abandoned; one ``loop.call_at`` at the timer's next
 due time replaces the reaper and executor threads. ``VirtualTimeLoop`` (and ``run``)
 runs it all in virtual time on a ``ManualClock`` for deterministic tests. Rules
-R43-R50 (docs/spec.md); guide: docs/tutorial.md; reference: docs/api.md. Standard
+R44-R51 (docs/spec.md); guide: docs/tutorial.md; reference: docs/api.md. Standard
 library only.
 """
 

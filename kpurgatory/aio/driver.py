@@ -1,8 +1,8 @@
-"""``LoopTimerDriver``: advances a timer on an asyncio loop with one ``call_at`` (R44).
+"""``LoopTimerDriver``: advances a timer on an asyncio loop with one ``call_at`` (R45).
 
 Kafka drives its timer with a reaper thread that loops ``advanceClock(200)``; the
 threaded purgatory here does the same. On an event loop no thread is needed: the timer
-publishes the earliest due time of its schedule (``next_due_time``, R43), so one
+publishes the earliest due time of its schedule (``next_due_time``, R44), so one
 ``loop.call_at`` handle armed at that time wakes the loop exactly when something is
 due. The handle is re-armed earlier when an operation with an earlier due time is
 submitted (``schedule``), and after every firing at the timer's new ``next_due_time``.
@@ -95,13 +95,13 @@ class LoopTimerDriver:
             self._handle = self._loop.call_at(when, self._fire)
 
     def rearm(self) -> None:
-        """Arm for the timer's ``next_due_time`` (R43), if any and earlier than armed."""
+        """Arm for the timer's ``next_due_time`` (R44), if any and earlier than armed."""
         due = self._timer.next_due_time
         if due is not None:
             self.schedule(due)
 
     def stop(self) -> None:
-        """Cancel the handle and never arm again (shutdown, R48). Idempotent."""
+        """Cancel the handle and never arm again (shutdown, R49). Idempotent."""
         self._stopped = True
         handle = self._handle
         self._handle = None

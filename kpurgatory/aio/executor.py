@@ -1,4 +1,4 @@
-"""``LoopExecutor``: runs each hand-over at once, in the caller (the loop thread, R44).
+"""``LoopExecutor``: runs each hand-over at once, in the caller (the loop thread, R45).
 
 The timer of an ``AsyncPurgatory`` is only ever advanced by its driver on the loop and
 added to by ``wait``/``submit`` on the loop, so every hand-over already happens on the

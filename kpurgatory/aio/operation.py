@@ -3,12 +3,12 @@
 ``DelayedOperation`` (on the optimized wheel, the default) and
 ``ReferenceDelayedOperation`` (on the reference implementation) behave exactly as their
 bases (R16-R21) and in addition deliver the operation's ``Outcome`` to the coroutine
-awaiting it in ``AsyncPurgatory.wait`` (R45): ``force_complete`` settles the waiter once
+awaiting it in ``AsyncPurgatory.wait`` (R46): ``force_complete`` settles the waiter once
 it has won and ``on_complete`` has returned (``EXPIRED`` when the win came from the
 timer's ``run``, else ``COMPLETED``); an ``on_complete`` that raises hands its exception
-to the waiter as well as to the caller (R47). The waiter is an ``asyncio.Future`` of the
+to the waiter as well as to the caller (R48). The waiter is an ``asyncio.Future`` of the
 purgatory's loop: settled directly on the loop thread, through
-``call_soon_threadsafe`` from any other thread, and dropped if the loop is closed (R49).
+``call_soon_threadsafe`` from any other thread, and dropped if the loop is closed (R50).
 
 Subclass one of these exactly as you would subclass ``kpurgatory.DelayedOperation``:
 implement ``try_complete``, ``on_complete`` and ``on_expiration``.
@@ -36,7 +36,7 @@ Waiter: TypeAlias = "asyncio.Future[Outcome]"
 
 def _deliver(future: Waiter, outcome: Outcome | Exception) -> None:
     """Set ``outcome`` (a result or an exception) unless the future is already done."""
-    if future.done():  # cancelled by the awaiting task meanwhile (R46)
+    if future.done():  # cancelled by the awaiting task meanwhile (R47)
         return
     if isinstance(outcome, Exception):
         future.set_exception(outcome)
@@ -48,13 +48,13 @@ def settle(future: Waiter | None, outcome: Outcome | Exception) -> None:
     """Deliver ``outcome`` to ``future`` from whichever thread is finishing the operation.
 
     On the future's loop thread (the loop running here): at once. From another thread:
-    ``call_soon_threadsafe``; if that loop is closed, the outcome is dropped (R49).
+    ``call_soon_threadsafe``; if that loop is closed, the outcome is dropped (R50).
     """
     if future is None:
         return
     loop = future.get_loop()
     if _get_running_loop() is loop:
-        if not future.done():  # else cancelled by the awaiting task meanwhile (R46)
+        if not future.done():  # else cancelled by the awaiting task meanwhile (R47)
             if isinstance(outcome, Exception):
                 future.set_exception(outcome)
             else:
@@ -79,10 +79,10 @@ class DelayedOperation(optimized.DelayedOperation):
         self._expiring = False
 
     def force_complete(self) -> bool:
-        """``force_complete`` (R16), then settle the waiter with the outcome (R45, R47)."""
+        """``force_complete`` (R16), then settle the waiter with the outcome (R46, R48)."""
         try:
             won = super().force_complete()
-        except Exception as exc:  # raised by on_complete: this call won (R47)
+        except Exception as exc:  # raised by on_complete: this call won (R48)
             waiter, self._waiter = self._waiter, None
             settle(waiter, exc)
             raise
@@ -119,10 +119,10 @@ class ReferenceDelayedOperation(reference.DelayedOperation):
         self._expiring = False
 
     def force_complete(self) -> bool:
-        """``force_complete`` (R16), then settle the waiter with the outcome (R45, R47)."""
+        """``force_complete`` (R16), then settle the waiter with the outcome (R46, R48)."""
         try:
             won = super().force_complete()
-        except Exception as exc:  # raised by on_complete: this call won (R47)
+        except Exception as exc:  # raised by on_complete: this call won (R48)
             waiter, self._waiter = self._waiter, None
             settle(waiter, exc)
             raise

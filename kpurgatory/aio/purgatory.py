@@ -1,15 +1,15 @@
-"""``AsyncPurgatory``: the purgatory on an asyncio event loop, with no thread (R44-R49).
+"""``AsyncPurgatory``: the purgatory on an asyncio event loop, with no thread (R45-R50).
 
 Wraps a ``DelayedOperationPurgatory`` of either implementation (default: optimized)
 whose timer runs due tasks inline on the loop (``LoopExecutor``) and has no reaper; a
-``LoopTimerDriver`` advances that timer on the loop with one ``call_at`` (R44). An
+``LoopTimerDriver`` advances that timer on the loop with one ``call_at`` (R45). An
 operation is awaited with ``wait``: it is submitted exactly as by
-``try_complete_else_watch`` (R22) and the coroutine resumes with its ``Outcome`` (R45).
-Cancelling the awaiting task abandons the operation (R46). ``check_and_complete`` and
+``try_complete_else_watch`` (R22) and the coroutine resumes with its ``Outcome`` (R46).
+Cancelling the awaiting task abandons the operation (R47). ``check_and_complete`` and
 ``force_complete`` called from loop code complete waiters on the loop thread.
 
 Everything runs on the loop thread: ``try_complete``, ``on_complete`` and
-``on_expiration`` too, so they must not block (R49). The purgatory's own counters
+``on_expiration`` too, so they must not block (R50). The purgatory's own counters
 (``watched``, ``num_delayed``, ...) are read through ``purgatory``.
 """
 
@@ -142,7 +142,7 @@ class AsyncPurgatory(Generic[T]):
 
     @property
     def driver(self) -> LoopTimerDriver:
-        """The ``call_at`` driver that advances the timer (R44)."""
+        """The ``call_at`` driver that advances the timer (R45)."""
         return self._driver
 
     @property
@@ -158,13 +158,13 @@ class AsyncPurgatory(Generic[T]):
     # -- operations ------------------------------------------------------------------
 
     async def wait(self, operation: T, watch_keys: Iterable[Hashable]) -> Outcome:
-        """Submit ``operation`` on ``watch_keys`` and wait until it finishes (R45).
+        """Submit ``operation`` on ``watch_keys`` and wait until it finishes (R46).
 
         The submission is ``try_complete_else_watch`` (R22); the result says how the
         operation finished: ``COMPLETED``, ``EXPIRED`` or ``ABANDONED`` (by ``abandon``
         or ``shutdown``). If the awaiting task is cancelled first, the operation is
-        abandoned and the ``CancelledError`` propagates (R46). If ``on_complete``
-        raises, so does this (R47). Raises as ``try_complete_else_watch`` on bad
+        abandoned and the ``CancelledError`` propagates (R47). If ``on_complete``
+        raises, so does this (R48). Raises as ``try_complete_else_watch`` on bad
         arguments (R34-R36, leaving no trace), ``RuntimeError`` after ``shutdown`` or
         off the purgatory's loop.
         """
@@ -182,10 +182,10 @@ class AsyncPurgatory(Generic[T]):
             del self._waiting[key]
 
     def submit(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
-        """Submit as ``wait`` does, without awaiting: a future of the ``Outcome`` (R45).
+        """Submit as ``wait`` does, without awaiting: a future of the ``Outcome`` (R46).
 
         For code that does not want a task per operation (a generator submitting many).
-        Cancelling the returned future abandons the operation (R46). Same errors as
+        Cancelling the returned future abandons the operation (R47). Same errors as
         ``wait``. Cost over ``try_complete_else_watch``: a future, a done-callback and
         at most one ``call_at``.
         """
@@ -209,7 +209,7 @@ class AsyncPurgatory(Generic[T]):
         return operations
 
     def abandon(self, operation: T) -> bool:
-        """Abandon a submitted operation; its waiter gets ``ABANDONED`` (R46).
+        """Abandon a submitted operation; its waiter gets ``ABANDONED`` (R47).
 
         True iff this call abandoned a pending operation (``abandon`` of the wrapped
         purgatory: unwatched, out of the timer, never completed later).
@@ -217,7 +217,7 @@ class AsyncPurgatory(Generic[T]):
         return self._abandon(operation)
 
     def shutdown(self) -> None:
-        """Stop the driver, abandon every awaited operation, shut the purgatory down (R48).
+        """Stop the driver, abandon every awaited operation, shut the purgatory down (R49).
 
         Idempotent, and callable from any callback running on the loop. Each awaited
         operation still pending is abandoned and its ``wait`` returns ``ABANDONED``;
@@ -271,7 +271,7 @@ class AsyncPurgatory(Generic[T]):
         except BaseException:
             operation._waiter = None
             if waiter.done() and not waiter.cancelled():
-                waiter.exception()  # on_complete raised: the caller gets it from here (R47)
+                waiter.exception()  # on_complete raised: the caller gets it from here (R48)
             raise
         if not waiter.done() and self._timer_enabled:
             expiration = self._now_ms() + operation.delay_ms
@@ -293,6 +293,6 @@ class AsyncPurgatory(Generic[T]):
         return abandoned
 
     def _advance(self) -> None:
-        """One firing of the driver: drain what is due, then purge if due (R30, R44)."""
+        """One firing of the driver: drain what is due, then purge if due (R30, R45)."""
         if not self._closed:
             self._purgatory.advance_clock(0)

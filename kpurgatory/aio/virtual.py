@@ -1,4 +1,4 @@
-"""Virtual time for asyncio: an event loop whose ``time()`` is a ``ManualClock`` (R50).
+"""Virtual time for asyncio: an event loop whose ``time()`` is a ``ManualClock`` (R51).
 
 asyncio has no first-party fake clock (trio has ``MockClock``; PyPI has ``looptime``).
 ``VirtualTimeLoop`` is a ``SelectorEventLoop`` whose ``time()`` is

@@ -186,7 +186,7 @@ class PurgatoryAdvance:
 
 @dataclass(frozen=True)
 class NextDueTime:
-    """Read ``timer.next_due_time`` (R43). Result: the int, or ``null`` if nothing is scheduled."""
+    """Read ``timer.next_due_time`` (R44). Result: the int, or ``null`` if nothing is scheduled."""
 
     timer: str = "main"
     STEP: ClassVar[str] = "next_due_time"

@@ -348,7 +348,7 @@ def _r25_r26_check() -> list[Step]:
     ]
 
 
-def _r43_next_due_time() -> list[Step]:
+def _r44_next_due_time() -> list[Step]:
     return [
         Init(tick_ms=5, wheel_size=2, timers=("main", "other")),
         NextDueTime(),  # null: nothing scheduled
@@ -503,10 +503,10 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
         _r29_cancel_for_key,
     ),
     (
-        "r43-next-due-time",
+        "r44-next-due-time",
         "next_due_time: the least scheduled due time, past emptied buckets and levels.",
-        ("R43", "R1", "R9", "R10"),
-        _r43_next_due_time,
+        ("R44", "R1", "R9", "R10"),
+        _r44_next_due_time,
     ),
     (
         "r30-purge",

@@ -240,7 +240,7 @@ class SystemTimer:
 
     @property
     def next_due_time(self) -> int | None:
-        """The earliest due time of any scheduled task, or None if none is (R43).
+        """The earliest due time of any scheduled task, or None if none is (R44).
 
         Reference equivalent: ``min`` over the pending dict (O(n)). Here the delay
         queue's ``earliest_due`` under the timer lock: O(1) when the least-expiration

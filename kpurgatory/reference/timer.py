@@ -159,7 +159,7 @@ class SystemTimer:
 
     @property
     def next_due_time(self) -> int | None:
-        """The earliest due time of any scheduled task, or None if none is (R43).
+        """The earliest due time of any scheduled task, or None if none is (R44).
 
         What a driver passes to ``loop.call_at`` (kpurgatory.aio): advancing the clock
         before this time hands nothing over. O(n): a scan of the pending dict.

@@ -402,7 +402,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # ---- next due time ---------------------------------------------------------------
     Rule(
-        "R43",
+        "R44",
         "timer",
         "Next due time",
         "next_due_time is the least due time of the tasks scheduled in the timer (those "
@@ -413,7 +413,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # ---- asyncio ---------------------------------------------------------------------
     Rule(
-        "R44",
+        "R45",
         "aio",
         "Loop-driven timer",
         "An AsyncPurgatory starts no thread. Its timer runs due tasks inline and is advanced "
@@ -424,7 +424,7 @@ RULES: tuple[Rule, ...] = (
         "order (R6), then the purge runs if due (R30).",
     ),
     Rule(
-        "R45",
+        "R46",
         "aio",
         "Awaiting an operation",
         "await wait(operation, keys) submits the operation as try_complete_else_watch does "
@@ -436,7 +436,7 @@ RULES: tuple[Rule, ...] = (
         "the same without awaiting and returns a future of the outcome.",
     ),
     Rule(
-        "R46",
+        "R47",
         "aio",
         "Cancelling a wait abandons",
         "If the task awaiting wait is cancelled (Task.cancel, a wait_for timeout, a "
@@ -449,7 +449,7 @@ RULES: tuple[Rule, ...] = (
         "submitted operation abandon it too; its wait returns ABANDONED.",
     ),
     Rule(
-        "R47",
+        "R48",
         "aio",
         "Callback errors",
         "If on_complete raises, the operation stays completed (R16), its wait raises that "
@@ -458,7 +458,7 @@ RULES: tuple[Rule, ...] = (
         "keeps driving the timer.",
     ),
     Rule(
-        "R48",
+        "R49",
         "aio",
         "Asyncio shutdown",
         "AsyncPurgatory.shutdown is idempotent and may be called from a callback running on "
@@ -468,7 +468,7 @@ RULES: tuple[Rule, ...] = (
         "during the call keeps its outcome; later waits raise RuntimeError.",
     ),
     Rule(
-        "R49",
+        "R50",
         "aio",
         "Loop thread",
         "An AsyncPurgatory belongs to one loop; wait off that loop raises RuntimeError. "
@@ -480,7 +480,7 @@ RULES: tuple[Rule, ...] = (
         "operation still completes). With the loop closed, shutdown still works.",
     ),
     Rule(
-        "R50",
+        "R51",
         "aio",
         "Virtual time",
         "On a VirtualTimeLoop, loop.time() is the ManualClock's reading in seconds, and "

@@ -1,6 +1,6 @@
-"""Rules R44-R49 of the asyncio purgatory, in virtual time on both implementations.
+"""Rules R45-R50 of the asyncio purgatory, in virtual time on both implementations.
 
-Every test runs an ``AsyncPurgatory`` on a ``VirtualTimeLoop`` (R50) over a
+Every test runs an ``AsyncPurgatory`` on a ``VirtualTimeLoop`` (R51) over a
 ``ManualClock``, so "expires at its due time" is an exact clock reading, never a
 duration. The ``implementation`` fixture runs each test on the optimized and on the
 reference purgatory. Operations are ``tests.aio.support.recording_operation``: they log
@@ -39,13 +39,13 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-# ---- R44: the loop drives the timer ------------------------------------------------------
+# ---- R45: the loop drives the timer ------------------------------------------------------
 
 
-def test_r44_expiry_on_the_loop_thread_at_its_due_time_with_no_thread(
+def test_r45_expiry_on_the_loop_thread_at_its_due_time_with_no_thread(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R44, R4: an operation expires exactly at its due time, on the loop thread; no thread."""
+    """R45, R4: an operation expires exactly at its due time, on the loop thread; no thread."""
     clock = ManualClock(3)
     log: list[Event] = []
     op_class = recording_operation(implementation)
@@ -68,10 +68,10 @@ def test_r44_expiry_on_the_loop_thread_at_its_due_time_with_no_thread(
     assert expired_on == [threading.get_ident()]
 
 
-def test_r44_one_handle_armed_at_the_next_due_time_and_re_armed_earlier(
+def test_r45_one_handle_armed_at_the_next_due_time_and_re_armed_earlier(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R44, R43: the handle follows next_due_time; an earlier submission re-arms it."""
+    """R45, R44: the handle follows next_due_time; an earlier submission re-arms it."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -104,10 +104,10 @@ def test_r44_one_handle_armed_at_the_next_due_time_and_re_armed_earlier(
     ]
 
 
-def test_r44_many_expiries_in_due_order_never_early(
+def test_r45_many_expiries_in_due_order_never_early(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R44, R4, R6: forty operations with scattered delays expire in due order, each at
+    """R45, R4, R6: forty operations with scattered delays expire in due order, each at
     its due time (tick 7: due = floor(submitted + delay, 7))."""
     clock = ManualClock(0)
     log: list[Event] = []
@@ -129,8 +129,8 @@ def test_r44_many_expiries_in_due_order_never_early(
     assert all(at == due[name] for at, name in expiries)
 
 
-def test_r44_a_firing_purges_like_a_reaper_step(implementation: PurgatoryImplementation) -> None:
-    """R44, R30: a completed operation left on its other key is purged at the next firing."""
+def test_r45_a_firing_purges_like_a_reaper_step(implementation: PurgatoryImplementation) -> None:
+    """R45, R30: a completed operation left on its other key is purged at the next firing."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -154,13 +154,13 @@ def test_r44_a_firing_purges_like_a_reaper_step(implementation: PurgatoryImpleme
     run(main(), clock)
 
 
-# ---- R45: awaiting an operation ----------------------------------------------------------
+# ---- R46: awaiting an operation ----------------------------------------------------------
 
 
-def test_r45_completed_by_check_and_complete_on_the_loop(
+def test_r46_completed_by_check_and_complete_on_the_loop(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R45, R25: a loop-side check_and_complete completes the waiter; no time passes."""
+    """R46, R25: a loop-side check_and_complete completes the waiter; no time passes."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -184,8 +184,8 @@ def test_r45_completed_by_check_and_complete_on_the_loop(
     assert log == [("complete", "a", 0)]
 
 
-def test_r45_completed_at_once_is_never_timed(implementation: PurgatoryImplementation) -> None:
-    """R45, R23: a ready operation completes inside wait; nothing is watched or armed."""
+def test_r46_completed_at_once_is_never_timed(implementation: PurgatoryImplementation) -> None:
+    """R46, R23: a ready operation completes inside wait; nothing is watched or armed."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -201,10 +201,10 @@ def test_r45_completed_at_once_is_never_timed(implementation: PurgatoryImplement
     run(main(), clock)
 
 
-def test_r45_force_complete_by_hand_and_zero_delay_expiry(
+def test_r46_force_complete_by_hand_and_zero_delay_expiry(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R45: force_complete gives COMPLETED; a delay of 0 gives EXPIRED with no time passing."""
+    """R46: force_complete gives COMPLETED; a delay of 0 gives EXPIRED with no time passing."""
     clock = ManualClock(9)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -223,10 +223,10 @@ def test_r45_force_complete_by_hand_and_zero_delay_expiry(
     assert log == [("complete", "manual", 9), ("complete", "zero", 9), ("expire", "zero", 9)]
 
 
-def test_r45_bad_arguments_raise_and_leave_no_trace(
+def test_r46_bad_arguments_raise_and_leave_no_trace(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R45 with R34-R36: errors as try_complete_else_watch's; nothing watched, timed, armed."""
+    """R46 with R34-R36: errors as try_complete_else_watch's; nothing watched, timed, armed."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -270,11 +270,11 @@ class PlainOperationStub(PlainOperation):
         pass
 
 
-# ---- R46: cancelling a wait abandons ------------------------------------------------------
+# ---- R47: cancelling a wait abandons ------------------------------------------------------
 
 
-def test_r46_cancelled_task_abandons_its_operation(implementation: PurgatoryImplementation) -> None:
-    """R46: unwatched and untimed at once; never completed or expired afterwards."""
+def test_r47_cancelled_task_abandons_its_operation(implementation: PurgatoryImplementation) -> None:
+    """R47: unwatched and untimed at once; never completed or expired afterwards."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -300,10 +300,10 @@ def test_r46_cancelled_task_abandons_its_operation(implementation: PurgatoryImpl
     assert log == [("complete", "b", 200), ("expire", "b", 200)]
 
 
-def test_r46_wait_for_timeout_and_task_group_abandon(
+def test_r47_wait_for_timeout_and_task_group_abandon(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R46: a wait_for timeout and a failing TaskGroup sibling both abandon the waits."""
+    """R47: a wait_for timeout and a failing TaskGroup sibling both abandon the waits."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -336,10 +336,10 @@ def test_r46_wait_for_timeout_and_task_group_abandon(
     assert log == []
 
 
-def test_r46_abandon_returns_abandoned_to_the_waiter(
+def test_r47_abandon_returns_abandoned_to_the_waiter(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R46: AsyncPurgatory.abandon: True once, the wait returns ABANDONED, no callbacks."""
+    """R47: AsyncPurgatory.abandon: True once, the wait returns ABANDONED, no callbacks."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -360,10 +360,10 @@ def test_r46_abandon_returns_abandoned_to_the_waiter(
     assert log == [("complete", "done", 0)]
 
 
-def test_r46_cancel_of_a_submitted_operation_abandons_it(
+def test_r47_cancel_of_a_submitted_operation_abandons_it(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R46: op.cancel() on an awaited operation is an abandon; its wait returns ABANDONED."""
+    """R47: op.cancel() on an awaited operation is an abandon; its wait returns ABANDONED."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -381,10 +381,10 @@ def test_r46_cancel_of_a_submitted_operation_abandons_it(
     assert log == []
 
 
-def test_r46_completion_before_the_cancellation_landed_stays(
+def test_r47_completion_before_the_cancellation_landed_stays(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R46: completed, then its task cancelled before resuming: it stays completed."""
+    """R47: completed, then its task cancelled before resuming: it stays completed."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -405,10 +405,10 @@ def test_r46_completion_before_the_cancellation_landed_stays(
     assert log == [("complete", "a", 0)]
 
 
-# ---- R47: callback errors -----------------------------------------------------------------
+# ---- R48: callback errors -----------------------------------------------------------------
 
 
-def test_r47_on_complete_raising_reaches_the_waiter_and_the_completer(
+def test_r48_on_complete_raising_reaches_the_waiter_and_the_completer(
     implementation: PurgatoryImplementation,
 ) -> None:
     clock = ManualClock(0)
@@ -435,7 +435,7 @@ def test_r47_on_complete_raising_reaches_the_waiter_and_the_completer(
     run(main(), clock)
 
 
-def test_r47_on_complete_raising_on_expiry_is_logged_and_driving_goes_on(
+def test_r48_on_complete_raising_on_expiry_is_logged_and_driving_goes_on(
     implementation: PurgatoryImplementation, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = ManualClock(0)
@@ -459,10 +459,10 @@ def test_r47_on_complete_raising_on_expiry_is_logged_and_driving_goes_on(
     assert log == [("complete", "a", 10), ("complete", "b", 20), ("expire", "b", 20)]
 
 
-# ---- R48: shutdown --------------------------------------------------------------------------
+# ---- R49: shutdown --------------------------------------------------------------------------
 
 
-def test_r48_shutdown_abandons_every_waiter_and_refuses_new_waits(
+def test_r49_shutdown_abandons_every_waiter_and_refuses_new_waits(
     implementation: PurgatoryImplementation,
 ) -> None:
     clock = ManualClock(0)
@@ -487,8 +487,8 @@ def test_r48_shutdown_abandons_every_waiter_and_refuses_new_waits(
 
 
 @pytest.mark.parametrize("where", ["on_complete", "on_expiration"])
-def test_r48_shutdown_from_a_callback(implementation: PurgatoryImplementation, where: str) -> None:
-    """R48: shutdown inside a callback; the calling operation keeps its outcome."""
+def test_r49_shutdown_from_a_callback(implementation: PurgatoryImplementation, where: str) -> None:
+    """R49: shutdown inside a callback; the calling operation keeps its outcome."""
     clock = ManualClock(0)
     log: list[Event] = []
     base = recording_operation(implementation)
@@ -514,10 +514,10 @@ def test_r48_shutdown_from_a_callback(implementation: PurgatoryImplementation, w
     assert log == [("complete", "caller", 10), ("expire", "caller", 10)]
 
 
-# ---- R49: the loop thread ------------------------------------------------------------------
+# ---- R50: the loop thread ------------------------------------------------------------------
 
 
-def test_r49_wait_off_the_purgatory_loop_raises(implementation: PurgatoryImplementation) -> None:
+def test_r50_wait_off_the_purgatory_loop_raises(implementation: PurgatoryImplementation) -> None:
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -537,7 +537,7 @@ def test_r49_wait_off_the_purgatory_loop_raises(implementation: PurgatoryImpleme
         other_loop.close()
 
 
-def test_r49_clock_and_loop_must_agree() -> None:
+def test_r50_clock_and_loop_must_agree() -> None:
     async def real_loop() -> None:
         with pytest.raises(ValueError, match="clock must be the loop's own"):
             AsyncPurgatory[Any]("p", clock=ManualClock(0))
@@ -559,10 +559,10 @@ async def _build(implementation: Any) -> None:
     AsyncPurgatory[Any]("p", implementation=implementation)
 
 
-def test_r49_blocking_try_complete_delays_expiries_which_keep_due_order(
+def test_r50_blocking_try_complete_delays_expiries_which_keep_due_order(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R49: a try_complete that blocks (here: 100 virtual ms pass inside it) stalls the
+    """R50: a try_complete that blocks (here: 100 virtual ms pass inside it) stalls the
     loop; the operations due meanwhile expire late, after it returns, in due order."""
     clock = ManualClock(0)
     log: list[Event] = []
@@ -585,10 +585,10 @@ def test_r49_blocking_try_complete_delays_expiries_which_keep_due_order(
     ]
 
 
-def test_r49_completion_on_another_thread_reaches_the_waiter(
+def test_r50_completion_on_another_thread_reaches_the_waiter(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R49: a thread's check_and_complete runs on_complete there; the waiter wakes on the loop."""
+    """R50: a thread's check_and_complete runs on_complete there; the waiter wakes on the loop."""
     log: list[Event] = []
     op = recording_operation(implementation)
     completed_on: list[int] = []
@@ -612,8 +612,8 @@ def test_r49_completion_on_another_thread_reaches_the_waiter(
     assert asyncio.run(main()) is Outcome.COMPLETED
 
 
-def test_r49_loop_closed_with_operations_pending(implementation: PurgatoryImplementation) -> None:
-    """R49: after the loop closed, a completion is dropped quietly and shutdown works."""
+def test_r50_loop_closed_with_operations_pending(implementation: PurgatoryImplementation) -> None:
+    """R50: after the loop closed, a completion is dropped quietly and shutdown works."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
@@ -636,10 +636,10 @@ def test_r49_loop_closed_with_operations_pending(implementation: PurgatoryImplem
     assert purgatory.closed
 
 
-def test_r45_r46_submit_returns_a_future_whose_cancel_abandons(
+def test_r46_r47_submit_returns_a_future_whose_cancel_abandons(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R45: submit's future resolves to the outcome; R46: cancelling it abandons."""
+    """R46: submit's future resolves to the outcome; R47: cancelling it abandons."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)

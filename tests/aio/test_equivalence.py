@@ -1,11 +1,11 @@
-"""R50: the asyncio purgatory in virtual time behaves as the threaded one on the same steps.
+"""R51: the asyncio purgatory in virtual time behaves as the threaded one on the same steps.
 
 Hypothesis draws a list of steps (submit, make ready, event on a key, force_complete,
 cancel/abandon, let time pass). The same steps run on
 
 * the aio side: an ``AsyncPurgatory`` (each implementation) on a ``VirtualTimeLoop``;
-  a submission is a task awaiting ``wait``; a cancel cancels that task (R46); time
-  passes with ``asyncio.sleep`` (the loop jumps from due time to due time, R44);
+  a submission is a task awaiting ``wait``; a cancel cancels that task (R47); time
+  passes with ``asyncio.sleep`` (the loop jumps from due time to due time, R45);
 * the threaded side: a reference ``DelayedOperationPurgatory`` on a ``ManualClock``
   with an ``InlineExecutor`` and no reaper, driven by ``advance_clock(ms)``; a cancel
   is ``abandon``.
@@ -15,7 +15,7 @@ multiset per step: on the aio side an expiry happens at its due time inside the 
 on the threaded side at the end of the step's ``advance_clock``), the same per-operation
 state (completed, abandoned, try_complete calls), and the same ``watched``,
 ``num_delayed`` and ``num_completed``. At the end, each awaited outcome must be the
-one the threaded side's events imply (R45). ``purge_interval`` is large so no purge
+one the threaded side's events imply (R46). ``purge_interval`` is large so no purge
 runs on either side: purges run at different moments (per firing vs per step).
 """
 
@@ -81,7 +81,7 @@ def _state(purgatory: Any, ops: list[Any]) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @given(steps=STEPS, start=st.integers(-50, 50), tick=st.sampled_from([1, 3]))
-def test_r50_aio_purgatory_matches_the_threaded_one(
+def test_r51_aio_purgatory_matches_the_threaded_one(
     implementation: PurgatoryImplementation, steps: list[tuple[Any, ...]], start: int, tick: int
 ) -> None:
     sync_clock, aio_clock = ManualClock(start), ManualClock(start)
@@ -152,7 +152,7 @@ def test_r50_aio_purgatory_matches_the_threaded_one(
                 expected.append(Outcome.COMPLETED)
             else:
                 expected.append(Outcome.ABANDONED if op.is_abandoned else None)
-        aio.shutdown()  # pending waits end ABANDONED (R48)
+        aio.shutdown()  # pending waits end ABANDONED (R49)
         await settle()
         outcomes = ["cancelled" if task.cancelled() else task.result() for task in tasks]
         for got, want, op in zip(outcomes, expected, sync_ops, strict=True):

@@ -1,4 +1,4 @@
-"""R45: the aio API is typed: mypy --strict (run on tests/) checks these assert_type calls.
+"""R46: the aio API is typed: mypy --strict (run on tests/) checks these assert_type calls.
 
 At run time ``assert_type`` returns its argument; the test also runs the program, so
 the inferred types are the types actually returned.
@@ -43,7 +43,7 @@ async def user_program() -> tuple[Outcome, str | None, list[Fetch]]:
         return outcome, fetch.answer, left
 
 
-def test_r45_outcome_and_operation_types_are_inferred() -> None:
+def test_r46_outcome_and_operation_types_are_inferred() -> None:
     outcome, answer, left = run(user_program(), ManualClock(0))
     assert outcome is Outcome.COMPLETED
     assert answer == "1/1"

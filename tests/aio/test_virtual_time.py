@@ -1,4 +1,4 @@
-"""R50: the virtual-time loop: loop.time() follows a ManualClock and jumps instead of sleeping."""
+"""R51: the virtual-time loop: loop.time() follows a ManualClock and jumps instead of sleeping."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kpurgatory.aio import VirtualTimeLoop, run
 from kpurgatory.clock import ManualClock
 
 
-def test_r50_loop_time_is_the_clock_reading_in_seconds() -> None:
+def test_r51_loop_time_is_the_clock_reading_in_seconds() -> None:
     clock = ManualClock(1234)
     loop = VirtualTimeLoop(clock)
     try:
@@ -24,7 +24,7 @@ def test_r50_loop_time_is_the_clock_reading_in_seconds() -> None:
         loop.close()
 
 
-def test_r50_sleep_jumps_exactly_and_runs_timers_in_time_order() -> None:
+def test_r51_sleep_jumps_exactly_and_runs_timers_in_time_order() -> None:
     """Timers of 30, 10 and 20 ms fire in time order at exactly their virtual times."""
     clock = ManualClock(0)
     fired: list[tuple[str, int]] = []
@@ -46,7 +46,7 @@ def test_r50_sleep_jumps_exactly_and_runs_timers_in_time_order() -> None:
     assert fired == [("a", 10), ("b", 20), ("c", 30)]
 
 
-def test_r50_jumps_round_float_noise_to_whole_milliseconds() -> None:
+def test_r51_jumps_round_float_noise_to_whole_milliseconds() -> None:
     """Many small sleeps add up exactly: no drift from float seconds."""
     clock = ManualClock(0)
 
@@ -58,7 +58,7 @@ def test_r50_jumps_round_float_noise_to_whole_milliseconds() -> None:
     assert clock.now_ms() == 700
 
 
-def test_r50_wait_for_timeout_in_virtual_time() -> None:
+def test_r51_wait_for_timeout_in_virtual_time() -> None:
     clock = ManualClock(5)
 
     async def main() -> None:
@@ -69,7 +69,7 @@ def test_r50_wait_for_timeout_in_virtual_time() -> None:
     assert clock.now_ms() == 2505
 
 
-def test_r50_ready_io_is_served_without_a_jump() -> None:
+def test_r51_ready_io_is_served_without_a_jump() -> None:
     """A socket with data waiting is read at once; the clock does not move for it."""
     clock = ManualClock(0)
     left, right = socket.socketpair()
@@ -90,13 +90,13 @@ def test_r50_ready_io_is_served_without_a_jump() -> None:
         right.close()
 
 
-def test_r50_clock_must_be_a_manual_clock() -> None:
+def test_r51_clock_must_be_a_manual_clock() -> None:
     with pytest.raises(TypeError, match="clock must be a ManualClock"):
         VirtualTimeLoop(object())  # type: ignore[arg-type]
 
 
-def test_r44_loop_executor_runs_inline_and_refuses_after_shutdown() -> None:
-    """R44: the driver's executor runs each hand-over inside submit, on the caller's thread."""
+def test_r45_loop_executor_runs_inline_and_refuses_after_shutdown() -> None:
+    """R45: the driver's executor runs each hand-over inside submit, on the caller's thread."""
     from kpurgatory.aio import LoopExecutor
 
     calls: list[int] = []

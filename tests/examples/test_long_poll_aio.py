@@ -1,6 +1,6 @@
 """The asyncio long-poll server (examples/long_poll_aio_server.py) over loopback.
 
-As tests/examples/test_long_poll.py, with the purgatory on the event loop (R44-R49):
+As tests/examples/test_long_poll.py, with the purgatory on the event loop (R45-R50):
 the server runs on a private loop in one test thread, clients are ``http.client``
 connections (and raw sockets, to hang up mid-wait) from other test threads. Every wait
 is bounded; ordering is forced by waiting on the purgatory's own counters; no test
@@ -109,8 +109,8 @@ def running() -> Iterator[RunningAioServer]:
         made.stop()
 
 
-def test_r44_no_thread_but_the_loop_while_fetches_wait(running: RunningAioServer) -> None:
-    """R44: waiting fetches, expiries and completions add no thread to the process."""
+def test_r45_no_thread_but_the_loop_while_fetches_wait(running: RunningAioServer) -> None:
+    """R45: waiting fetches, expiries and completions add no thread to the process."""
     with ThreadPoolExecutor(2) as pool:
         clients = set(threading.enumerate())
         answers = [pool.submit(running.fetch, "t", max_wait_ms=LONG_WAIT_MS) for _ in range(2)]
@@ -123,8 +123,8 @@ def test_r44_no_thread_but_the_loop_while_fetches_wait(running: RunningAioServer
             assert answer.result(10) == {"records": ["x"], "next_offset": 1, "timed_out": False}
 
 
-def test_r45_fetch_answered_by_data_and_counters_drop(running: RunningAioServer) -> None:
-    """R45, R25: a produce completes the waiting fetch on the loop."""
+def test_r46_fetch_answered_by_data_and_counters_drop(running: RunningAioServer) -> None:
+    """R46, R25: a produce completes the waiting fetch on the loop."""
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(running.fetch, "orders", max_wait_ms=LONG_WAIT_MS)
         wait_until(lambda: running.delayed == 1, "the fetch to wait")
@@ -133,8 +133,8 @@ def test_r45_fetch_answered_by_data_and_counters_drop(running: RunningAioServer)
     assert (running.delayed, running.watched) == (0, 0)
 
 
-def test_r44_fetch_times_out_through_the_loop_driver(running: RunningAioServer) -> None:
-    """R44, R17: no reaper: the call_at driver expires the fetch."""
+def test_r45_fetch_times_out_through_the_loop_driver(running: RunningAioServer) -> None:
+    """R45, R17: no reaper: the call_at driver expires the fetch."""
     assert running.fetch("quiet", max_wait_ms=100) == {
         "records": [],
         "next_offset": 0,
@@ -143,8 +143,8 @@ def test_r44_fetch_times_out_through_the_loop_driver(running: RunningAioServer) 
     assert running.delayed == 0
 
 
-def test_r46_a_client_hanging_up_mid_wait_abandons_its_fetch(running: RunningAioServer) -> None:
-    """R46: the connection's EOF cancels the wait: unwatched and untimed at once."""
+def test_r47_a_client_hanging_up_mid_wait_abandons_its_fetch(running: RunningAioServer) -> None:
+    """R47: the connection's EOF cancels the wait: unwatched and untimed at once."""
     request = b"GET /topics/gone?max_wait_ms=30000 HTTP/1.1\r\nHost: x\r\n\r\n"
     with ThreadPoolExecutor(1) as pool:
         staying = pool.submit(running.fetch, "gone", max_wait_ms=LONG_WAIT_MS)
@@ -161,8 +161,8 @@ def test_r46_a_client_hanging_up_mid_wait_abandons_its_fetch(running: RunningAio
     assert running.server.fetches.waiting == 0
 
 
-def test_r48_shutdown_answers_every_waiting_fetch(running: RunningAioServer) -> None:
-    """R48: close shuts the purgatory down; every waiter is answered with what it has."""
+def test_r49_shutdown_answers_every_waiting_fetch(running: RunningAioServer) -> None:
+    """R49: close shuts the purgatory down; every waiter is answered with what it has."""
     running.produce("partial", "abc")
     with ThreadPoolExecutor(3) as pool:
         idle = [pool.submit(running.fetch, "idle", max_wait_ms=LONG_WAIT_MS) for _ in range(2)]
@@ -175,7 +175,7 @@ def test_r48_shutdown_answers_every_waiting_fetch(running: RunningAioServer) -> 
     assert running.delayed == 0
 
 
-def test_r45_concurrent_clients_on_two_topics(running: RunningAioServer) -> None:
+def test_r46_concurrent_clients_on_two_topics(running: RunningAioServer) -> None:
     """Eight fetches answered by one produce, four others expiring, all at once."""
     with ThreadPoolExecutor(12) as pool:
         served = [pool.submit(running.fetch, "hot", max_wait_ms=LONG_WAIT_MS) for _ in range(8)]

@@ -589,11 +589,11 @@ def make_timer_machine(
                 next_dues = side.next_due_times()
                 assert next_dues == side.model_next_due_times(), (
                     f"{what}: {side.name} next_due_time {next_dues} but scheduled tasks "
-                    f"give {side.model_next_due_times()} (R43)"
+                    f"give {side.model_next_due_times()} (R44)"
                 )
             assert ref.next_due_times() == other.next_due_times(), (
                 f"{what}: next_due_time differs: {ref_name} {ref.next_due_times()} vs "
-                f"{other_name} {other.next_due_times()} (R43)"
+                f"{other_name} {other.next_due_times()} (R44)"
             )
             for name in ref.timers:
                 ref_ct = ref.timers[name].current_time
@@ -1211,7 +1211,7 @@ def make_purgatory_machine(
             )
             assert ref.timer.next_due_time == other.timer.next_due_time, (
                 f"{what}: next_due_time {ref.timer.next_due_time} vs "
-                f"{other.timer.next_due_time} (R43)"
+                f"{other.timer.next_due_time} (R44)"
             )
             if run_checks:
                 for side in self.sides:

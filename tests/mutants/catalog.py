@@ -530,7 +530,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "due = heap[index][2].min_due()",
         "due = expiration",
         "next_due_time reports the least bucket expiration (Kafka's delay-queue head): too "
-        "early for a higher-level bucket, and a bucket emptied by cancels still counts (R43).",
+        "early for a higher-level bucket, and a bucket emptied by cancels still counts (R44).",
         _TIMER_FIRST,
     ),
 )

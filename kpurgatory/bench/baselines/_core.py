@@ -155,7 +155,7 @@ class HeapTimerBase:
 
     @property
     def next_due_time(self) -> int | None:
-        """The least due time of a live entry, or None (R43).
+        """The least due time of a live entry, or None (R44).
 
         O(1) amortized where dead heads are dropped (heap: they are popped here, as
         ``add`` does); O(n) otherwise (old keeps its dead entries until a drain).
