@@ -1,12 +1,14 @@
 """Build script. Pure Python by default; ``KPURGATORY_COMPILE=1`` compiles the optimized package.
 
 With ``KPURGATORY_COMPILE=1`` the modules of ``kpurgatory/optimized/`` (except its
-``__init__``) are compiled to C extensions with mypyc (shipped with mypy, listed in
-pyproject.toml's ``[build-system] requires``). Nothing else is compiled: the pure-Python
-source stays the source of truth, and the wheel still carries every ``.py`` file, so a
-platform without the extensions falls back to them. Build the compiled wheel with
-``KPURGATORY_COMPILE=1 pip wheel --no-deps -w dist .`` (or ``make compiled-test``,
-which also runs the whole suite against it). Never compile in place (``pip install -e``
+``__init__``) are compiled to C extensions with mypyc (shipped with mypy). mypy is not
+in pyproject.toml's ``[build-system] requires`` (a pure build must not need it): install
+it in the build environment and build without isolation, as ``make compiled-venv`` does:
+``pip install setuptools mypy`` then ``KPURGATORY_COMPILE=1 pip wheel --no-deps
+--no-build-isolation -w dist .`` (``make compiled-test`` also runs the whole suite
+against the result). Nothing else is compiled: the pure-Python source stays the source
+of truth, and the wheel still carries every ``.py`` file, so a platform without the
+extensions falls back to them. Never compile in place (``pip install -e``
 with the flag): the ``.so`` files would shadow later edits of the ``.py`` files.
 
 Package data: the committed conformance vectors and their JSON Schema live in the
@@ -88,7 +90,8 @@ def ext_modules() -> list[object]:
         from mypyc.build import mypycify
     except ImportError as exc:
         raise SystemExit(
-            f"{COMPILE_ENV}=1 needs mypyc (pip install mypy) in the build environment: {exc}"
+            f"{COMPILE_ENV}=1 needs mypyc in the build environment: pip install mypy, then "
+            f"build with --no-build-isolation: {exc}"
         ) from exc
     os.chdir(HERE)  # mypycify takes paths relative to the project root
     extensions: list[object] = mypycify(sources, opt_level="3", target_dir="build/mypyc")

@@ -6,6 +6,8 @@ executors that drive it. ``kpurgatory.reference`` is the simple implementation t
 defines the semantics (docs/spec.md); the two are checked equivalent step by step.
 """
 
+from importlib import metadata as _metadata
+
 from kpurgatory.clock import ManualClock, MonotonicClock
 from kpurgatory.executors import InlineExecutor, SingleThreadExecutor
 from kpurgatory.optimized import (
@@ -15,7 +17,11 @@ from kpurgatory.optimized import (
     TimerTask,
 )
 
-__version__ = "0.1.0"
+try:
+    __version__: str = _metadata.version("kpurgatory")
+    """The installed distribution's version (pyproject.toml's, the one place it is written)."""
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "DelayedOperation",

@@ -70,3 +70,57 @@ def watch_key_list(watch_keys: Iterable[Hashable]) -> list[Hashable]:
     if not items:
         raise ValueError("watch_keys must contain at least one key")
     return list(dict.fromkeys(items))
+
+
+def unimplemented(cls: type, abstract: dict[str, object]) -> tuple[str, ...]:
+    """The names of ``abstract`` that ``cls`` still resolves to the abstract definition.
+
+    ``abstract`` maps a method name to the function object of its abstract declaration
+    (as found in the declaring class's ``__dict__``). Lookup follows ``cls.__mro__``
+    through the class dicts, so it works on compiled (mypyc) classes too, which carry no
+    ``__isabstractmethod__`` marks. Sorted, as ``abc`` reports them.
+    """
+    missing = []
+    for name, declaration in abstract.items():
+        for klass in cls.__mro__:
+            if name in klass.__dict__:
+                if klass.__dict__[name] is declaration:
+                    missing.append(name)
+                break
+    return tuple(sorted(missing))
+
+
+def abstract_class_error(cls: type, missing: tuple[str, ...]) -> TypeError:
+    """The ``TypeError`` for instantiating ``cls`` with ``missing`` methods (``abc``'s words)."""
+    plural = "s" if len(missing) > 1 else ""
+    return TypeError(
+        f"Can't instantiate abstract class {cls.__name__} with abstract method{plural} "
+        f"{', '.join(missing)}"
+    )
+
+
+def refuse_override(cls: type, name: str, owner: type) -> None:
+    """``TypeError`` unless ``cls`` inherits attribute ``name`` from ``owner`` unchanged (R43).
+
+    A task's delay is fixed at construction: every timer reads the value given to the
+    constructor, so a subclass that redefines ``delay_ms`` (a property, a method, a
+    class attribute) would be scheduled with a value other than the one it reports.
+    """
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            if klass is not owner:
+                raise TypeError(
+                    f"{cls.__name__} overrides {name} (in {klass.__name__}): {name} is "
+                    f"fixed at construction (R43); pass the delay to "
+                    f"{owner.__name__}.__init__ instead"
+                )
+            return
+
+
+def declared(cls: type, name: str) -> object:
+    """``cls.__dict__[name]``: the object ``cls`` itself declares under ``name``.
+
+    (Compiled modules cannot read a class's ``__dict__`` directly; this module is not
+    compiled.)
+    """
+    return cls.__dict__[name]

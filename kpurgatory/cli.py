@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import kpurgatory
 
 COMMAND_MODULES: tuple[str, ...] = (
     "kpurgatory.demo",
@@ -22,12 +24,29 @@ COMMAND_MODULES: tuple[str, ...] = (
 """Modules that register subcommands, in the order ``--help`` lists them."""
 
 
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an int >= ``minimum`` (argparse names the flag in the error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="kpurgatory",
         description="Kafka's delayed-operation purgatory and timing wheel: demo, tools, checks.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {kpurgatory.__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).add_parser(subparsers)

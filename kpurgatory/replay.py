@@ -15,12 +15,26 @@ import json
 import sys
 from typing import Any
 
+from kpurgatory.cli import at_least
 from kpurgatory.conformance.driver import run_steps
 from kpurgatory.conformance.steps import step_to_json
 from kpurgatory.pipeline.replay import replay_stream, resolve_impl
 from kpurgatory.workloads import PRESETS, SCENARIOS, stream_steps
 
 __all__ = ["add_parser", "main", "replay"]
+
+DESCRIPTION = """\
+Reproduce one pipeline stream locally, without Spark. Given the grid row a counterexample
+names (scenario, preset, seed, shard, operations), regenerate its steps, replay them
+through the implementation checked and the expectation, compare every observation, and
+print the first divergence with the steps before it. Exit status: 0 if the runs agree,
+1 if they diverge, 2 on bad arguments.
+"""
+
+IMPL_HELP = (
+    "implementation checked: reference, optimized (default), or the module path of a "
+    "package exporting the public API, e.g. mypkg.port"
+)
 
 CONTEXT_STEPS = 5
 """How many steps before the divergent one are printed."""
@@ -31,16 +45,20 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "replay",
         help="reproduce one pipeline stream without Spark and print the first divergence",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
-    parser.add_argument("--preset", required=True, choices=sorted(PRESETS))
-    parser.add_argument("--seed", required=True, type=int)
-    parser.add_argument("--shard", type=int, default=0)
-    parser.add_argument("--ops", type=int, default=2000, help="operations in the stream (2000)")
-    parser.add_argument("--impl", default="optimized", help="implementation checked (optimized)")
-    parser.add_argument("--against", default="reference", help="the expectation (reference)")
+    parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS), help="workload")
+    parser.add_argument("--preset", required=True, choices=sorted(PRESETS), help="timer preset")
+    parser.add_argument("--seed", required=True, type=int, help="the stream's seed")
+    parser.add_argument("--shard", type=at_least(0), default=0, help="the stream's shard (0)")
+    parser.add_argument(
+        "--ops", type=at_least(1), default=2000, help="operations in the stream (2000)"
+    )
+    parser.add_argument("--impl", default="optimized", metavar="IMPL", help=IMPL_HELP)
+    parser.add_argument(
+        "--against", default="reference", metavar="IMPL", help="the expectation (reference)"
+    )
     parser.set_defaults(func=main)
 
 

@@ -1,7 +1,8 @@
 """Benchmarks: the timing wheel against the designs it replaced or competes with.
 
-``kpurgatory bench [--quick|--full]`` (``kpurgatory.bench.cli``) runs them all, writes
-JSON and PNG results under docs/perf/ and regenerates docs/performance.md. Modules:
+``kpurgatory bench [--quick|--full] [--out DIR]`` (``kpurgatory.bench.cli``) runs them
+all and prints the goals; with ``--out`` it writes JSON and PNG results there and the
+report (``make bench``: docs/perf/ and docs/performance.md). Modules:
 
 - ``baselines``: the ``old`` (Kafka 0.8) and ``heap`` (asyncio-style) designs.
 - ``designs``: the registry of designs the harness can drive (reference, optimized,

@@ -1,18 +1,21 @@
-"""``kpurgatory bench [--quick|--full]``: run every benchmark, write JSON, PNGs and the report.
+"""``kpurgatory bench [--quick|--full] [--out DIR]``: run the benchmarks, print the goals.
 
-The full run (the default) writes docs/perf/results.json, the plots and profile trees
-under docs/perf/, and regenerates docs/performance.md. ``--quick`` is the CI smoke run:
-the same code paths with tiny sizes, written to build/bench-quick/ unless told
-otherwise, so it never overwrites the committed measurement. ``--compiled-python PATH``
-also runs the benchmarks in the interpreter of a mypyc build (``make compiled-venv``)
-and merges that run in; ``--json-only PATH`` is how that second pass reports back.
-``--report-only`` regenerates the markdown and plots from an existing results.json
+``--quick`` (the default) is a smoke run of every code path with tiny sizes, at rates
+capped far below any saturation point: its goal lines say so and are not a measurement.
+``--full`` is the measurement (about 30 minutes; run it on a quiet machine). Nothing is
+written unless ``--out DIR`` is given: then DIR receives results.json, the plots and the
+profile trees, and the markdown report goes to ``--report`` (default DIR/performance.md).
+``make bench`` runs ``--full --out docs/perf --report docs/performance.md`` with a second
+pass in the compiled build's interpreter (``--compiled-python``). Profiling needs
+pyinstrument (the ``bench`` extra); without it the profile benchmark is skipped with a note.
+``--report-only`` regenerates the markdown and plots from DIR/results.json
 (``--add-runs PATH`` merges in the runs of another, e.g. a later ``--only versus`` run).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shlex
@@ -29,11 +32,8 @@ from kpurgatory.bench.runner import BENCHMARKS, DEFAULT_SEED, PLANS, goals, run_
 
 __all__ = ["add_parser", "main"]
 
-DEFAULT_OUT = {"full": Path("docs/perf"), "quick": Path("build/bench-quick")}
-DEFAULT_REPORT = {
-    "full": Path("docs/performance.md"),
-    "quick": Path("build/bench-quick/performance.md"),
-}
+REPORT_NAME = "performance.md"
+"""The report's file name in ``--out`` when ``--report`` is not given."""
 
 ANALYSIS_NAME = "analysis.md"
 """A hand-written reading of the results, in the output folder, included in the report."""
@@ -60,7 +60,7 @@ def _progress(plain: bool) -> Iterator[Callable[[str], None]]:
 
         def say_rich(text: str) -> None:
             stamp = f"[{time.monotonic() - started:7.1f} s]"
-            console.log(f"{stamp} {text}")
+            console.print(f"{stamp} {text}", markup=False, highlight=False)  # no file:line
             status.update(f"{stamp} {text}")
 
         yield say_rich
@@ -164,10 +164,43 @@ def _split(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def _goal_lines(results: dict[str, Any], plan_rates: list[float]) -> list[str]:
+    """One line per goal; a quick run's verdicts are marked as capped, not measured."""
+    lines = []
+    for goal in results["goals"]:
+        if results["mode"] == "quick":
+            verdict = (
+                f"not a measurement (quick run: tiny sizes, rates capped at "
+                f"{max(plan_rates):,.0f}/s)"
+            )
+        else:
+            verdict = {True: "met", False: "NOT met", None: "not measured"}[goal["met"]]
+        values = ", ".join(
+            f"{m['run']}: {m['value']:.2f}" if m["value"] is not None else f"{m['run']}: n/a"
+            for m in goal["measurements"]
+        )
+        lines.append(f"goal {goal['target']:>8}  {verdict:<12} {goal['goal']}  [{values}]")
+    return lines
+
+
+def _without_missing_profiler(only: list[str], say: Callable[[str], None]) -> list[str]:
+    """``only`` minus ``profile`` if pyinstrument is not installed (with a note)."""
+    if "profile" in only and importlib.util.find_spec("pyinstrument") is None:
+        say("pyinstrument is not installed: the profile benchmark is skipped (bench extra)")
+        return [name for name in only if name != "profile"]
+    return only
+
+
 def _run(args: argparse.Namespace) -> int:
-    out_dir: Path = args.out or DEFAULT_OUT[args.mode]
-    report: Path | None = None if args.no_report else (args.report or DEFAULT_REPORT[args.mode])
+    out_dir: Path | None = args.out
+    if out_dir is None and (args.report is not None or args.report_only):
+        flag = "--report" if args.report is not None else "--report-only"
+        args.parser.error(f"{flag} needs --out DIR (bench writes only under an explicit --out)")
+    report: Path | None = None
+    if out_dir is not None and not args.no_report:
+        report = args.report or out_dir / REPORT_NAME
     if args.report_only:
+        assert out_dir is not None
         results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
         for path in args.add_runs or []:
             results["runs"] += _runs_to_add(path, results["runs"])
@@ -177,9 +210,10 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     unknown = [name for name in args.only if name not in BENCHMARKS]
     if unknown:
-        raise SystemExit(f"--only: unknown benchmark(s) {unknown}; choose from {BENCHMARKS}")
+        args.parser.error(f"--only: unknown benchmark(s) {unknown}; choose from {BENCHMARKS}")
     plan = PLANS[args.mode]
     with _progress(args.plain) as say:
+        args.only = _without_missing_profiler(list(args.only), say)
         run, texts = run_all(
             plan, designs=args.designs or None, only=args.only, seed=args.seed, say=say
         )
@@ -200,44 +234,80 @@ def _run(args: argparse.Namespace) -> int:
         "runs": runs,
         "goals": goals(runs),
     }
-    for path in write_outputs(results, out_dir, report, all_texts):
-        print(f"wrote {path}")
-    for goal in results["goals"]:
-        verdict = {True: "met", False: "NOT met", None: "not measured"}[goal["met"]]
-        values = ", ".join(
-            f"{m['run']}: {m['value']:.2f}" if m["value"] is not None else f"{m['run']}: n/a"
-            for m in goal["measurements"]
-        )
-        print(f"goal {goal['target']:>8}  {verdict:<12} {goal['goal']}  [{values}]")
+    if out_dir is None:
+        print("nothing written: pass --out DIR to write results.json, plots and the report")
+    else:
+        for path in write_outputs(results, out_dir, report, all_texts):
+            print(f"wrote {path}")
+    for line in _goal_lines(results, [rate for rates in plan.rates.values() for rate in rates]):
+        print(line)
     return 0
+
+
+DESCRIPTION = """\
+Run the benchmarks (enqueue saturation, timer scaling, idle cost, profiles) and print
+each goal's verdict.
+
+--quick (the default) is a smoke run of every code path with tiny sizes and capped
+rates: its goal lines are not a measurement. --full is the measurement (about 30
+minutes; run it on a quiet machine). Nothing is written unless --out DIR is given.
+Profiling needs pyinstrument (the bench extra); without it that benchmark is skipped.
+
+examples:
+  kpurgatory bench
+  kpurgatory bench --full --out docs/perf --report docs/performance.md
+"""
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``kpurgatory bench``."""
     parser = subparsers.add_parser(
         "bench",
-        help="run the benchmarks (enqueue, timer scaling, idle, profile) and write the report",
-        description=__doc__,
+        help="run the benchmarks and print the goals (--quick by default)",
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
-        "--quick", dest="mode", action="store_const", const="quick", help="CI smoke run"
+        "--quick",
+        dest="mode",
+        action="store_const",
+        const="quick",
+        help="smoke run with tiny sizes and capped rates (default)",
     )
     mode.add_argument(
-        "--full", dest="mode", action="store_const", const="full", help="measurement (default)"
+        "--full",
+        dest="mode",
+        action="store_const",
+        const="full",
+        help="the measurement (about 30 minutes)",
     )
-    parser.set_defaults(mode="full")
-    parser.add_argument("--out", type=Path, help="results folder (full: docs/perf)")
-    parser.add_argument("--report", type=Path, help="markdown report (full: docs/performance.md)")
+    parser.set_defaults(mode="quick")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write results.json, plots and profiles here (default: write nothing)",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="FILE",
+        help="the markdown report (default: DIR/performance.md; needs --out)",
+    )
     parser.add_argument("--no-report", action="store_true", help="do not write the markdown")
     parser.add_argument(
-        "--designs", type=_split, default=[], help="comma-separated designs (default: all)"
+        "--designs",
+        type=_split,
+        default=[],
+        metavar="LIST",
+        help="comma-separated designs (default: all)",
     )
     parser.add_argument(
         "--only",
         type=_split,
         default=list(BENCHMARKS),
+        metavar="LIST",
         help=f"comma-separated benchmarks among {','.join(BENCHMARKS)} (default: all)",
     )
     parser.add_argument(
@@ -245,13 +315,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument(
         "--compiled-python",
+        metavar="PYTHON",
         help="also run in this interpreter (a mypyc build of kpurgatory) and merge its run",
     )
     parser.add_argument("--json-only", type=Path, help=argparse.SUPPRESS)
     parser.add_argument(
         "--report-only",
         action="store_true",
-        help="regenerate the report and plots from the existing results.json",
+        help="regenerate the report and plots from DIR/results.json (needs --out)",
     )
     parser.add_argument(
         "--add-runs",
@@ -261,7 +332,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(and into the results file), e.g. a separate --only versus run",
     )
     parser.add_argument("--plain", action="store_true", help="plain progress lines (no rich)")
-    parser.set_defaults(func=_run)
+    parser.set_defaults(func=_run, parser=parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -59,7 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser(
         "conformance",
         help="check an implementation through its stdin/stdout adapter",
-        description=__doc__.split("\n", 2)[2] if __doc__ else None,
+        description=__doc__.split("\n", 2)[2].replace("``", "") if __doc__ else None,
         epilog=f"example: kpurgatory conformance --adapter {PYTHON_ADAPTER!r}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

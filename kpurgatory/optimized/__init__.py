@@ -1,6 +1,6 @@
 """The optimized implementation: Kafka's hierarchical timing wheel and sharded purgatory.
 
-Same public API and observable behaviour as ``kpurgatory.reference`` (rules R1-R37 of
+Same public API and observable behaviour as ``kpurgatory.reference`` (rules R1-R43 of
 ``kpurgatory.spec.rules``), built from Kafka's structures: bucket lists with O(1)
 add/remove (``bucket``), a hierarchical timing wheel with lazily created overflow
 levels (``wheel``), a delay queue of buckets (``delay_queue``), the timer

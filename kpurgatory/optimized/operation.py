@@ -21,8 +21,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kpurgatory import sync
+from kpurgatory._checks import declared
+from kpurgatory._typing import IntArg
 from kpurgatory.optimized._mypyc import mypyc_attr
-from kpurgatory.optimized.timer import TimerTask
+from kpurgatory.optimized.timer import ABSTRACT_CLASSES, ABSTRACT_METHODS, TimerTask
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
@@ -63,7 +65,7 @@ class DelayedOperation(TimerTask):
         "_watch_keys",
     )
 
-    def __init__(self, delay_ms: object, lock: AbstractLock | None = None) -> None:
+    def __init__(self, delay_ms: IntArg, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms)
         if lock is not None and not isinstance(lock, AbstractLock):
             raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")
@@ -127,14 +129,17 @@ class DelayedOperation(TimerTask):
     @abc.abstractmethod
     def try_complete(self) -> bool:
         """Check the condition; if it holds, return ``self.force_complete()``, else False."""
+        raise NotImplementedError(f"{type(self).__name__}.try_complete is abstract")
 
     @abc.abstractmethod
     def on_complete(self) -> None:
         """The completion logic; called exactly once, whichever path completes."""
+        raise NotImplementedError(f"{type(self).__name__}.on_complete is abstract")
 
     @abc.abstractmethod
     def on_expiration(self) -> None:
         """Called after ``on_complete`` when the operation completed by expiring."""
+        raise NotImplementedError(f"{type(self).__name__}.on_expiration is abstract")
 
     def run(self) -> None:
         """Expire the operation (the timer's callback, R17).
@@ -252,3 +257,8 @@ class DelayedOperation(TimerTask):
         done = "completed" if self._completed else "pending"
         state = "abandoned" if self._abandoned else done
         return f"<{type(self).__name__} delay_ms={self.delay_ms} {state}>"
+
+
+_ABSTRACT = ("on_complete", "on_expiration", "try_complete")
+ABSTRACT_METHODS.update({name: declared(DelayedOperation, name) for name in _ABSTRACT})
+ABSTRACT_CLASSES[DelayedOperation] = _ABSTRACT

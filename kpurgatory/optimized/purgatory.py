@@ -22,8 +22,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import typing
 from collections.abc import Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Generic, cast, overload
 
 from kpurgatory import sync
 from kpurgatory._checks import (
@@ -34,6 +35,7 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
+from kpurgatory._typing import BoolArg, IntArg, StrArg, TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.operation import DelayedOperation
@@ -50,7 +52,11 @@ REAPER_STEP_MS = 200
 DEFAULT_SHARDS = 512
 """Kafka's ``Shards``: the number of watcher-list shards."""
 
-T = TypeVar("T", bound=DelayedOperation)
+T = TypeVar("T", bound=DelayedOperation, default=DelayedOperation)
+"""The operations a purgatory holds; ``DelayedOperationPurgatory(...)`` alone means any."""
+
+_TimerArg = typing.TypeVar("_TimerArg", SystemTimer, SystemTimer)
+"""The ``timer`` argument's type for callers (see ``kpurgatory._typing``)."""
 
 _KNOWN_OPERATION_TYPES: set[type] = set()
 """Classes already seen to pass ``isinstance(op, DelayedOperation)`` (a class never stops
@@ -138,23 +144,25 @@ class DelayedOperationPurgatory(Generic[T]):
     ``ExpirationReaper-<broker_id>-<purgatory_name>`` loops ``advance_clock(200)``
     (R31). ``shards`` (keyword-only extension) sets the number of watcher shards.
 
-    The checked arguments (names, numbers, flags) are annotated ``object``: they are
-    validated at run time with messages that name them (R35), in the pure and in the
-    mypyc-compiled build alike (mypyc would otherwise check ``int``/``str``/``bool``
-    annotations itself, with messages that name no argument and with ``True`` passing as
-    an ``int``). The expected types are those of the reference signature.
+    Typed signatures: the checked arguments are annotated with the value-restricted
+    type variables of ``kpurgatory._typing`` (``StrArg``, ``IntArg``, ``BoolArg``, and
+    ``_TimerArg`` here): a user's checker accepts exactly ``str``, ``int``, ``bool``,
+    ``SystemTimer``, while mypyc compiles them as ``object`` and leaves the checks to the
+    body, whose messages name the argument (R35) in the pure and the compiled build
+    alike. ``try_complete_else_watch`` declares its typed signature with one
+    ``typing.overload`` over an ``object`` implementation, for the same reason.
     """
 
     def __init__(
         self,
-        purgatory_name: object,
-        timer: SystemTimer | None = None,
-        broker_id: object = 0,
-        purge_interval: object = 1000,
-        reaper_enabled: object = True,
-        timer_enabled: object = True,
+        purgatory_name: StrArg,
+        timer: _TimerArg | None = None,
+        broker_id: IntArg = 0,
+        purge_interval: IntArg = 1000,
+        reaper_enabled: BoolArg = True,
+        timer_enabled: BoolArg = True,
         *,
-        shards: object = DEFAULT_SHARDS,
+        shards: IntArg = DEFAULT_SHARDS,
     ) -> None:
         self._name = require_str("purgatory_name", purgatory_name)
         if timer is not None and not isinstance(timer, SystemTimer):
@@ -259,7 +267,10 @@ class DelayedOperationPurgatory(Generic[T]):
 
     # -- operations ------------------------------------------------------------------
 
-    def try_complete_else_watch(self, operation: T, watch_keys: Iterable[Hashable]) -> bool:
+    @overload  # type: ignore[misc]  # callers' signature; see "Typed signatures" above
+    def try_complete_else_watch(self, operation: T, watch_keys: Iterable[Hashable]) -> bool: ...
+
+    def try_complete_else_watch(self, operation: object, watch_keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now if it can; otherwise watch it on every key and time it.
 
         The sequence (R22): holding the operation's lock, ``try_complete``; if that fails,
@@ -279,6 +290,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 )
             if len(_KNOWN_OPERATION_TYPES) < _KNOWN_TYPES_LIMIT:
                 _KNOWN_OPERATION_TYPES.add(cls)
+        operation = cast(T, operation)  # checked above (or its class was)
         keys = _watch_keys(watch_keys)
         if self._is_shut_down:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
@@ -394,7 +406,10 @@ class DelayedOperationPurgatory(Generic[T]):
                 TimerTask.cancel(operation)
         return operations
 
-    def abandon(self, operation: T) -> bool:
+    @overload  # type: ignore[misc]  # callers' signature; see "Typed signatures" above
+    def abandon(self, operation: T) -> bool: ...
+
+    def abandon(self, operation: object) -> bool:
         """Give up on a submitted operation: it will never complete or expire (R40).
 
         Holding the operation's lock, mark it finished without ``on_complete`` or
@@ -409,6 +424,7 @@ class DelayedOperationPurgatory(Generic[T]):
             raise TypeError(
                 f"operation must be an optimized DelayedOperation, not {type(operation).__name__}"
             )
+        operation = cast(T, operation)  # checked above
         if operation._owner is not self:
             raise ValueError(f"operation {operation!r} was not submitted to {self._name!r}")
         with operation._lock:
@@ -419,7 +435,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 self._unwatch_keys(operation, keys)
         return True
 
-    def advance_clock(self, timeout_ms: object) -> None:
+    def advance_clock(self, timeout_ms: IntArg) -> None:
         """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
 
         ``RuntimeError`` after ``shutdown``.

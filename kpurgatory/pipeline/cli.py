@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kpurgatory.cli import at_least
 from kpurgatory.workloads import PRESETS, SCENARIOS, GridRow, grid
 
 __all__ = [
@@ -38,6 +39,22 @@ GRIDS: dict[str, dict[str, Any]] = {
 
 ``default``: 6 x 4 x 7 x 3 = 504 streams of 2000 operations = 1,008,000 operations.
 ``small``: 24 streams of 200 operations (a smoke run in well under a minute).
+"""
+
+DESCRIPTION = """\
+The PySpark pipeline. run: replay the grid through two implementations on Spark, diff
+them, write the report. vectors: export conformance vectors (JSON).
+"""
+
+RUN_DESCRIPTION = """\
+Start Spark (local[*] by default), replay the grid through the expectation (--impl-a) and
+the implementation checked (--impl-b) in the executors, diff them, write the report and
+print where it is. Needs the pipeline extra and Java 17. Executors in other processes
+(local-cluster, a cluster) must run a Python with the pipeline extra: local-cluster uses
+this interpreter; for a cluster ship a packed environment (spark-submit --archives) or
+set PYSPARK_PYTHON; the run checks it first.
+
+exit status: 0 no difference, 1 counterexamples, 2 missing environment or bad arguments
 """
 
 COMMITTED_VECTORS: dict[str, Any] = {"seeds": (1,), "n_ops": 12, "adversarial_n_ops": 40}
@@ -70,37 +87,90 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "pipeline",
         help="the PySpark pipeline: differential replay at scale, report, vectors",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
 
-    run_parser = commands.add_parser("run", help="replay and diff the grid on Spark, report")
+    run_parser = commands.add_parser(
+        "run",
+        help="replay and diff the grid on Spark, report",
+        description=RUN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run_parser.add_argument(
         "--master",
-        help="Spark master: local[N], local[*] (default) or spark://host:port; under "
-        "spark-submit the submit's --master is used",
+        help="Spark master: local[N], local[*] (default), local-cluster[N,cores,MB] or "
+        "spark://host:port; under spark-submit the submit's --master is used",
     )
-    run_parser.add_argument("--grid", default="default", choices=sorted(GRIDS))
-    run_parser.add_argument("--out", type=Path, default=Path("build/pipeline"))
-    run_parser.add_argument("--impl-a", default="reference", help="the expectation")
-    run_parser.add_argument("--impl-b", default="optimized", help="the implementation checked")
-    run_parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
-    run_parser.add_argument("--preset", action="append", choices=sorted(PRESETS))
+    run_parser.add_argument(
+        "--grid",
+        default="default",
+        choices=sorted(GRIDS),
+        help="default: 504 streams, 1,008,000 operations; small: 24 streams of 200",
+    )
+    run_parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("build/pipeline"),
+        metavar="DIR",
+        help="report, Parquet tables and charts (default build/pipeline)",
+    )
+    run_parser.add_argument(
+        "--impl-a", default="reference", metavar="IMPL", help="the expectation (reference)"
+    )
+    run_parser.add_argument(
+        "--impl-b",
+        default="optimized",
+        metavar="IMPL",
+        help="the implementation checked: reference, optimized (default) or a module path",
+    )
+    run_parser.add_argument(
+        "--scenario", action="append", choices=sorted(SCENARIOS), help="only these (repeatable)"
+    )
+    run_parser.add_argument(
+        "--preset", action="append", choices=sorted(PRESETS), help="only these (repeatable)"
+    )
     run_parser.add_argument("--seed", action="append", type=int, help="seeds (repeatable)")
-    run_parser.add_argument("--ops", type=int, help="operations per stream (grid's default)")
-    run_parser.add_argument("--mode", default="arrow", choices=("arrow", "pandas", "rdd"))
-    run_parser.add_argument("--partitions", type=int, help="grid partitions (8 x cores)")
+    run_parser.add_argument(
+        "--ops", type=at_least(1), help="operations per stream (default: the grid's)"
+    )
+    run_parser.add_argument(
+        "--mode",
+        default="arrow",
+        choices=("arrow", "pandas", "rdd"),
+        help="how executors replay: mapInArrow (default), mapInPandas or RDD mapPartitions",
+    )
+    run_parser.add_argument(
+        "--partitions", type=at_least(1), help="grid partitions (default 8 x cores)"
+    )
     run_parser.add_argument("--quiet", action="store_true", help="no progress display")
     run_parser.set_defaults(func=run)
 
-    vec_parser = commands.add_parser("vectors", help="export conformance vectors (JSON)")
-    vec_parser.add_argument("--out", type=Path, required=True)
-    vec_parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
-    vec_parser.add_argument("--preset", action="append", choices=sorted(PRESETS))
-    vec_parser.add_argument("--seeds", type=int, default=1, help="seeds 1..N (1)")
-    vec_parser.add_argument("--ops", type=int, default=COMMITTED_VECTORS["n_ops"])
-    vec_parser.add_argument("--adversarial-ops", type=int, help="ops for adversarial streams")
+    vec_parser = commands.add_parser(
+        "vectors",
+        help="export conformance vectors (JSON)",
+        description="Write the rule vectors and one vector per scenario x preset x seed.",
+    )
+    vec_parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="folder for the .json files"
+    )
+    vec_parser.add_argument(
+        "--scenario", action="append", choices=sorted(SCENARIOS), help="only these (repeatable)"
+    )
+    vec_parser.add_argument(
+        "--preset", action="append", choices=sorted(PRESETS), help="only these (repeatable)"
+    )
+    vec_parser.add_argument("--seeds", type=at_least(1), default=1, help="seeds 1..N (1)")
+    vec_parser.add_argument(
+        "--ops",
+        type=at_least(1),
+        default=COMMITTED_VECTORS["n_ops"],
+        help=f"operations per stream ({COMMITTED_VECTORS['n_ops']})",
+    )
+    vec_parser.add_argument(
+        "--adversarial-ops", type=at_least(1), help="operations for adversarial streams"
+    )
     vec_parser.add_argument("--no-rules", action="store_true", help="skip the rule vectors")
     vec_parser.set_defaults(func=vectors)
 
@@ -114,7 +184,13 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
     """``run`` on ``session`` if given (left running: the tests share one), else on a
     session of its own built from ``--master`` and stopped at the end."""
     from kpurgatory.pipeline.replay import resolve_impl
-    from kpurgatory.pipeline.spark import JavaMissingError, build_session, run_pipeline
+    from kpurgatory.pipeline.spark import (
+        ExecutorEnvironmentError,
+        JavaMissingError,
+        build_session,
+        check_executors,
+        run_pipeline,
+    )
 
     try:
         rows = grid_rows(
@@ -137,6 +213,14 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
     master = spark.sparkContext.master
+    in_process = str(master) == "local" or str(master).startswith("local[")
+    if session is None and not in_process:  # executors in other processes: check them
+        try:
+            check_executors(spark)
+        except ExecutorEnvironmentError as exc:
+            spark.stop()
+            print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
+            return 2
     print(
         f"grid {args.grid}: {len(rows)} streams, {total:,} operations; "
         f"{args.impl_a} vs {args.impl_b}; master {master}; mode {args.mode}",

@@ -89,7 +89,11 @@ def resolve_impl(name: str) -> ModuleType:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"impl {name!r}: cannot import {module_name}: {exc}") from None
+        raise ValueError(
+            f"impl {name!r}: want reference, optimized or the module path of a package "
+            f"exporting {', '.join(PUBLIC_API)} (e.g. mypkg.port); cannot import "
+            f"{module_name}: {exc}"
+        ) from None
     for attr in PUBLIC_API:
         if not hasattr(module, attr):
             raise ValueError(f"impl {name!r}: {module_name} does not export {attr}")

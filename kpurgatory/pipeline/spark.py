@@ -14,10 +14,13 @@ Stages (each shown with its own progress bar when the output is a terminal):
    counters, cascades per operation by deadline decile.
 
 ``build_session`` starts Spark the way this machine needs it (docs/pipeline.md):
-``SPARK_LOCAL_IP=127.0.0.1`` and ``PYSPARK_PYTHON`` = this interpreter for local masters,
-UI off, quiet log4j2 (root and ``org.apache.spark`` at the same level). For a cluster
-master the ``kpurgatory`` package is zipped and shipped with ``addPyFile``: executors
-read nothing from the driver's disk.
+``SPARK_LOCAL_IP=127.0.0.1`` and ``PYSPARK_PYTHON`` = this interpreter for local and
+``local-cluster`` masters (their executors share this machine), UI off, quiet log4j2
+(root and ``org.apache.spark`` at the same level). For any other master the
+``kpurgatory`` package is zipped and shipped with ``addPyFile`` (executors read nothing
+from the driver's disk), and the executors' Python must come with the cluster or be
+shipped as a packed environment (``EXECUTOR_HELP``); ``check_executors`` verifies it
+before the job starts.
 """
 
 from __future__ import annotations
@@ -57,9 +60,11 @@ if TYPE_CHECKING:
 __all__ = [
     "COUNTEREXAMPLE_COLUMNS",
     "MODES",
+    "ExecutorEnvironmentError",
     "JavaMissingError",
     "PipelineResult",
     "build_session",
+    "check_executors",
     "check_java",
     "package_zip",
     "replay_dataframe",
@@ -146,6 +151,69 @@ def _is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
+def _is_local_cluster(master: str) -> bool:
+    """``local-cluster[N,cores,mem]``: separate executor JVMs, but on this machine."""
+    return master.startswith("local-cluster[")
+
+
+class ExecutorEnvironmentError(RuntimeError):
+    """The executors' Python cannot run the job; the message names the fix."""
+
+
+EXECUTOR_MODULES = ("pyarrow", "pandas", "kpurgatory")
+"""What the replay needs in the executors' Python (kpurgatory comes with addPyFile)."""
+
+EXECUTOR_HELP = (
+    "The executors need a Python with the pipeline extra (pyarrow, pandas). On a cluster, "
+    "pack this environment (venv-pack or conda-pack) and ship it as Spark's docs describe: "
+    "spark-submit --archives env.tar.gz#environment with "
+    "PYSPARK_PYTHON=./environment/bin/python; or set PYSPARK_PYTHON to an interpreter with "
+    "the pipeline extra that exists at the same path on every worker."
+)
+
+
+def _executor_probe(_: object) -> tuple[str, str, tuple[str, ...]]:
+    """Runs in an executor: its interpreter, Python version and the modules it lacks."""
+    import importlib.util as util
+    import platform
+    import sys as executor_sys
+
+    missing = tuple(name for name in EXECUTOR_MODULES if util.find_spec(name) is None)
+    return executor_sys.executable, platform.python_version(), missing
+
+
+def check_executors(session: SparkSession) -> None:
+    """Run one tiny task per executor slot; ``ExecutorEnvironmentError`` unless each
+    executor's Python has the modules the replay needs (and the driver's version).
+
+    A worker Python that cannot start, or lacks pyarrow, would otherwise fail deep inside
+    the first stage with a long Py4J traceback. Cost: one small job (about a second).
+    """
+    import platform
+
+    context = session.sparkContext
+    slots = max(1, context.defaultParallelism)
+    try:
+        found = set(
+            context.parallelize(range(slots), slots).map(_executor_probe).distinct().collect()
+        )
+    except Exception as exc:  # Py4J wraps the worker's failure
+        last = str(exc).strip().splitlines()[-1:] or ["?"]
+        raise ExecutorEnvironmentError(
+            f"the executors could not run Python on master {context.master} "
+            f"(PYSPARK_PYTHON={os.environ.get('PYSPARK_PYTHON', 'python3 (unset)')}): "
+            f"{last[0]}. {EXECUTOR_HELP}"
+        ) from None
+    driver = platform.python_version()
+    for executable, version, missing in sorted(found, key=repr):
+        if missing or version.rsplit(".", 1)[0] != driver.rsplit(".", 1)[0]:
+            lacks = f"lacks {', '.join(missing)}" if missing else f"is Python {version}"
+            raise ExecutorEnvironmentError(
+                f"the executors' Python {executable} {lacks} (driver: Python {driver}, "
+                f"master {context.master}). {EXECUTOR_HELP}"
+            )
+
+
 def build_session(
     master: str | None = "local[*]",
     app_name: str = "kpurgatory-pipeline",
@@ -169,7 +237,7 @@ def build_session(
         submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
         master = _submitted_master() if submitted else "local[*]"
     local = _is_local(master)
-    if local:
+    if local or _is_local_cluster(master):  # executors on this machine: this interpreter
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     scratch = Path(tempfile.mkdtemp(prefix="kpurgatory-spark-"))

@@ -98,14 +98,17 @@ class DelayedOperation(TimerTask):
     @abc.abstractmethod
     def try_complete(self) -> bool:
         """Check the condition; if it holds, return ``self.force_complete()``, else False."""
+        raise NotImplementedError(f"{type(self).__name__}.try_complete is abstract")
 
     @abc.abstractmethod
     def on_complete(self) -> None:
         """The completion logic; called exactly once, whichever path completes."""
+        raise NotImplementedError(f"{type(self).__name__}.on_complete is abstract")
 
     @abc.abstractmethod
     def on_expiration(self) -> None:
         """Called after ``on_complete`` when the operation completed by expiring."""
+        raise NotImplementedError(f"{type(self).__name__}.on_expiration is abstract")
 
     def run(self) -> None:
         """Expire the operation (the timer's callback, R17).

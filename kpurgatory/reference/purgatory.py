@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Hashable, Iterable
-from typing import ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic
 
 from kpurgatory import sync
 from kpurgatory._checks import (
@@ -25,6 +25,7 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
+from kpurgatory._typing import TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.reference.operation import DelayedOperation
 from kpurgatory.reference.timer import SystemTimer
@@ -36,7 +37,8 @@ logger = logging.getLogger(__name__)
 REAPER_STEP_MS = 200
 """How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
 
-T = TypeVar("T", bound=DelayedOperation)
+T = TypeVar("T", bound=DelayedOperation, default=DelayedOperation)
+"""The operations a purgatory holds; ``DelayedOperationPurgatory(...)`` alone means any."""
 
 
 class DelayedOperationPurgatory(Generic[T]):

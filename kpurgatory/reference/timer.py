@@ -16,7 +16,7 @@ import logging
 from concurrent.futures import Executor
 
 from kpurgatory import sync
-from kpurgatory._checks import require_at_least, require_int, require_str
+from kpurgatory._checks import refuse_override, require_at_least, require_int, require_str
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
 from kpurgatory.spec.arithmetic import (
@@ -62,6 +62,11 @@ class TimerTask(abc.ABC):
     timer, replaces the earlier schedule (R10).
     """
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Refuse a subclass that redefines ``delay_ms``: it is fixed at construction (R43)."""
+        super().__init_subclass__(**kwargs)
+        refuse_override(cls, "delay_ms", TimerTask)
+
     def __init__(self, delay_ms: int) -> None:
         self._delay_ms = require_int("delay_ms", delay_ms)
         self._entry: _Entry | None = None
@@ -91,6 +96,7 @@ class TimerTask(abc.ABC):
     @abc.abstractmethod
     def run(self) -> None:
         """The work to do when the task is due. Runs on the timer's executor."""
+        raise NotImplementedError(f"{type(self).__name__}.run is abstract")
 
 
 class SystemTimer:

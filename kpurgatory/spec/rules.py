@@ -400,6 +400,17 @@ RULES: tuple[Rule, ...] = (
         "threading.TIMEOUT_MAX seconds, and a wake-up (add, wakeup, close) still ends the "
         "wait at once.",
     ),
+    Rule(
+        "R43",
+        "inputs",
+        "Subclasses of TimerTask and DelayedOperation",
+        "A task's delay is the delay_ms given to its constructor, and every timer schedules "
+        "with that value: a subclass that redefines delay_ms is refused with TypeError when "
+        "the class is created. A class that leaves run (TimerTask) or try_complete, "
+        "on_complete, on_expiration (DelayedOperation) unimplemented cannot be instantiated "
+        "(TypeError naming the methods), in every build; calling an abstract method "
+        "explicitly raises NotImplementedError.",
+    ),
     # ---- next due time ---------------------------------------------------------------
     Rule(
         "R44",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,23 @@ def test_check_reports_pure_modules_in_a_pure_build() -> None:
     pure = compiled.check()
     assert pure and all(entry.startswith("kpurgatory.optimized.") for entry in pure)
     assert compiled.main(["check"]) == 1
+
+
+def test_compiled_job_compares_the_compiled_optimized_with_the_pure_reference() -> None:
+    """The compiled build's own proof: in the compiled job, the equivalence machines
+    (tests/machines) and the conformance vectors (tests/conformance) load the mypyc
+    ``kpurgatory.optimized`` and compare it with the pure-Python reference.
+
+    Both take their implementations from ``tests.support``; this pins what they load.
+    """
+    if os.environ.get("KPURGATORY_EXPECT_COMPILED") != "1":
+        pytest.skip("pure build (KPURGATORY_EXPECT_COMPILED is not 1)")
+    from tests.machines.test_equivalence_timer import other_implementation
+    from tests.support import implementation_names, load
+
+    assert other_implementation() == "optimized"
+    assert "optimized" in implementation_names()
+    optimized_timer = sys.modules[load("optimized").SystemTimer.__module__]
+    reference_timer = sys.modules[load("reference").SystemTimer.__module__]
+    assert str(optimized_timer.__file__).endswith(".so")
+    assert str(reference_timer.__file__).endswith(".py")

@@ -74,7 +74,17 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         assert f'id="{anchor}"' in api, f"API page lacks {anchor}"
     for name in implementation_names():  # every implementation package is documented
         assert f'id="kpurgatory.{name}"' in api, f"docs/api.md lacks ::: kpurgatory.{name}"
+    public = api.index('id="kpurgatory.optimized.purgatory.DelayedOperationPurgatory"')
+    assert public < api.index('id="kpurgatory.reference"'), "the default export comes first"
+    internals = api.index('id="internals-of-the-optimized-implementation"')
+    for internal in ("EntryHolder", "HandOver", "TimerTaskEntry"):
+        assert api.index(f'id="kpurgatory.optimized.bucket.{internal}"') > internals
     home = (site / "index.html").read_text(encoding="utf-8")
     assert 'class="mermaid"' in home
+    # Mermaid is bundled (offline): the page loads the local copy, which defines the
+    # global the theme looks for before it would fetch the CDN copy.
+    assert 'src="javascripts/mermaid.min.js"' in home
+    bundled = (site / "javascripts" / "mermaid.min.js").read_text(encoding="utf-8")
+    assert len(bundled) > 1_000_000 and "mermaid" in bundled[:5000]
     tutorial = (site / "tutorial" / "index.html").read_text(encoding="utf-8")
     assert "check_and_complete" in tutorial and "call_soon_threadsafe" in tutorial
