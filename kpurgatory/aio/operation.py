@@ -73,7 +73,7 @@ class DelayedOperation(optimized.DelayedOperation):
 
     __slots__ = ("_expiring", "_waiter")
 
-    def __init__(self, delay_ms: object, lock: AbstractLock | None = None) -> None:
+    def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms, lock)
         self._waiter: Waiter | None = None
         self._expiring = False
