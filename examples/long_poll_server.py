@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from kpurgatory import DelayedOperation, DelayedOperationPurgatory
 
-__all__ = ["DelayedFetch", "FetchResult", "LongPollServer", "TopicLog", "main"]
+__all__ = ["DelayedFetch", "FetchResult", "LongPollHttp", "LongPollServer", "TopicLog", "main"]
 
 MAX_BODY_BYTES = 1 << 20
 """Largest record a produce may carry; bigger bodies get 413."""
@@ -148,75 +148,41 @@ def _int_param(query: dict[str, list[str]], name: str, default: int, low: int, h
     return value
 
 
-class LongPollServer:
-    """The HTTP front end: parses requests, appends records, parks fetches in the purgatory.
+class LongPollHttp:
+    """The HTTP front end shared by the threaded and the asyncio servers.
 
-    Constructing it starts the purgatory's reaper thread; ``start`` binds (port 0
-    picks a free port) and returns the bound address; ``close`` stops accepting,
-    answers every waiting fetch with what it has, and shuts the purgatory down
-    (joining the reaper). Call ``close`` even if ``start`` failed.
+    Parses one request per connection and calls ``produce`` or ``fetch_request``;
+    subclasses provide those and ``close``. ``start`` binds (port 0 picks a free port)
+    and returns the bound address.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host, self.port = host, port
         self.log = TopicLog()
-        # --8<-- [start:purgatory]
-        self.fetches: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
-            "Fetch", purge_interval=100
-        )  # real clock, reaper thread "ExpirationReaper-0-Fetch"
-        # --8<-- [end:purgatory]
         self._fetched_topics: set[str] = set()
         self._handlers: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
+
+    async def produce(self, topic: str, record: str) -> int:
+        """Append a record; complete what it satisfies; return its offset."""
+        raise NotImplementedError
+
+    async def fetch_request(
+        self,
+        reader: asyncio.StreamReader,
+        topic: str,
+        offset: int,
+        min_bytes: int,
+        max_wait_ms: int,
+    ) -> FetchResult:
+        """Answer one GET (``reader`` is its connection, read to the end of the request)."""
+        raise NotImplementedError
 
     async def start(self) -> tuple[str, int]:
         """Start listening; return the bound (host, port)."""
         self._server = await asyncio.start_server(self._handle, self.host, self.port)
         host, port = self._server.sockets[0].getsockname()[:2]
         return str(host), int(port)
-
-    async def close(self) -> None:
-        """Stop listening, answer the waiting fetches, shut the purgatory down.
-
-        Idempotent. Each waiting fetch is taken out of the purgatory with
-        ``cancel_for_key`` (which neither completes nor expires it, R29) and then
-        completed by hand, so its client gets an answer instead of a reset connection.
-        """
-        if self._server is not None:
-            self._server.close()
-        # --8<-- [start:close]
-        for topic in sorted(self._fetched_topics):
-            for operation in self.fetches.cancel_for_key(topic):
-                operation.force_complete()  # answers now, with what it has
-        self.fetches.shutdown()  # stops and joins the reaper, closes the timer
-        # --8<-- [end:close]
-        if self._handlers:
-            await asyncio.wait(set(self._handlers), timeout=5.0)
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    async def produce(self, topic: str, record: str) -> int:
-        """Append a record, then complete the fetches it satisfies."""
-        # --8<-- [start:produce]
-        offset = self.log.append(topic, record)
-        self.fetches.check_and_complete(topic)  # completes every fetch that now has enough
-        return offset
-        # --8<-- [end:produce]
-
-    async def fetch(self, topic: str, offset: int, min_bytes: int, max_wait_ms: int) -> FetchResult:
-        """Answer at once if enough data is there, else wait in the purgatory."""
-        # --8<-- [start:fetch]
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[FetchResult] = loop.create_future()
-
-        def deliver(result: FetchResult) -> None:  # may run on any thread
-            loop.call_soon_threadsafe(_resolve, answer, result)
-
-        operation = DelayedFetch(self.log, topic, offset, min_bytes, max_wait_ms, deliver)
-        self._fetched_topics.add(topic)
-        self.fetches.try_complete_else_watch(operation, [topic])
-        return await answer
-        # --8<-- [end:fetch]
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -283,13 +249,85 @@ class LongPollServer:
             offset = _int_param(query, "offset", 0, 0, 1 << 62)
             min_bytes = _int_param(query, "min_bytes", 1, 0, 1 << 30)
             max_wait_ms = _int_param(query, "max_wait_ms", 500, 0, MAX_WAIT_LIMIT_MS)
-            result = await self.fetch(topic, offset, min_bytes, max_wait_ms)
+            result = await self.fetch_request(reader, topic, offset, min_bytes, max_wait_ms)
             return 200, {
                 "records": result.records,
                 "next_offset": result.next_offset,
                 "timed_out": result.timed_out,
             }
         raise RefusedError(400, f"method {method} is not supported")
+
+
+class LongPollServer(LongPollHttp):
+    """The threaded server: appends records, parks fetches in a threaded purgatory.
+
+    Constructing it starts the purgatory's reaper thread; ``start`` binds (port 0
+    picks a free port) and returns the bound address; ``close`` stops accepting,
+    answers every waiting fetch with what it has, and shuts the purgatory down
+    (joining the reaper). Call ``close`` even if ``start`` failed.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host, port)
+        # --8<-- [start:purgatory]
+        self.fetches: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
+            "Fetch", purge_interval=100
+        )  # real clock, reaper thread "ExpirationReaper-0-Fetch"
+        # --8<-- [end:purgatory]
+
+    async def close(self) -> None:
+        """Stop listening, answer the waiting fetches, shut the purgatory down.
+
+        Idempotent. Each waiting fetch is taken out of the purgatory with
+        ``cancel_for_key`` (which neither completes nor expires it, R29) and then
+        completed by hand, so its client gets an answer instead of a reset connection.
+        """
+        if self._server is not None:
+            self._server.close()
+        # --8<-- [start:close]
+        for topic in sorted(self._fetched_topics):
+            for operation in self.fetches.cancel_for_key(topic):
+                operation.force_complete()  # answers now, with what it has
+        self.fetches.shutdown()  # stops and joins the reaper, closes the timer
+        # --8<-- [end:close]
+        if self._handlers:
+            await asyncio.wait(set(self._handlers), timeout=5.0)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def produce(self, topic: str, record: str) -> int:
+        """Append a record, then complete the fetches it satisfies."""
+        # --8<-- [start:produce]
+        offset = self.log.append(topic, record)
+        self.fetches.check_and_complete(topic)  # completes every fetch that now has enough
+        return offset
+        # --8<-- [end:produce]
+
+    async def fetch_request(
+        self,
+        reader: asyncio.StreamReader,
+        topic: str,
+        offset: int,
+        min_bytes: int,
+        max_wait_ms: int,
+    ) -> FetchResult:
+        """A GET: ``fetch`` (the connection itself is not watched while waiting)."""
+        return await self.fetch(topic, offset, min_bytes, max_wait_ms)
+
+    async def fetch(self, topic: str, offset: int, min_bytes: int, max_wait_ms: int) -> FetchResult:
+        """Answer at once if enough data is there, else wait in the purgatory."""
+        # --8<-- [start:fetch]
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[FetchResult] = loop.create_future()
+
+        def deliver(result: FetchResult) -> None:  # may run on any thread
+            loop.call_soon_threadsafe(_resolve, answer, result)
+
+        operation = DelayedFetch(self.log, topic, offset, min_bytes, max_wait_ms, deliver)
+        self._fetched_topics.add(topic)
+        self.fetches.try_complete_else_watch(operation, [topic])
+        return await answer
+        # --8<-- [end:fetch]
 
 
 # --8<-- [start:resolve]

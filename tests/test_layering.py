@@ -1,6 +1,6 @@
 """Imports run one way: spec imports no implementation, reference never imports optimized,
-and the conformance kit (with the workload generator it builds vectors from) never imports
-the Spark pipeline or the benchmarks.
+the conformance kit (with the workload generator it builds vectors from) and the asyncio
+layer never import the Spark pipeline or the benchmarks.
 
 Checked on the source (every ``import`` and ``from ... import`` statement, including
 ones inside functions), because importing any subpackage at run time executes the
@@ -22,6 +22,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "spec": ("kpurgatory.reference", "kpurgatory.optimized", "kpurgatory.pipeline"),
     "reference": ("kpurgatory.optimized", "kpurgatory.pipeline", "kpurgatory.bench"),
     "optimized": ("kpurgatory.reference", "kpurgatory.pipeline", "kpurgatory.bench"),
+    "aio": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.conformance"),
     "conformance": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.replay"),
     "workloads.py": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.replay"),
 }
@@ -102,7 +103,7 @@ def test_core_has_no_runtime_dependencies() -> None:
     import sys
 
     stdlib = sys.stdlib_module_names
-    core = [PACKAGE_ROOT / name for name in ("spec", "reference", "optimized")] + [
+    core = [PACKAGE_ROOT / name for name in ("spec", "reference", "optimized", "aio")] + [
         PACKAGE_ROOT / f"{name}.py" for name in ("clock", "executors", "sync", "_checks")
     ]
     paths = [p for entry in core for p in ([entry] if entry.is_file() else entry.rglob("*.py"))]

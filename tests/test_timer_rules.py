@@ -9,6 +9,7 @@ from the implementation.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -854,3 +855,89 @@ def test_r15_default_tick_is_one_millisecond(impl: ModuleType) -> None:
         assert timer.advance_clock(6) is False
         assert timer.advance_clock(1) is True
         assert runs(recorder) == [("seven", 7)]
+
+
+# ---- R44: next due time -----------------------------------------------------------------
+
+
+def test_r44_next_due_time_is_the_least_scheduled_due_time(impl: ModuleType) -> None:
+    """R44: None when empty; the least due time of the scheduled tasks; follows cancel/move."""
+    clock = ManualClock(0)
+    recorder = Recorder(clock)
+    task = task_class(impl)
+    with make_timer(impl, clock, 5, name="a") as a, make_timer(impl, clock, 5, name="b") as b:
+        assert a.next_due_time is None
+        a.add(task(0, "now", recorder))  # handed over at once (R3): never scheduled
+        assert a.next_due_time is None
+        late, early, mid = (
+            task(93, "late", recorder),
+            task(12, "early", recorder),
+            task(40, "m", recorder),
+        )
+        for t in (late, early, mid):
+            a.add(t)
+        assert a.next_due_time == floor_to(12, 5)
+        early.cancel()
+        assert a.next_due_time == floor_to(40, 5)
+        b.add(mid)  # moved: leaves a, due in b from the reading now
+        pair: tuple[int | None, int | None] = (a.next_due_time, b.next_due_time)
+        assert pair == (floor_to(93, 5), floor_to(40, 5))
+        late.cancel()
+        assert a.next_due_time is None
+
+
+def test_r44_advance_before_next_due_hands_nothing_at_or_after_drains_it(
+    impl: ModuleType,
+) -> None:
+    """R44 with R4/R5: a drain before next_due_time hands nothing over; at it, that task."""
+    clock = ManualClock(0)
+    recorder = Recorder(clock)
+    task = task_class(impl)
+    with make_timer(impl, clock, name="a") as timer:
+        for delay in (7, 7, 30, 500):
+            timer.add(task(delay, f"d{delay}", recorder))
+        due = timer.next_due_time
+        assert due == 7
+        assert timer.advance_clock(due - clock.now_ms() - 1) is False
+        assert timer.next_due_time == 7
+        assert timer.advance_clock(1) is True
+        assert sorted(name for name, _ in runs(recorder)) == ["d7", "d7"]
+        assert timer.next_due_time == 30
+        timer.advance_clock(470)  # reading 477: drains d30 only
+        assert [name for name, _ in runs(recorder)][-1] == "d30"
+        assert timer.next_due_time == 500
+        timer.advance_clock(23)
+        assert timer.next_due_time is None
+        assert [name for name, _ in runs(recorder)][-1] == "d500"
+
+
+def test_r44_matches_the_oracle_over_wheel_levels_and_cancels(impl: ModuleType) -> None:
+    """R44 against min() over a model, with delays across overflow levels and cancels that
+    empty whole buckets (the wheel must skip them and look past higher-level buckets)."""
+    rng = random.Random(38)
+    clock = ManualClock(11)
+    recorder = Recorder(clock)
+    task = task_class(impl)
+    with make_timer(impl, clock, 3, name="a") as timer:
+        model: dict[str, int] = {}
+        tasks: dict[str, Any] = {}
+        for step in range(400):
+            roll = rng.random()
+            if roll < 0.5:
+                delay = rng.choice(
+                    [rng.randrange(1, 60), rng.randrange(60, 1200), 10 ** rng.randrange(3, 7)]
+                )
+                name = f"t{step}"
+                tasks[name] = task(delay, name, recorder)
+                timer.add(tasks[name])
+                model[name] = floor_to(clock.now_ms() + delay, 3)
+            elif roll < 0.8 and model:
+                name = rng.choice(sorted(model))
+                tasks[name].cancel()
+                del model[name]
+            else:
+                timer.advance_clock(rng.randrange(0, 400))
+                now = clock.now_ms()
+                model = {n: d for n, d in model.items() if d > now}
+            assert timer.next_due_time == min(model.values(), default=None), step
+            assert timer.size == len(model)

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kpurgatory.bench import aio
+
 __all__ = ["render", "write_plots"]
 
 DESIGN_ORDER = ("optimized", "heap", "old", "reference")
@@ -444,6 +446,8 @@ def render(results: dict[str, Any], plots: Sequence[str], analysis: str | None =
             lines += _idle_section(run["idle"], build)
         if run.get("profile"):
             lines += _profile_section(run["profile"], build)
+        if run.get("aio"):
+            lines += aio.report_section(run["aio"], build)
     lines += [
         "## Method",
         "",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kpurgatory.bench import enqueue, idle, profiling, scaling, versus
+from kpurgatory.bench import aio, enqueue, idle, profiling, scaling, versus
 from kpurgatory.bench.designs import available_designs, build_label, load_design
 from kpurgatory.bench.harness import JsonResult, interleaved, machine_info
 
@@ -26,7 +26,7 @@ SCHEMA_VERSION = 1
 DEFAULT_SEED = 2015
 """The workload seed unless told otherwise."""
 
-BENCHMARKS: tuple[str, ...] = ("enqueue", "scaling", "versus", "idle", "profile")
+BENCHMARKS: tuple[str, ...] = ("enqueue", "scaling", "versus", "idle", "profile", "aio")
 """The benchmark groups, in the order they run."""
 
 STALLED_POINTS = 2
@@ -358,6 +358,8 @@ def run_all(
         run["idle"] = _run_idle(plan, chosen, say)
     if "profile" in only:
         run["profile"], texts = _run_profile(plan, chosen, seed, say)
+    if "aio" in only:
+        run["aio"] = aio.run(plan.mode, seed, say)  # issue 12: kpurgatory.bench.aio
     return run, texts
 
 
@@ -667,4 +669,5 @@ def goals(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         *_versus_lifecycle_goals(runs),
         *_versus_add_cancel_goals(runs),
         _versus_flatness_goal(runs),
+        *aio.goals(runs),
     ]

@@ -46,6 +46,7 @@ from kpurgatory.conformance.steps import (
     ClockAdvance,
     ForceComplete,
     Init,
+    NextDueTime,
     PurgatoryAdvance,
     SetReady,
     Shutdown,
@@ -483,6 +484,9 @@ class Driver:
                 world.purgatory.advance_clock(step.ms)
 
             return purgatory_advance
+        if isinstance(step, NextDueTime):
+            next_due_timer = self._timer(world, step.timer)
+            return lambda: next_due_timer.next_due_time
         if isinstance(step, Shutdown):
 
             def shutdown() -> None:

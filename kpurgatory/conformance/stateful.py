@@ -52,6 +52,7 @@ from kpurgatory.conformance.steps import (
     ForceComplete,
     Init,
     Key,
+    NextDueTime,
     PurgatoryAdvance,
     SetReady,
     Shutdown,
@@ -431,6 +432,10 @@ def make_machine(
         def cancel_for_key(self, key: Key) -> None:
             if not timer_only:
                 self.do(CancelForKey(key))
+
+        @rule(data=st.data())
+        def next_due_time(self, data: st.DataObject) -> None:
+            self.do(NextDueTime(data.draw(st.sampled_from(self.timers))))
 
         @rule(data=st.data())
         def purgatory_advance(self, data: st.DataObject) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "ForceComplete",
     "Init",
     "Key",
+    "NextDueTime",
     "PurgatoryAdvance",
     "SetReady",
     "Shutdown",
@@ -184,6 +185,14 @@ class PurgatoryAdvance:
 
 
 @dataclass(frozen=True)
+class NextDueTime:
+    """Read ``timer.next_due_time`` (R44). Result: the int, or ``null`` if nothing is scheduled."""
+
+    timer: str = "main"
+    STEP: ClassVar[str] = "next_due_time"
+
+
+@dataclass(frozen=True)
 class Shutdown:
     """``purgatory.shutdown()`` (R32); later purgatory calls raise. Result: ``null``."""
 
@@ -203,6 +212,7 @@ Step: TypeAlias = (
     | CancelForKey
     | PurgatoryAdvance
     | Shutdown
+    | NextDueTime
 )
 """Any step of the language."""
 
@@ -213,7 +223,9 @@ NESTED_STEPS: frozenset[str] = frozenset(
 )
 """Step kinds a task may perform from its ``run`` (``Add.on_run``): none moves the clock."""
 
-TIMER_STEP_KINDS: frozenset[str] = frozenset({"init", "add", "cancel", "advance", "clock_advance"})
+TIMER_STEP_KINDS: frozenset[str] = frozenset(
+    {"init", "add", "cancel", "advance", "clock_advance", "next_due_time"}
+)
 """The step kinds a port of the timer alone can answer (``kpurgatory conformance --timer-only``)."""
 
 

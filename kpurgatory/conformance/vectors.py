@@ -34,6 +34,7 @@ from kpurgatory.conformance.steps import (
     ClockAdvance,
     ForceComplete,
     Init,
+    NextDueTime,
     PurgatoryAdvance,
     SetReady,
     Shutdown,
@@ -347,6 +348,25 @@ def _r25_r26_check() -> list[Step]:
     ]
 
 
+def _r44_next_due_time() -> list[Step]:
+    return [
+        Init(tick_ms=5, wheel_size=2, timers=("main", "other")),
+        NextDueTime(),  # null: nothing scheduled
+        Add("late", 400),
+        Add("soon", 12),
+        NextDueTime(),  # 10: floor(12, 5), below the overflow level holding late
+        Cancel("soon"),
+        NextDueTime(),  # 400: past the emptied bucket, into the overflow level
+        Add("late", 400, "other"),  # moved
+        NextDueTime(),  # null
+        NextDueTime("other"),  # 400
+        Advance(399, "other"),
+        NextDueTime("other"),  # 400: a drain before it hands nothing over
+        Advance(1, "other"),
+        NextDueTime("other"),  # null
+    ]
+
+
 def _r29_cancel_for_key() -> list[Step]:
     return [
         Init(tick_ms=1, wheel_size=4),
@@ -481,6 +501,12 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
         "cancel_for_key returns the watchers and cancels their timers.",
         ("R29", "R28"),
         _r29_cancel_for_key,
+    ),
+    (
+        "r44-next-due-time",
+        "next_due_time: the least scheduled due time, past emptied buckets and levels.",
+        ("R44", "R1", "R9", "R10"),
+        _r44_next_due_time,
     ),
     (
         "r30-purge",

@@ -276,6 +276,18 @@ class SystemTimer:
         return self._current_time
 
     @property
+    def next_due_time(self) -> int | None:
+        """The earliest due time of any scheduled task, or None if none is (R44).
+
+        Reference equivalent: ``min`` over the pending dict (O(n)). Here the delay
+        queue's ``earliest_due`` under the timer lock: O(1) when the least-expiration
+        bucket is a non-empty lowest-level one (the common case), else O(k log k) for
+        the k buckets it visits (emptied by cancels, or higher-level ones).
+        """
+        with self._lock:
+            return self._queue.earliest_due()
+
+    @property
     def clock(self) -> Clock:
         """The clock this timer reads."""
         return self._clock

@@ -164,6 +164,16 @@ class SystemTimer:
         return self._current_time
 
     @property
+    def next_due_time(self) -> int | None:
+        """The earliest due time of any scheduled task, or None if none is (R44).
+
+        What a driver passes to ``loop.call_at`` (kpurgatory.aio): advancing the clock
+        before this time hands nothing over. O(n): a scan of the pending dict.
+        """
+        with _STATE_LOCK:
+            return min((entry.due for entry in self._pending), default=None)
+
+    @property
     def clock(self) -> Clock:
         """The clock this timer reads."""
         return self._clock

@@ -411,6 +411,96 @@ RULES: tuple[Rule, ...] = (
         "(TypeError naming the methods), in every build; calling an abstract method "
         "explicitly raises NotImplementedError.",
     ),
+    # ---- next due time ---------------------------------------------------------------
+    Rule(
+        "R44",
+        "timer",
+        "Next due time",
+        "next_due_time is the least due time of the tasks scheduled in the timer (those "
+        "size counts, R12), or None when none is. It changes only through add, cancel, "
+        "advance_clock and moves between timers. An advance_clock whose drain reading is "
+        "before it hands nothing over; one whose reading is at or after it takes at least "
+        "that task out of the schedule (R4, R5).",
+    ),
+    # ---- asyncio ---------------------------------------------------------------------
+    Rule(
+        "R45",
+        "aio",
+        "Loop-driven timer",
+        "An AsyncPurgatory starts no thread. Its timer runs due tasks inline and is advanced "
+        "on the event loop by one loop.call_at handle armed for the timer's next_due_time: "
+        "armed earlier when an operation due earlier is submitted, re-armed after each "
+        "firing, absent when nothing is scheduled. A firing runs advance_clock(0) on the "
+        "loop thread: due operations expire there, never before their due time (R4), in due "
+        "order (R6), then the purge runs if due (R30).",
+    ),
+    Rule(
+        "R46",
+        "aio",
+        "Awaiting an operation",
+        "await wait(operation, keys) submits the operation as try_complete_else_watch does "
+        "(R22) and returns COMPLETED if it completed by its condition or a force_complete "
+        "(at once included), EXPIRED if its expiry won (R17), ABANDONED if abandon or "
+        "shutdown took it out. The outcome is set once on_complete has returned. Bad "
+        "arguments raise as try_complete_else_watch does (R34-R36) and leave no trace; a "
+        "second wait of the same operation raises ValueError. submit(operation, keys) does "
+        "the same without awaiting and returns a future of the outcome.",
+    ),
+    Rule(
+        "R47",
+        "aio",
+        "Cancelling a wait abandons",
+        "If the task awaiting wait is cancelled (Task.cancel, a wait_for timeout, a "
+        "TaskGroup, a dropped client), or the future returned by submit is cancelled, before "
+        "the outcome reached it, the operation is "
+        "abandoned (R40): it leaves every watcher list and the timer (watched and num_delayed "
+        "drop at once), it never completes later, neither on_complete nor on_expiration "
+        "runs, and the CancelledError propagates. An operation that finished before the "
+        "cancellation landed stays finished. AsyncPurgatory.abandon and cancel() of a "
+        "submitted operation abandon it too; its wait returns ABANDONED.",
+    ),
+    Rule(
+        "R48",
+        "aio",
+        "Callback errors",
+        "If on_complete raises, the operation stays completed (R16), its wait raises that "
+        "exception, and so does the completing call (check_and_complete, force_complete, "
+        "wait itself when it completes at once). On expiry the driver logs it (R13) and "
+        "keeps driving the timer.",
+    ),
+    Rule(
+        "R49",
+        "aio",
+        "Asyncio shutdown",
+        "AsyncPurgatory.shutdown is idempotent and may be called from a callback running on "
+        "the loop (try_complete, on_complete, on_expiration). It cancels the call_at handle "
+        "for good, abandons every awaited operation still pending (each wait returns "
+        "ABANDONED), then shuts the purgatory down (R32). An operation that completed "
+        "during the call keeps its outcome; later waits raise RuntimeError.",
+    ),
+    Rule(
+        "R50",
+        "aio",
+        "Loop thread",
+        "An AsyncPurgatory belongs to one loop; wait off that loop raises RuntimeError. "
+        "try_complete, on_complete and on_expiration run on the thread that completes the "
+        "operation: the loop thread for submissions, loop-side check_and_complete and "
+        "expiry, so they must not block (a blocking callback stalls the loop; operations "
+        "due meanwhile expire late, in due order). A completion on another thread reaches "
+        "its waiter through call_soon_threadsafe; if the loop is closed it is dropped (the "
+        "operation still completes). With the loop closed, shutdown still works.",
+    ),
+    Rule(
+        "R51",
+        "aio",
+        "Virtual time",
+        "On a VirtualTimeLoop, loop.time() is the ManualClock's reading in seconds, and "
+        "when nothing is ready the clock jumps to the loop's next timer (whole ms, rounded "
+        "up) instead of blocking. An AsyncPurgatory on it observes the same completions, "
+        "expiries and counters as a DelayedOperationPurgatory on a ManualClock advanced to "
+        "the same readings, except that an expiry happens at its due time, in a loop "
+        "callback, rather than inside the advance_clock call that passes it.",
+    ),
 )
 
 _BY_ID = {r.id: r for r in RULES}

@@ -19,6 +19,7 @@ EXAMPLES = ROOT / "examples"
 TESTED_ELSEWHERE = {
     "long_poll_server.py": "tests/examples/test_long_poll.py",
     "long_poll_client.py": "tests/examples/test_long_poll.py",
+    "long_poll_aio_server.py": "tests/examples/test_long_poll_aio.py",
 }
 
 EXPECTED: dict[str, list[str]] = {

@@ -405,6 +405,18 @@ class _TimerSide:
         counts = Counter(timer_name for timer_name, _ in self.scheduled.values())
         return {name: counts.get(name, 0) for name in self.timers}
 
+    def next_due_times(self) -> dict[str, int | None]:
+        return {name: timer.next_due_time for name, timer in self.timers.items()}
+
+    def model_next_due_times(self) -> dict[str, int | None]:
+        return {
+            name: min(
+                (due for timer_name, due in self.scheduled.values() if timer_name == name),
+                default=None,
+            )
+            for name in self.timers
+        }
+
     def close(self) -> None:
         for timer in self.timers.values():
             timer.close()
@@ -573,6 +585,16 @@ def make_timer_machine(
                     f"{what}: {side.name} size {side.sizes()} but "
                     f"scheduled tasks {side.model_sizes()} (R12)"
                 )
+            for side in self.sides:
+                next_dues = side.next_due_times()
+                assert next_dues == side.model_next_due_times(), (
+                    f"{what}: {side.name} next_due_time {next_dues} but scheduled tasks "
+                    f"give {side.model_next_due_times()} (R44)"
+                )
+            assert ref.next_due_times() == other.next_due_times(), (
+                f"{what}: next_due_time differs: {ref_name} {ref.next_due_times()} vs "
+                f"{other_name} {other.next_due_times()} (R44)"
+            )
             for name in ref.timers:
                 ref_ct = ref.timers[name].current_time
                 other_ct = other.timers[name].current_time
@@ -1186,6 +1208,10 @@ def make_purgatory_machine(
             )
             assert ref.timer.current_time == other.timer.current_time, (
                 f"{what}: current_time {ref.timer.current_time} vs {other.timer.current_time}"
+            )
+            assert ref.timer.next_due_time == other.timer.next_due_time, (
+                f"{what}: next_due_time {ref.timer.next_due_time} vs "
+                f"{other.timer.next_due_time} (R44)"
             )
             if run_checks:
                 for side in self.sides:

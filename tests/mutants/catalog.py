@@ -523,5 +523,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "timer_enabled=False still adds operations to the timer (R33).",
         _PURGATORY_ONLY,
     ),
+    Mutant(
+        "next-due-is-bucket-expiration",
+        _QUEUE,
+        "DelayQueue.earliest_due",
+        "due = heap[index][2].min_due()",
+        "due = expiration",
+        "next_due_time reports the least bucket expiration (Kafka's delay-queue head): too "
+        "early for a higher-level bucket, and a bucket emptied by cancels still counts (R44).",
+        _TIMER_FIRST,
+    ),
 )
 """Every seeded mutant; names are unique and stable (tests are parametrized by them)."""

@@ -154,6 +154,20 @@ class HeapTimerBase:
         return self._live_size()
 
     @property
+    def next_due_time(self) -> int | None:
+        """The least due time of a live entry, or None (R44).
+
+        O(1) amortized where dead heads are dropped (heap: they are popped here, as
+        ``add`` does); O(n) otherwise (old keeps its dead entries until a drain).
+        """
+        with _STATE_LOCK:
+            heap = self._heap
+            if self._drop_dead_heads:
+                self._pop_dead_heads()
+                return heap[0][0] if heap else None
+            return min((due for due, _, entry in heap if entry.live), default=None)
+
+    @property
     def heap_length(self) -> int:
         """Entries in the heap, dead ones included (what the memory really holds)."""
         return len(self._heap)

@@ -1,0 +1,298 @@
+"""``AsyncPurgatory``: the purgatory on an asyncio event loop, with no thread (R45-R50).
+
+Wraps a ``DelayedOperationPurgatory`` of either implementation (default: optimized)
+whose timer runs due tasks inline on the loop (``LoopExecutor``) and has no reaper; a
+``LoopTimerDriver`` advances that timer on the loop with one ``call_at`` (R45). An
+operation is awaited with ``wait``: it is submitted exactly as by
+``try_complete_else_watch`` (R22) and the coroutine resumes with its ``Outcome`` (R46).
+Cancelling the awaiting task abandons the operation (R47). ``check_and_complete`` and
+``force_complete`` called from loop code complete waiters on the loop thread.
+
+Everything runs on the loop thread: ``try_complete``, ``on_complete`` and
+``on_expiration`` too, so they must not block (R50). The purgatory's own counters
+(``watched``, ``num_delayed``, ...) are read through ``purgatory``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Hashable, Iterable
+from typing import Any, Generic, Literal, TypeVar
+
+from kpurgatory import optimized, reference
+from kpurgatory._checks import require_str
+from kpurgatory.aio.driver import LoopTimerDriver
+from kpurgatory.aio.executor import LoopExecutor
+from kpurgatory.aio.operation import DelayedOperation, ReferenceDelayedOperation, Waiter, settle
+from kpurgatory.aio.outcome import Outcome
+from kpurgatory.aio.virtual import VirtualTimeLoop
+from kpurgatory.clock import ManualClock, MonotonicClock
+from kpurgatory.spec.protocols import Clock
+
+__all__ = ["AsyncPurgatory", "PurgatoryImplementation"]
+
+T = TypeVar("T", bound="DelayedOperation | ReferenceDelayedOperation")
+
+_KNOWN_TYPES_LIMIT = 256
+"""Operation classes remembered as checked (classes made on the fly would grow it)."""
+
+PurgatoryImplementation = Literal["optimized", "reference"]
+"""Which implementation an ``AsyncPurgatory`` wraps."""
+
+_OPERATION_TYPES: dict[str, type[Any]] = {
+    "optimized": DelayedOperation,
+    "reference": ReferenceDelayedOperation,
+}
+
+
+class AsyncPurgatory(Generic[T]):
+    """Delayed operations awaited on an asyncio loop, expired by the loop itself.
+
+    Build it inside a running loop (or pass ``loop``). ``clock`` defaults to the
+    loop's ``ManualClock`` on a ``VirtualTimeLoop`` and to a ``MonotonicClock``
+    otherwise; a ``ManualClock`` needs a ``VirtualTimeLoop`` on that same clock
+    (``ValueError`` otherwise). ``tick_ms``, ``wheel_size``, ``purge_interval`` and
+    ``timer_enabled`` are those of ``SystemTimer`` and ``DelayedOperationPurgatory``.
+    ``implementation`` picks the wrapped purgatory: ``"optimized"`` (operations are
+    ``kpurgatory.aio.DelayedOperation``) or ``"reference"`` (operations are
+    ``kpurgatory.aio.ReferenceDelayedOperation``).
+    """
+
+    def __init__(
+        self,
+        purgatory_name: str,
+        *,
+        clock: Clock | None = None,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        purge_interval: int = 1000,
+        timer_enabled: bool = True,
+        implementation: PurgatoryImplementation = "optimized",
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        name = require_str("purgatory_name", purgatory_name)
+        if implementation not in _OPERATION_TYPES:
+            raise ValueError(
+                f"implementation must be 'optimized' or 'reference', not {implementation!r}"
+            )
+        if loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                raise RuntimeError(
+                    "AsyncPurgatory needs an event loop: build it in a coroutine or pass loop="
+                ) from None
+        elif not isinstance(loop, asyncio.AbstractEventLoop):
+            raise TypeError(f"loop must be an asyncio event loop, not {type(loop).__name__}")
+        virtual = isinstance(loop, VirtualTimeLoop)
+        if clock is None:
+            clock = loop.clock if isinstance(loop, VirtualTimeLoop) else MonotonicClock()
+        if isinstance(clock, ManualClock) != virtual or (
+            isinstance(loop, VirtualTimeLoop) and clock is not loop.clock
+        ):
+            raise ValueError(
+                "clock must be the loop's own: a ManualClock only with a VirtualTimeLoop on "
+                "that clock, and a VirtualTimeLoop only with its clock"
+            )
+        impl: Any = optimized if implementation == "optimized" else reference
+        timer = impl.SystemTimer(name, tick_ms, wheel_size, clock=clock, executor=LoopExecutor())
+        self._purgatory: Any = impl.DelayedOperationPurgatory(
+            name,
+            timer,
+            purge_interval=purge_interval,
+            reaper_enabled=False,
+            timer_enabled=timer_enabled,
+        )
+        self._operation_type = _OPERATION_TYPES[implementation]
+        self._implementation: PurgatoryImplementation = implementation
+        self._loop = loop
+        self._clock = clock
+        self._tick_ms: int = timer.tick_ms
+        self._timer_enabled = timer_enabled
+        direct = virtual or isinstance(clock, MonotonicClock)
+        self._driver = LoopTimerDriver(loop, timer, clock, self._advance, direct=direct)
+        self._waiting: dict[int, T] = {}
+        self._closed = False
+        self._known_types: set[type] = set()
+        self._try_complete_else_watch = self._purgatory.try_complete_else_watch
+        self._now_ms = clock.now_ms
+
+    # -- read-only state -------------------------------------------------------------
+
+    @property
+    def purgatory(self) -> Any:
+        """The wrapped ``DelayedOperationPurgatory`` (for its counters and metrics)."""
+        return self._purgatory
+
+    @property
+    def timer(self) -> Any:
+        """The wrapped purgatory's timer."""
+        return self._purgatory.timer
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop this purgatory runs on."""
+        return self._loop
+
+    @property
+    def implementation(self) -> PurgatoryImplementation:
+        """``"optimized"`` or ``"reference"``."""
+        return self._implementation
+
+    @property
+    def driver(self) -> LoopTimerDriver:
+        """The ``call_at`` driver that advances the timer (R45)."""
+        return self._driver
+
+    @property
+    def waiting(self) -> int:
+        """Operations awaited in ``wait`` right now."""
+        return len(self._waiting)
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``shutdown`` has been called."""
+        return self._closed
+
+    # -- operations ------------------------------------------------------------------
+
+    async def wait(self, operation: T, watch_keys: Iterable[Hashable]) -> Outcome:
+        """Submit ``operation`` on ``watch_keys`` and wait until it finishes (R46).
+
+        The submission is ``try_complete_else_watch`` (R22); the result says how the
+        operation finished: ``COMPLETED``, ``EXPIRED`` or ``ABANDONED`` (by ``abandon``
+        or ``shutdown``). If the awaiting task is cancelled first, the operation is
+        abandoned and the ``CancelledError`` propagates (R47). If ``on_complete``
+        raises, so does this (R48). Raises as ``try_complete_else_watch`` on bad
+        arguments (R34-R36, leaving no trace), ``RuntimeError`` after ``shutdown`` or
+        off the purgatory's loop.
+        """
+        waiter = self._submit(operation, watch_keys)
+        if waiter.done():
+            return waiter.result()
+        key = id(operation)
+        self._waiting[key] = operation
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            self._abandon(operation)  # False if it finished before the cancellation landed
+            raise
+        finally:
+            del self._waiting[key]
+
+    def submit(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
+        """Submit as ``wait`` does, without awaiting: a future of the ``Outcome`` (R46).
+
+        For code that does not want a task per operation (a generator submitting many).
+        Cancelling the returned future abandons the operation (R47). Same errors as
+        ``wait``. Cost over ``try_complete_else_watch``: a future, a done-callback and
+        at most one ``call_at``.
+        """
+        waiter = self._submit(operation, watch_keys)
+        if not waiter.done():
+            waiter.add_done_callback(functools.partial(self._abandon_cancelled, operation))
+        return waiter
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """``check_and_complete`` (R25): completes (and wakes) every ready waiter on ``key``."""
+        completed: int = self._purgatory.check_and_complete(key)
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[T]:
+        """``cancel_for_key`` (R29): the operations stop waiting on ``key`` and in the timer.
+
+        They are neither completed nor expired, so their waiters keep waiting for a
+        completion through another key or a ``force_complete``.
+        """
+        operations: list[T] = self._purgatory.cancel_for_key(key)
+        return operations
+
+    def abandon(self, operation: T) -> bool:
+        """Abandon a submitted operation; its waiter gets ``ABANDONED`` (R47).
+
+        True iff this call abandoned a pending operation (``abandon`` of the wrapped
+        purgatory: unwatched, out of the timer, never completed later).
+        """
+        return self._abandon(operation)
+
+    def shutdown(self) -> None:
+        """Stop the driver, abandon every awaited operation, shut the purgatory down (R49).
+
+        Idempotent, and callable from any callback running on the loop. Each awaited
+        operation still pending is abandoned and its ``wait`` returns ``ABANDONED``;
+        pending operations nobody awaits are left as ``DelayedOperationPurgatory.shutdown``
+        leaves them (R32). Later ``wait`` calls raise ``RuntimeError``.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._driver.stop()
+        for operation in list(self._waiting.values()):
+            self._abandon(operation)
+        self._purgatory.shutdown()
+
+    async def __aenter__(self) -> AsyncPurgatory[T]:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (
+            f"AsyncPurgatory({self._purgatory.purgatory_name!r}, {self._implementation}, "
+            f"waiting={len(self._waiting)}{', closed' if self._closed else ''})"
+        )
+
+    # -- internals -------------------------------------------------------------------
+
+    def _submit(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
+        """Submit with a fresh waiter attached; arm the driver for its due time."""
+        cls = type(operation)
+        if cls not in self._known_types:  # one set lookup instead of an ABC isinstance
+            if not isinstance(operation, self._operation_type):
+                raise TypeError(
+                    f"operation must be a kpurgatory.aio.{self._operation_type.__name__}, "
+                    f"not {cls.__name__}"
+                )
+            if len(self._known_types) < _KNOWN_TYPES_LIMIT:
+                self._known_types.add(cls)
+        loop = self._loop
+        if asyncio._get_running_loop() is not loop:
+            raise RuntimeError("AsyncPurgatory.wait must be awaited on the purgatory's loop")
+        if self._closed:
+            raise RuntimeError(f"purgatory {self._purgatory.purgatory_name!r} is shut down")
+        if operation._waiter is not None:
+            raise ValueError(f"operation {operation!r} is already awaited")
+        waiter: Waiter = loop.create_future()
+        operation._waiter = waiter
+        try:
+            self._try_complete_else_watch(operation, watch_keys)
+        except BaseException:
+            operation._waiter = None
+            if waiter.done() and not waiter.cancelled():
+                waiter.exception()  # on_complete raised: the caller gets it from here (R48)
+            raise
+        if not waiter.done() and self._timer_enabled:
+            expiration = self._now_ms() + operation.delay_ms
+            due = expiration - expiration % self._tick_ms
+            armed = self._driver.armed_due
+            if armed is None or due < armed:
+                self._driver.schedule(due)
+        return waiter
+
+    def _abandon_cancelled(self, operation: T, waiter: Waiter) -> None:
+        if waiter.cancelled():
+            self._abandon(operation)
+
+    def _abandon(self, operation: T) -> bool:
+        abandoned: bool = self._purgatory.abandon(operation)
+        if abandoned:
+            waiter, operation._waiter = operation._waiter, None
+            settle(waiter, Outcome.ABANDONED)
+        return abandoned
+
+    def _advance(self) -> None:
+        """One firing of the driver: drain what is due, then purge if due (R30, R45)."""
+        if not self._closed:
+            self._purgatory.advance_clock(0)

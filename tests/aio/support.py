@@ -1,0 +1,68 @@
+"""Shared pieces of the aio tests: a recording operation for both implementations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kpurgatory.aio import DelayedOperation, PurgatoryImplementation, ReferenceDelayedOperation
+from kpurgatory.clock import ManualClock
+
+IMPLEMENTATIONS: tuple[PurgatoryImplementation, ...] = ("optimized", "reference")
+"""The values of ``AsyncPurgatory[Any](implementation=...)``."""
+
+OPERATION_BASES: dict[str, type[Any]] = {
+    "optimized": DelayedOperation,
+    "reference": ReferenceDelayedOperation,
+}
+
+Event = tuple[str, str, int]
+"""(what happened: "complete" / "expire", operation name, clock reading)."""
+
+
+def recording_operation(implementation: str) -> type[Any]:
+    """A test operation of ``implementation``: completes once ``ready`` is set.
+
+    Appends ``("complete", name, now)`` in ``on_complete`` and ``("expire", name, now)``
+    in ``on_expiration`` to ``log``; ``action`` (if any) runs at the end of
+    ``on_complete``, ``blocker`` (if any) at the start of ``try_complete``.
+    """
+    base = OPERATION_BASES[implementation]
+
+    class RecordingOperation(base):  # type: ignore[misc, valid-type]
+        def __init__(
+            self,
+            delay_ms: int,
+            name: str,
+            log: list[Event],
+            clock: ManualClock | Any,
+            *,
+            ready: bool = False,
+            action: Callable[[], None] | None = None,
+            blocker: Callable[[], None] | None = None,
+        ) -> None:
+            super().__init__(delay_ms)
+            self.name, self.log, self.clock, self.ready = name, log, clock, ready
+            self.action, self.blocker = action, blocker
+            self.tries = 0
+
+        def try_complete(self) -> bool:
+            self.tries += 1
+            if self.blocker is not None:
+                self.blocker()
+            if self.ready:
+                return bool(self.force_complete())
+            return False
+
+        def on_complete(self) -> None:
+            self.log.append(("complete", self.name, self.clock.now_ms()))
+            if self.action is not None:
+                self.action()
+
+        def on_expiration(self) -> None:
+            self.log.append(("expire", self.name, self.clock.now_ms()))
+
+        def __repr__(self) -> str:
+            return f"RecordingOperation({self.name!r})"
+
+    return RecordingOperation

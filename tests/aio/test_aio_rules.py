@@ -1,0 +1,667 @@
+"""Rules R45-R50 of the asyncio purgatory, in virtual time on both implementations.
+
+Every test runs an ``AsyncPurgatory`` on a ``VirtualTimeLoop`` (R51) over a
+``ManualClock``, so "expires at its due time" is an exact clock reading, never a
+duration. The ``implementation`` fixture runs each test on the optimized and on the
+reference purgatory. Operations are ``tests.aio.support.recording_operation``: they log
+``on_complete``/``on_expiration`` with the clock reading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from kpurgatory import DelayedOperation as PlainOperation
+from kpurgatory.aio import AsyncPurgatory, Outcome, PurgatoryImplementation, VirtualTimeLoop, run
+from kpurgatory.clock import ManualClock
+from tests.aio.support import Event, recording_operation
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class BoomError(Exception):
+    """What a failing on_complete raises."""
+
+
+def spawn(coro: Any) -> asyncio.Task[Outcome]:
+    task: asyncio.Task[Outcome] = asyncio.get_running_loop().create_task(coro)
+    return task
+
+
+async def settle() -> None:
+    """Let every ready callback and task step run (no virtual time passes)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+# ---- R45: the loop drives the timer ------------------------------------------------------
+
+
+def test_r45_expiry_on_the_loop_thread_at_its_due_time_with_no_thread(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R45, R4: an operation expires exactly at its due time, on the loop thread; no thread."""
+    clock = ManualClock(3)
+    log: list[Event] = []
+    op_class = recording_operation(implementation)
+    threads_before = set(threading.enumerate())
+    expired_on: list[int] = []
+
+    class Watched(op_class):  # type: ignore[misc, valid-type]
+        def on_expiration(self) -> None:
+            super().on_expiration()
+            expired_on.append(threading.get_ident())
+
+    async def main() -> Outcome:
+        async with AsyncPurgatory[Any]("p", implementation=implementation, tick_ms=5) as purgatory:
+            outcome = await purgatory.wait(Watched(40, "a", log, clock), ["k"])
+            assert set(threading.enumerate()) == threads_before
+            return outcome
+
+    assert run(main(), clock) is Outcome.EXPIRED
+    assert log == [("complete", "a", 40), ("expire", "a", 40)]  # due = floor(3 + 40, 5)
+    assert expired_on == [threading.get_ident()]
+
+
+def test_r45_one_handle_armed_at_the_next_due_time_and_re_armed_earlier(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R45, R44: the handle follows next_due_time; an earlier submission re-arms it."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            driver = purgatory.driver
+            assert driver.armed_due is None
+            waits = [spawn(purgatory.wait(op(100, "late", log, clock), ["k"]))]
+            await settle()
+            assert driver.armed_due == 100 == purgatory.timer.next_due_time
+            waits.append(spawn(purgatory.wait(op(30, "early", log, clock), ["k"])))
+            await settle()
+            assert driver.armed_due == 30
+            waits.append(spawn(purgatory.wait(op(60, "mid", log, clock), ["k"])))
+            await settle()
+            assert driver.armed_due == 30  # a later due time does not re-arm
+            assert await waits[1] is Outcome.EXPIRED
+            assert clock.now_ms() == 30
+            assert driver.armed_due == 60  # re-armed after the firing
+            assert await waits[0] is Outcome.EXPIRED
+            assert driver.armed_due is None  # nothing scheduled: nothing armed
+            assert await waits[2] is Outcome.EXPIRED
+
+    run(main(), clock)
+    assert [(kind, name, at) for kind, name, at in log if kind == "expire"] == [
+        ("expire", "early", 30),
+        ("expire", "mid", 60),
+        ("expire", "late", 100),
+    ]
+
+
+def test_r45_many_expiries_in_due_order_never_early(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R45, R4, R6: forty operations with scattered delays expire in due order, each at
+    its due time (tick 7: due = floor(submitted + delay, 7))."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+    delays = [(i * 37) % 400 + 1 for i in range(40)]
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation, tick_ms=7) as purgatory:
+            waits = [
+                spawn(purgatory.wait(op(d, f"o{i}", log, clock), [i % 3]))
+                for i, d in enumerate(delays)
+            ]
+            assert {await w for w in waits} == {Outcome.EXPIRED}
+
+    run(main(), clock)
+    expiries = [(at, name) for kind, name, at in log if kind == "expire"]
+    assert [at for at, _ in expiries] == sorted(at for at, _ in expiries)
+    due = {f"o{i}": (d // 7) * 7 for i, d in enumerate(delays)}
+    assert all(at == due[name] for at, name in expiries)
+
+
+def test_r45_a_firing_purges_like_a_reaper_step(implementation: PurgatoryImplementation) -> None:
+    """R45, R30: a completed operation left on its other key is purged at the next firing."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any](
+            "p", implementation=implementation, purge_interval=0
+        ) as purgatory:
+            two_keys = op(1000, "two", log, clock)
+            first = spawn(purgatory.wait(two_keys, ["a", "b"]))
+            timer_op = spawn(purgatory.wait(op(10, "timer", log, clock), ["c"]))
+            await settle()
+            two_keys.ready = True
+            assert purgatory.check_and_complete("a") == 1
+            assert await first is Outcome.COMPLETED
+            assert purgatory.purgatory.watched == 2  # still linked on "b", plus "timer"
+            assert await timer_op is Outcome.EXPIRED  # the firing at 10 purges
+            assert purgatory.purgatory.watched == 0
+            assert purgatory.purgatory.num_purged == 2
+
+    run(main(), clock)
+
+
+# ---- R46: awaiting an operation ----------------------------------------------------------
+
+
+def test_r46_completed_by_check_and_complete_on_the_loop(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R46, R25: a loop-side check_and_complete completes the waiter; no time passes."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(500, "a", log, clock)
+            waiting = spawn(purgatory.wait(operation, ["k1", "k2"]))
+            await settle()
+            assert (purgatory.waiting, purgatory.purgatory.num_delayed) == (1, 1)
+            assert purgatory.purgatory.watched == 2
+            assert purgatory.check_and_complete("k1") == 0  # not ready: stays
+            operation.ready = True
+            assert purgatory.check_and_complete("k1") == 1
+            assert await waiting is Outcome.COMPLETED
+            assert clock.now_ms() == 0
+            assert (purgatory.waiting, purgatory.purgatory.num_delayed) == (0, 0)
+            assert purgatory.driver.armed_due is None or purgatory.timer.next_due_time is None
+
+    run(main(), clock)
+    assert log == [("complete", "a", 0)]
+
+
+def test_r46_completed_at_once_is_never_timed(implementation: PurgatoryImplementation) -> None:
+    """R46, R23: a ready operation completes inside wait; nothing is watched or armed."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            outcome = await purgatory.wait(op(50, "a", log, clock, ready=True), ["k"])
+            assert outcome is Outcome.COMPLETED
+            assert purgatory.purgatory.watched == 0
+            assert purgatory.driver.armed_due is None
+            assert purgatory.purgatory.num_completed == 1
+
+    run(main(), clock)
+
+
+def test_r46_force_complete_by_hand_and_zero_delay_expiry(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R46: force_complete gives COMPLETED; a delay of 0 gives EXPIRED with no time passing."""
+    clock = ManualClock(9)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            manual = op(10_000, "manual", log, clock)
+            waiting = spawn(purgatory.wait(manual, ["k"]))
+            await settle()
+            assert manual.force_complete() is True
+            assert await waiting is Outcome.COMPLETED
+            assert await purgatory.wait(op(0, "zero", log, clock), ["k"]) is Outcome.EXPIRED
+            assert clock.now_ms() == 9
+
+    run(main(), clock)
+    assert log == [("complete", "manual", 9), ("complete", "zero", 9), ("expire", "zero", 9)]
+
+
+def test_r46_bad_arguments_raise_and_leave_no_trace(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R46 with R34-R36: errors as try_complete_else_watch's; nothing watched, timed, armed."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(50, "a", log, clock)
+            with pytest.raises(ValueError, match="watch_keys"):
+                await purgatory.wait(operation, [])
+            with pytest.raises(TypeError):
+                unhashable: Any = [["unhashable"]]
+                await purgatory.wait(op(50, "b", log, clock), unhashable)
+            with pytest.raises(TypeError, match=r"operation must be a kpurgatory\.aio"):
+                await purgatory.wait(PlainOperationStub(50), ["k"])
+            assert purgatory.purgatory.watched == 0
+            assert purgatory.purgatory.num_delayed == 0
+            assert purgatory.waiting == 0
+            assert purgatory.driver.armed_due is None
+            waiting = spawn(purgatory.wait(operation, ["k"]))  # usable after a refused try
+            await settle()
+            with pytest.raises(ValueError, match="already awaited"):
+                await purgatory.wait(operation, ["k"])
+            assert purgatory.purgatory.watched == 1
+            assert await waiting is Outcome.EXPIRED
+            with pytest.raises(ValueError, match="already passed"):  # R34: once in its life
+                await purgatory.wait(operation, ["k"])
+
+    run(main(), clock)
+
+
+class PlainOperationStub(PlainOperation):
+    """A plain kpurgatory.DelayedOperation: no waiter, so not awaitable."""
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        pass
+
+
+# ---- R47: cancelling a wait abandons ------------------------------------------------------
+
+
+def test_r47_cancelled_task_abandons_its_operation(implementation: PurgatoryImplementation) -> None:
+    """R47: unwatched and untimed at once; never completed or expired afterwards."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(100, "a", log, clock)
+            other = spawn(purgatory.wait(op(200, "b", log, clock), ["k"]))
+            waiting = spawn(purgatory.wait(operation, ["k", "j"]))
+            await settle()
+            assert purgatory.purgatory.watched == 3
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert operation.is_abandoned
+            assert (purgatory.purgatory.watched, purgatory.purgatory.num_delayed) == (1, 1)
+            assert purgatory.waiting == 1
+            operation.ready = True
+            assert purgatory.check_and_complete("k") == 0  # never completes later
+            assert await other is Outcome.EXPIRED  # time passes the abandoned one's due too
+
+    run(main(), clock)
+    assert log == [("complete", "b", 200), ("expire", "b", 200)]
+
+
+def test_r47_wait_for_timeout_and_task_group_abandon(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R47: a wait_for timeout and a failing TaskGroup sibling both abandon the waits."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            timed = op(1000, "timed", log, clock)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(purgatory.wait(timed, ["k"]), 0.25)
+            assert clock.now_ms() == 250
+            assert timed.is_abandoned
+            grouped = [op(1000, f"g{i}", log, clock) for i in range(3)]
+
+            async def fail_soon() -> None:
+                await asyncio.sleep(0.01)
+                raise BoomError
+
+            with pytest.raises(ExceptionGroup):
+                async with asyncio.TaskGroup() as group:
+                    for operation in grouped:
+                        group.create_task(purgatory.wait(operation, ["g"]))
+                    group.create_task(fail_soon())
+            assert all(operation.is_abandoned for operation in grouped)
+            assert purgatory.purgatory.watched == 0
+            assert purgatory.purgatory.num_delayed == 0
+            assert purgatory.waiting == 0
+            await asyncio.sleep(2)  # past every due time: nothing expires
+
+    run(main(), clock)
+    assert log == []
+
+
+def test_r47_abandon_returns_abandoned_to_the_waiter(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R47: AsyncPurgatory.abandon: True once, the wait returns ABANDONED, no callbacks."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(100, "a", log, clock)
+            waiting = spawn(purgatory.wait(operation, ["k"]))
+            await settle()
+            assert purgatory.abandon(operation) is True
+            assert purgatory.abandon(operation) is False
+            assert await waiting is Outcome.ABANDONED
+            done = op(100, "done", log, clock, ready=True)
+            assert await purgatory.wait(done, ["k"]) is Outcome.COMPLETED
+            assert purgatory.abandon(done) is False
+
+    run(main(), clock)
+    assert log == [("complete", "done", 0)]
+
+
+def test_r47_cancel_of_a_submitted_operation_abandons_it(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R47: op.cancel() on an awaited operation is an abandon; its wait returns ABANDONED."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(100, "a", log, clock)
+            waiting = spawn(purgatory.wait(operation, ["k"]))
+            await settle()
+            operation.cancel()
+            assert await waiting is Outcome.ABANDONED
+            assert purgatory.purgatory.watched == 0
+
+    run(main(), clock)
+    assert log == []
+
+
+def test_r47_completion_before_the_cancellation_landed_stays(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R47: completed, then its task cancelled before resuming: it stays completed."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(100, "a", log, clock, ready=False)
+            waiting = spawn(purgatory.wait(operation, ["k"]))
+            await settle()
+            operation.ready = True
+            assert purgatory.check_and_complete("k") == 1
+            waiting.cancel()  # the outcome is set but the task has not resumed yet
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert operation.is_completed and not operation.is_abandoned
+
+    run(main(), clock)
+    assert log == [("complete", "a", 0)]
+
+
+# ---- R48: callback errors -----------------------------------------------------------------
+
+
+def test_r48_on_complete_raising_reaches_the_waiter_and_the_completer(
+    implementation: PurgatoryImplementation,
+) -> None:
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    def boom() -> None:
+        raise BoomError("on_complete failed")
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(100, "a", log, clock, action=boom)
+            waiting = spawn(purgatory.wait(operation, ["k"]))
+            await settle()
+            operation.ready = True
+            with pytest.raises(BoomError):
+                purgatory.check_and_complete("k")
+            with pytest.raises(BoomError, match="on_complete failed"):
+                await waiting
+            assert operation.is_completed
+            with pytest.raises(BoomError):  # completes at once inside wait: raised from wait
+                await purgatory.wait(op(100, "b", log, clock, ready=True, action=boom), ["k"])
+
+    run(main(), clock)
+
+
+def test_r48_on_complete_raising_on_expiry_is_logged_and_driving_goes_on(
+    implementation: PurgatoryImplementation, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    def boom() -> None:
+        raise BoomError("on_complete failed")
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            failing = spawn(purgatory.wait(op(10, "a", log, clock, action=boom), ["k"]))
+            later = spawn(purgatory.wait(op(20, "b", log, clock), ["k"]))
+            with pytest.raises(BoomError):
+                await failing
+            assert await later is Outcome.EXPIRED
+
+    with caplog.at_level(logging.ERROR, logger="kpurgatory"):
+        run(main(), clock)
+    assert any("raised" in record.getMessage() for record in caplog.records)
+    assert log == [("complete", "a", 10), ("complete", "b", 20), ("expire", "b", 20)]
+
+
+# ---- R49: shutdown --------------------------------------------------------------------------
+
+
+def test_r49_shutdown_abandons_every_waiter_and_refuses_new_waits(
+    implementation: PurgatoryImplementation,
+) -> None:
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any]("p", implementation=implementation)
+        waits = [spawn(purgatory.wait(op(100 + i, f"o{i}", log, clock), ["k"])) for i in range(3)]
+        await settle()
+        purgatory.shutdown()
+        purgatory.shutdown()  # idempotent
+        assert [await w for w in waits] == [Outcome.ABANDONED] * 3
+        assert purgatory.closed and purgatory.driver.stopped
+        assert purgatory.purgatory.watched == 0
+        with pytest.raises(RuntimeError, match="shut down"):
+            await purgatory.wait(op(10, "late", log, clock), ["k"])
+        await asyncio.sleep(1)  # nothing expires after shutdown
+
+    run(main(), clock)
+    assert log == []
+
+
+@pytest.mark.parametrize("where", ["on_complete", "on_expiration"])
+def test_r49_shutdown_from_a_callback(implementation: PurgatoryImplementation, where: str) -> None:
+    """R49: shutdown inside a callback; the calling operation keeps its outcome."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    base = recording_operation(implementation)
+    holder: list[AsyncPurgatory[Any]] = []
+
+    class ShutsDown(base):  # type: ignore[misc, valid-type]
+        def on_expiration(self) -> None:
+            super().on_expiration()
+            if where == "on_expiration":
+                holder[0].shutdown()
+
+    async def main() -> None:
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any]("p", implementation=implementation)
+        holder.append(purgatory)
+        action = purgatory.shutdown if where == "on_complete" else None
+        caller = spawn(purgatory.wait(ShutsDown(10, "caller", log, clock, action=action), ["k"]))
+        others = [spawn(purgatory.wait(base(50, f"o{i}", log, clock), ["k"])) for i in range(2)]
+        assert await caller is Outcome.EXPIRED
+        assert [await o for o in others] == [Outcome.ABANDONED] * 2
+        assert purgatory.closed
+
+    run(main(), clock)
+    assert log == [("complete", "caller", 10), ("expire", "caller", 10)]
+
+
+# ---- R50: the loop thread ------------------------------------------------------------------
+
+
+def test_r50_wait_off_the_purgatory_loop_raises(implementation: PurgatoryImplementation) -> None:
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+    other_loop = VirtualTimeLoop(clock)
+    try:
+
+        async def main() -> None:
+            purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any](
+                "p", implementation=implementation, loop=other_loop
+            )
+            with pytest.raises(RuntimeError, match="purgatory's loop"):
+                await purgatory.wait(op(10, "a", log, clock), ["k"])
+            assert purgatory.purgatory.watched == 0
+
+        run(main(), clock)
+    finally:
+        other_loop.close()
+
+
+def test_r50_clock_and_loop_must_agree() -> None:
+    async def real_loop() -> None:
+        with pytest.raises(ValueError, match="clock must be the loop's own"):
+            AsyncPurgatory[Any]("p", clock=ManualClock(0))
+
+    asyncio.run(real_loop())
+
+    async def virtual_loop() -> None:
+        with pytest.raises(ValueError, match="clock must be the loop's own"):
+            AsyncPurgatory[Any]("p", clock=ManualClock(0))  # not the loop's ManualClock
+
+    run(virtual_loop(), ManualClock(0))
+    with pytest.raises(RuntimeError, match="needs an event loop"):
+        AsyncPurgatory[Any]("p")
+    with pytest.raises(ValueError, match="implementation must be"):
+        run(_build("wrong"), ManualClock(0))
+
+
+async def _build(implementation: Any) -> None:
+    AsyncPurgatory[Any]("p", implementation=implementation)
+
+
+def test_r50_blocking_try_complete_delays_expiries_which_keep_due_order(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R50: a try_complete that blocks (here: 100 virtual ms pass inside it) stalls the
+    loop; the operations due meanwhile expire late, after it returns, in due order."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            waits = [spawn(purgatory.wait(op(d, f"d{d}", log, clock), ["k"])) for d in (20, 10, 30)]
+            await asyncio.sleep(0.005)
+            blocking = op(1000, "blocker", log, clock, blocker=lambda: clock.advance(50))
+            blocked = spawn(purgatory.wait(blocking, ["b"]))  # 2 try_completes: 100 ms
+            assert [await w for w in waits] == [Outcome.EXPIRED] * 3
+            blocked.cancel()
+
+    run(main(), clock)
+    assert [(name, at) for kind, name, at in log if kind == "expire"] == [
+        ("d10", 105),
+        ("d20", 105),
+        ("d30", 105),
+    ]
+
+
+def test_r50_completion_on_another_thread_reaches_the_waiter(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R50: a thread's check_and_complete runs on_complete there; the waiter wakes on the loop."""
+    log: list[Event] = []
+    op = recording_operation(implementation)
+    completed_on: list[int] = []
+
+    async def main() -> Outcome:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(30_000, "a", log, purgatory.timer.clock, ready=True)
+            operation.ready = False
+            operation.action = lambda: completed_on.append(threading.get_ident())
+            waiting = spawn(purgatory.wait(operation, ["k"]))
+            await settle()
+            operation.ready = True
+            worker = threading.Thread(target=purgatory.check_and_complete, args=("k",))
+            worker.start()
+            outcome = await asyncio.wait_for(waiting, 10)
+            worker.join(10)
+            assert not worker.is_alive()
+            assert completed_on and completed_on[0] != threading.get_ident()
+            return outcome
+
+    assert asyncio.run(main()) is Outcome.COMPLETED
+
+
+def test_r50_loop_closed_with_operations_pending(implementation: PurgatoryImplementation) -> None:
+    """R50: after the loop closed, a completion is dropped quietly and shutdown works."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+    loop = VirtualTimeLoop(clock)
+    operation = op(100, "a", log, clock)
+    try:
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any](
+            "p", implementation=implementation, loop=loop
+        )
+        waiting = loop.create_task(purgatory.wait(operation, ["k"]))
+        waiting._log_destroy_pending = False  # type: ignore[attr-defined]  # pending at close on purpose: no GC warning
+        loop.run_until_complete(asyncio.sleep(0.01))
+        assert not waiting.done()
+    finally:
+        loop.close()  # with the wait still pending
+    operation.ready = True
+    assert purgatory.check_and_complete("k") == 1  # completes; nobody to wake
+    assert log == [("complete", "a", 10)]
+    purgatory.shutdown()
+    assert purgatory.closed
+
+
+def test_r46_r47_submit_returns_a_future_whose_cancel_abandons(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R46: submit's future resolves to the outcome; R47: cancelling it abandons."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            expiring = purgatory.submit(op(20, "e", log, clock), ["k"])
+            completing = op(50, "c", log, clock)
+            answered = purgatory.submit(completing, ["k"])
+            dropped_op = op(30, "d", log, clock)
+            dropped = purgatory.submit(dropped_op, ["k"])
+            at_once = purgatory.submit(op(50, "now", log, clock, ready=True), ["k"])
+            assert at_once.done() and at_once.result() is Outcome.COMPLETED
+            dropped.cancel()
+            await settle()
+            assert dropped_op.is_abandoned
+            assert purgatory.purgatory.watched == 2
+            completing.ready = True
+            purgatory.check_and_complete("k")
+            assert await answered is Outcome.COMPLETED
+            assert await expiring is Outcome.EXPIRED
+            assert clock.now_ms() == 20
+
+    run(main(), clock)
+    assert ("complete", "d", 0) not in log and ("expire", "d", 30) not in log

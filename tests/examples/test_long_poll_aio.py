@@ -1,0 +1,221 @@
+"""The asyncio long-poll server (examples/long_poll_aio_server.py) over loopback.
+
+As tests/examples/test_long_poll.py, with the purgatory on the event loop (R45-R50):
+the server runs on a private loop in one test thread, clients are ``http.client``
+connections (and raw sockets, to hang up mid-wait) from other test threads. Every wait
+is bounded; ordering is forced by waiting on the purgatory's own counters; no test
+asserts a duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples.long_poll_aio_server import AioLongPollServer
+from examples.long_poll_client import fetch, produce
+from tests.examples.test_long_poll import LONG_WAIT_MS, wait_until
+
+pytestmark = pytest.mark.realtime
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class RunningAioServer:
+    """An ``AioLongPollServer`` built and run on a private event loop in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.address: tuple[str, int] = ("", 0)
+        self.threads_before = set(threading.enumerate())
+        self._server: AioLongPollServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="long-poll-aio-test", daemon=True)
+
+    @property
+    def server(self) -> AioLongPollServer:
+        assert self._server is not None
+        return self._server
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._server = AioLongPollServer("127.0.0.1", 0)
+            try:
+                self.address = await self._server.start()
+            finally:
+                self._ready.set()
+            await self._stop.wait()
+            await self._server.close()
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+
+    def start(self) -> None:
+        self.thread.start()
+        assert self._ready.wait(10), "server did not start"
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        if self.thread.is_alive() and self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "server did not stop"
+        if self._error is not None:
+            raise self._error
+
+    def fetch(self, topic: str, **params: Any) -> dict[str, Any]:
+        return fetch(*self.address, topic, **params)
+
+    def produce(self, topic: str, record: str) -> int:
+        return produce(*self.address, topic, record)
+
+    @property
+    def delayed(self) -> int:
+        delayed: int = self.server.fetches.purgatory.num_delayed
+        return delayed
+
+    @property
+    def watched(self) -> int:
+        watched: int = self.server.fetches.purgatory.watched
+        return watched
+
+
+@pytest.fixture
+def running() -> Iterator[RunningAioServer]:
+    made = RunningAioServer()
+    made.start()
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+def test_r45_no_thread_but_the_loop_while_fetches_wait(running: RunningAioServer) -> None:
+    """R45: waiting fetches, expiries and completions add no thread to the process."""
+    with ThreadPoolExecutor(2) as pool:
+        clients = set(threading.enumerate())
+        answers = [pool.submit(running.fetch, "t", max_wait_ms=LONG_WAIT_MS) for _ in range(2)]
+        wait_until(lambda: running.delayed == 2, "two fetches to wait")
+        assert running.fetch("t2", max_wait_ms=50)["timed_out"] is True  # expired on the loop
+        server_threads = set(threading.enumerate()) - clients - set(pool._threads)
+        assert server_threads <= {running.thread}
+        running.produce("t", "x")
+        for answer in answers:
+            assert answer.result(10) == {"records": ["x"], "next_offset": 1, "timed_out": False}
+
+
+def test_r46_fetch_answered_by_data_and_counters_drop(running: RunningAioServer) -> None:
+    """R46, R25: a produce completes the waiting fetch on the loop."""
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(running.fetch, "orders", max_wait_ms=LONG_WAIT_MS)
+        wait_until(lambda: running.delayed == 1, "the fetch to wait")
+        assert running.produce("orders", "hello") == 0
+        assert answer.result(10) == {"records": ["hello"], "next_offset": 1, "timed_out": False}
+    assert (running.delayed, running.watched) == (0, 0)
+
+
+def test_r45_fetch_times_out_through_the_loop_driver(running: RunningAioServer) -> None:
+    """R45, R17: no reaper: the call_at driver expires the fetch."""
+    assert running.fetch("quiet", max_wait_ms=100) == {
+        "records": [],
+        "next_offset": 0,
+        "timed_out": True,
+    }
+    assert running.delayed == 0
+
+
+def test_r47_a_client_hanging_up_mid_wait_abandons_its_fetch(running: RunningAioServer) -> None:
+    """R47: the connection's EOF cancels the wait: unwatched and untimed at once."""
+    request = b"GET /topics/gone?max_wait_ms=30000 HTTP/1.1\r\nHost: x\r\n\r\n"
+    with ThreadPoolExecutor(1) as pool:
+        staying = pool.submit(running.fetch, "gone", max_wait_ms=LONG_WAIT_MS)
+        for _ in range(3):
+            client = socket.create_connection(running.address, timeout=10)
+            client.sendall(request)
+            wait_until(lambda: running.delayed == 2, "the raw fetch to wait")
+            client.close()  # hang up mid-wait
+            wait_until(lambda: running.delayed == 1, "the hung-up fetch to be abandoned")
+            assert running.watched == 1
+        assert running.produce("gone", "late") == 0  # completes only the client still there
+        assert staying.result(10)["records"] == ["late"]
+    assert (running.delayed, running.watched) == (0, 0)
+    assert running.server.fetches.waiting == 0
+
+
+def test_r49_shutdown_answers_every_waiting_fetch(running: RunningAioServer) -> None:
+    """R49: close shuts the purgatory down; every waiter is answered with what it has."""
+    running.produce("partial", "abc")
+    with ThreadPoolExecutor(3) as pool:
+        idle = [pool.submit(running.fetch, "idle", max_wait_ms=LONG_WAIT_MS) for _ in range(2)]
+        short = pool.submit(running.fetch, "partial", min_bytes=10, max_wait_ms=LONG_WAIT_MS)
+        wait_until(lambda: running.delayed == 3, "three fetches to wait")
+        running.stop()
+        for answer in idle:
+            assert answer.result(10) == {"records": [], "next_offset": 0, "timed_out": True}
+        assert short.result(10) == {"records": ["abc"], "next_offset": 1, "timed_out": True}
+    assert running.delayed == 0
+
+
+def test_r46_concurrent_clients_on_two_topics(running: RunningAioServer) -> None:
+    """Eight fetches answered by one produce, four others expiring, all at once."""
+    with ThreadPoolExecutor(12) as pool:
+        served = [pool.submit(running.fetch, "hot", max_wait_ms=LONG_WAIT_MS) for _ in range(8)]
+        wait_until(lambda: running.delayed == 8, "eight fetches on 'hot' to wait")
+        expiring = [pool.submit(running.fetch, "cold", max_wait_ms=150) for _ in range(4)]
+        running.produce("hot", "news")
+        for future in served:
+            assert future.result(10) == {"records": ["news"], "next_offset": 1, "timed_out": False}
+        for future in expiring:
+            assert future.result(10) == {"records": [], "next_offset": 0, "timed_out": True}
+    wait_until(lambda: running.delayed == 0, "the timer to be empty")
+
+
+def test_the_aio_script_serves_and_stops_on_ctrl_c() -> None:
+    """``python -m examples.long_poll_aio_server --port 0`` serves, and exits 0 on SIGINT."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "examples.long_poll_aio_server", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert banner.startswith("long-poll server (asyncio) on http://127.0.0.1:"), banner
+        port = int(banner.split(":")[2].split("/")[0])
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(fetch, "127.0.0.1", port, "cli", max_wait_ms=LONG_WAIT_MS)
+            assert produce("127.0.0.1", port, "cli", "via the script") == 0
+            assert answer.result(10)["records"] == ["via the script"]
+        process.send_signal(signal.SIGINT)
+        assert process.wait(10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+        if process.stderr is not None:
+            process.stderr.close()
