@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from asyncio import _get_running_loop
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from kpurgatory import optimized, reference
 from kpurgatory.aio.outcome import Outcome
@@ -54,17 +54,59 @@ def settle(future: Waiter | None, outcome: Outcome | Exception) -> None:
         return
     loop = future.get_loop()
     if _get_running_loop() is loop:
-        if not future.done():  # else cancelled by the awaiting task meanwhile (R47)
-            if isinstance(outcome, Exception):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
+        _deliver(future, outcome)
         return
     with contextlib.suppress(RuntimeError):  # RuntimeError: the loop is closed, nobody to wake
         loop.call_soon_threadsafe(_deliver, future, outcome)
 
 
-class DelayedOperation(optimized.DelayedOperation):
+class _Awaitable:
+    """What makes an operation awaitable, on either implementation's ``DelayedOperation``.
+
+    A mixin ahead of the implementation's class in the MRO (no slots of its own, so an
+    optimized subclass keeps its ``__slots__``): every ``super()`` call reaches the
+    implementation's method.
+    """
+
+    if not TYPE_CHECKING:  # no layout of its own; the two slots are the subclasses'
+        __slots__ = ()
+    _waiter: Waiter | None
+    _expiring: bool
+
+    def force_complete(self) -> bool:
+        """``force_complete`` (R16), then settle the waiter with the outcome (R46, R48)."""
+        try:
+            won: bool = super().force_complete()  # type: ignore[misc]
+        except Exception as exc:  # raised by on_complete: this call won (R48)
+            waiter, self._waiter = self._waiter, None
+            settle(waiter, exc)
+            raise
+        if won:
+            waiter = self._waiter
+            if waiter is not None:
+                self._waiter = None
+                settle(waiter, _EXPIRED if self._expiring else _COMPLETED)
+        return won
+
+    def run(self) -> None:
+        """Expire (R17): a ``force_complete`` won here settles the waiter ``EXPIRED``."""
+        self._expiring = True
+        super().run()  # type: ignore[misc]
+
+    def cancel(self) -> None:
+        """``cancel`` (an abandon once submitted); an abandoned waiter gets ``ABANDONED``."""
+        super().cancel()  # type: ignore[misc]
+        if self._waiter is not None and self.is_abandoned:
+            waiter, self._waiter = self._waiter, None
+            settle(waiter, Outcome.ABANDONED)
+
+    if TYPE_CHECKING:  # provided by the implementation's class, after this one in the MRO
+
+        @property
+        def is_abandoned(self) -> bool: ...
+
+
+class DelayedOperation(_Awaitable, optimized.DelayedOperation):
     """An optimized ``DelayedOperation`` that ``AsyncPurgatory.wait`` can await.
 
     Same constructor and rules as ``kpurgatory.DelayedOperation`` (R16-R21). Extra cost
@@ -75,38 +117,11 @@ class DelayedOperation(optimized.DelayedOperation):
 
     def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms, lock)
-        self._waiter: Waiter | None = None
+        self._waiter = None
         self._expiring = False
 
-    def force_complete(self) -> bool:
-        """``force_complete`` (R16), then settle the waiter with the outcome (R46, R48)."""
-        try:
-            won = super().force_complete()
-        except Exception as exc:  # raised by on_complete: this call won (R48)
-            waiter, self._waiter = self._waiter, None
-            settle(waiter, exc)
-            raise
-        if won:
-            waiter = self._waiter
-            if waiter is not None:
-                self._waiter = None
-                settle(waiter, _EXPIRED if self._expiring else _COMPLETED)
-        return won
 
-    def run(self) -> None:
-        """Expire (R17): a ``force_complete`` won here settles the waiter ``EXPIRED``."""
-        self._expiring = True
-        super().run()
-
-    def cancel(self) -> None:
-        """``cancel`` (an abandon once submitted); an abandoned waiter gets ``ABANDONED``."""
-        super().cancel()
-        if self._waiter is not None and self.is_abandoned:
-            waiter, self._waiter = self._waiter, None
-            settle(waiter, Outcome.ABANDONED)
-
-
-class ReferenceDelayedOperation(reference.DelayedOperation):
+class ReferenceDelayedOperation(_Awaitable, reference.DelayedOperation):
     """A reference ``DelayedOperation`` that ``AsyncPurgatory.wait`` can await.
 
     Same as ``DelayedOperation`` of this module, on ``kpurgatory.reference`` (use it
@@ -115,32 +130,5 @@ class ReferenceDelayedOperation(reference.DelayedOperation):
 
     def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms, lock)
-        self._waiter: Waiter | None = None
+        self._waiter = None
         self._expiring = False
-
-    def force_complete(self) -> bool:
-        """``force_complete`` (R16), then settle the waiter with the outcome (R46, R48)."""
-        try:
-            won = super().force_complete()
-        except Exception as exc:  # raised by on_complete: this call won (R48)
-            waiter, self._waiter = self._waiter, None
-            settle(waiter, exc)
-            raise
-        if won:
-            waiter = self._waiter
-            if waiter is not None:
-                self._waiter = None
-                settle(waiter, _EXPIRED if self._expiring else _COMPLETED)
-        return won
-
-    def run(self) -> None:
-        """Expire (R17): a ``force_complete`` won here settles the waiter ``EXPIRED``."""
-        self._expiring = True
-        super().run()
-
-    def cancel(self) -> None:
-        """``cancel`` (an abandon once submitted); an abandoned waiter gets ``ABANDONED``."""
-        super().cancel()
-        if self._waiter is not None and self.is_abandoned:
-            waiter, self._waiter = self._waiter, None
-            settle(waiter, Outcome.ABANDONED)
