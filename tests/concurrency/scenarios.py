@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import inspect
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -197,7 +196,7 @@ class World:
         A sharded purgatory gets two shards: a purge takes every shard lock in turn, and
         512 of them would make 1,024 switch points of each purge."""
         extra: dict[str, int] = {}
-        if "shards" in inspect.signature(self.impl.purgatory).parameters:
+        if hasattr(self.impl.purgatory, "shards"):  # no signature on a mypyc-compiled class
             extra["shards"] = 2
         self.purgatory = self.impl.purgatory(
             "sched", timer=self.timer, reaper_enabled=False, purge_interval=purge_interval, **extra
