@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import pytest
 
@@ -42,28 +42,49 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 10.0
         time.sleep(0.005)
 
 
-class RunningServer:
-    """A ``LongPollServer`` on a private event loop in a daemon thread."""
+class Serving(Protocol):
+    """What a long-poll example server offers the harness (both servers do)."""
 
-    def __init__(self) -> None:
-        self.server = LongPollServer("127.0.0.1", 0)
+    async def start(self) -> tuple[str, int]: ...
+
+    async def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=Serving)
+
+
+class RunningServer(Generic[S]):
+    """A server made by ``make`` on a private event loop in a daemon thread.
+
+    The server is built on that loop (the asyncio one needs a running loop)."""
+
+    def __init__(self, make: Callable[[], S], name: str = "long-poll-test") -> None:
         self.address: tuple[str, int] = ("", 0)
+        self.threads_before = set(threading.enumerate())
+        self._make = make
+        self._server: S | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="long-poll-test", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    @property
+    def server(self) -> S:
+        assert self._server is not None, "server not started"
+        return self._server
 
     def _run(self) -> None:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
+            self._server = self._make()
             try:
-                self.address = await self.server.start()
+                self.address = await self._server.start()
             finally:
                 self._ready.set()
             await self._stop.wait()
-            await self.server.close()
+            await self._server.close()
 
         try:
             asyncio.run(main())
@@ -72,17 +93,17 @@ class RunningServer:
             self._ready.set()
 
     def start(self) -> None:
-        self._thread.start()
+        self.thread.start()
         assert self._ready.wait(10), "server did not start"
         if self._error is not None:
             raise self._error
 
     def stop(self) -> None:
         """Close the server and join its thread; idempotent."""
-        if self._thread.is_alive() and self._loop is not None and self._stop is not None:
+        if self.thread.is_alive() and self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-        assert not self._thread.is_alive(), "server did not stop"
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "server did not stop"
         if self._error is not None:
             raise self._error
 
@@ -93,9 +114,13 @@ class RunningServer:
         return produce(*self.address, topic, record)
 
 
+Running = RunningServer[LongPollServer]
+"""The threaded-purgatory server under test."""
+
+
 @pytest.fixture
-def running() -> Iterator[RunningServer]:
-    made = RunningServer()
+def running() -> Iterator[Running]:
+    made = RunningServer(LongPollServer)
     made.start()
     try:
         yield made
@@ -103,7 +128,9 @@ def running() -> Iterator[RunningServer]:
         made.stop()
 
 
-def test_fetch_is_answered_by_data_before_its_timeout(running: RunningServer) -> None:
+def test_fetch_is_answered_by_data_before_its_timeout(
+    running: Running,
+) -> None:
     """A waiting fetch completes through check_and_complete when a produce arrives (R25)."""
     purgatory = running.server.fetches
     with ThreadPoolExecutor(1) as pool:
@@ -116,7 +143,7 @@ def test_fetch_is_answered_by_data_before_its_timeout(running: RunningServer) ->
     assert purgatory.watched == 0  # check_and_complete unlinked it, dropping the key (R26)
 
 
-def test_fetch_times_out_through_the_reaper(running: RunningServer) -> None:
+def test_fetch_times_out_through_the_reaper(running: Running) -> None:
     """With no data, the reaper expires the fetch and it answers empty (R17, R31)."""
     assert running.fetch("quiet", max_wait_ms=100) == {
         "records": [],
@@ -126,7 +153,9 @@ def test_fetch_times_out_through_the_reaper(running: RunningServer) -> None:
     assert running.server.fetches.num_delayed == 0
 
 
-def test_fetch_with_data_already_there_is_never_watched(running: RunningServer) -> None:
+def test_fetch_with_data_already_there_is_never_watched(
+    running: Running,
+) -> None:
     """Completed by the first try_complete: not watched, not timed (R23)."""
     running.produce("ready", "a")
     running.produce("ready", "b")
@@ -136,7 +165,9 @@ def test_fetch_with_data_already_there_is_never_watched(running: RunningServer) 
     assert running.server.fetches.estimated_total_operations == 0
 
 
-def test_min_bytes_holds_the_fetch_until_enough_arrived(running: RunningServer) -> None:
+def test_min_bytes_holds_the_fetch_until_enough_arrived(
+    running: Running,
+) -> None:
     """check_and_complete leaves an operation whose condition is still false in place (R25)."""
     purgatory = running.server.fetches
     with ThreadPoolExecutor(1) as pool:
@@ -153,7 +184,7 @@ def test_min_bytes_holds_the_fetch_until_enough_arrived(running: RunningServer) 
         }
 
 
-def test_concurrent_clients_on_two_topics(running: RunningServer) -> None:
+def test_concurrent_clients_on_two_topics(running: Running) -> None:
     """Eight fetches answered by one produce, four others expiring, all at once (R25, R17)."""
     purgatory = running.server.fetches
     with ThreadPoolExecutor(12) as pool:
@@ -169,7 +200,7 @@ def test_concurrent_clients_on_two_topics(running: RunningServer) -> None:
     assert purgatory.num_completed >= 8  # the eight counted by check_and_complete
 
 
-def test_close_answers_waiting_fetches(running: RunningServer) -> None:
+def test_close_answers_waiting_fetches(running: Running) -> None:
     """cancel_for_key takes them out (R29); force_complete answers them (R16)."""
     with ThreadPoolExecutor(2) as pool:
         waiting = [pool.submit(running.fetch, "idle", max_wait_ms=LONG_WAIT_MS) for _ in range(2)]
@@ -189,7 +220,7 @@ def test_close_answers_waiting_fetches(running: RunningServer) -> None:
     ],
 )
 def test_bad_parameters_are_refused_with_their_name(
-    running: RunningServer, query: dict[str, int], message: str
+    running: Running, query: dict[str, int], message: str
 ) -> None:
     with pytest.raises(RuntimeError, match=f"HTTP 400: {message}"):
         running.fetch("x", **query)

@@ -9,7 +9,6 @@ asserts a duration.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -19,74 +18,23 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from examples.long_poll_aio_server import AioLongPollServer
 from examples.long_poll_client import fetch, produce
-from tests.examples.test_long_poll import LONG_WAIT_MS, wait_until
+from tests.examples.test_long_poll import LONG_WAIT_MS, RunningServer, wait_until
 
 pytestmark = pytest.mark.realtime
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class RunningAioServer:
-    """An ``AioLongPollServer`` built and run on a private event loop in a daemon thread."""
+class RunningAioServer(RunningServer[AioLongPollServer]):
+    """An ``AioLongPollServer`` on a private event loop in a daemon thread."""
 
     def __init__(self) -> None:
-        self.address: tuple[str, int] = ("", 0)
-        self.threads_before = set(threading.enumerate())
-        self._server: AioLongPollServer | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="long-poll-aio-test", daemon=True)
-
-    @property
-    def server(self) -> AioLongPollServer:
-        assert self._server is not None
-        return self._server
-
-    def _run(self) -> None:
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            self._server = AioLongPollServer("127.0.0.1", 0)
-            try:
-                self.address = await self._server.start()
-            finally:
-                self._ready.set()
-            await self._stop.wait()
-            await self._server.close()
-
-        try:
-            asyncio.run(main())
-        except BaseException as exc:
-            self._error = exc
-            self._ready.set()
-
-    def start(self) -> None:
-        self.thread.start()
-        assert self._ready.wait(10), "server did not start"
-        if self._error is not None:
-            raise self._error
-
-    def stop(self) -> None:
-        if self.thread.is_alive() and self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "server did not stop"
-        if self._error is not None:
-            raise self._error
-
-    def fetch(self, topic: str, **params: Any) -> dict[str, Any]:
-        return fetch(*self.address, topic, **params)
-
-    def produce(self, topic: str, record: str) -> int:
-        return produce(*self.address, topic, record)
+        super().__init__(AioLongPollServer, "long-poll-aio-test")
 
     @property
     def delayed(self) -> int:
