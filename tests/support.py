@@ -172,3 +172,42 @@ class TrackingLock:
     def held_by_me(self) -> bool:
         """Whether the calling thread holds the lock."""
         return self._owner == threading.get_ident()
+
+
+class WaiterLock:
+    """A re-entrant lock that sets ``contended`` when a thread starts waiting for it.
+
+    With ``give_up_s``, a blocking ``acquire`` that waits that long gives up: it sets
+    ``gave_up`` and raises ``TimeoutError``, so a deadlock on the lock ends by itself.
+    Satisfies ``kpurgatory.spec.protocols.AbstractLock``.
+    """
+
+    def __init__(self, give_up_s: float | None = None) -> None:
+        self._lock = threading.RLock()
+        self._give_up_s = give_up_s
+        self.contended = threading.Event()
+        self.gave_up = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Acquire like ``RLock.acquire``, reporting a wait (and a give-up)."""
+        if self._lock.acquire(blocking=False):
+            return True
+        if not blocking:
+            return False
+        self.contended.set()
+        if self._give_up_s is None:
+            return self._lock.acquire(True, timeout)
+        if self._lock.acquire(True, self._give_up_s):
+            return True
+        self.gave_up.set()
+        raise TimeoutError("gave up waiting for the lock")
+
+    def release(self) -> None:
+        """Release one level."""
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()

@@ -20,7 +20,7 @@ import pytest
 
 from kpurgatory import InlineExecutor, ManualClock, MonotonicClock
 from kpurgatory.spec.events import OperationCompleted, OperationExpired
-from tests.support import Recorder, operation_class
+from tests.support import Recorder, WaiterLock, operation_class
 
 WAIT_S = 5.0
 """Upper bound for any wait; a healthy run needs milliseconds."""
@@ -47,31 +47,6 @@ def start(target: Callable[[], object]) -> tuple[threading.Thread, list[BaseExce
     thread = threading.Thread(target=body, daemon=True)
     thread.start()
     return thread, errors
-
-
-class WaiterLock:
-    """A re-entrant lock that sets ``contended`` when a thread waits for it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self.contended = threading.Event()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if self._lock.acquire(blocking=False):
-            return True
-        if not blocking:
-            return False
-        self.contended.set()
-        return self._lock.acquire(True, timeout)
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 def hooked_operation(impl: ModuleType) -> type[Any]:

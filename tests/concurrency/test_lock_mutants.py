@@ -28,7 +28,7 @@ from tests.concurrency.lockset import Lockset, LocksetViolationError, is_pure
 from tests.concurrency.mutants import BUG_PATCHES, GAP_PATCHES, LOCK_PATCHES
 from tests.concurrency.scheduler import Exploration, ScheduleError, explore
 from tests.mutants.catalog import Mutant, applied
-from tests.support import load
+from tests.support import WaiterLock, load
 
 PATCHES = {mutant.name: mutant for mutant in LOCK_PATCHES + BUG_PATCHES + GAP_PATCHES}
 
@@ -248,37 +248,8 @@ def test_lockset_checks_with_real_threads_and_real_locks(name: str | None, packa
     assert bool(lockset.violations) is (name is not None), lockset.violations[:3]
 
 
-class GivingUpLock:
-    """A re-entrant lock whose blocking ``acquire`` gives up after ``GIVE_UP_S`` (raising
-    ``TimeoutError``), so a deadlock on it ends by itself; ``contended`` is set when a
-    thread starts waiting, ``gave_up`` when one gave up."""
-
-    GIVE_UP_S = 1.0
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self.contended = threading.Event()
-        self.gave_up = threading.Event()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if self._lock.acquire(blocking=False):
-            return True
-        if not blocking:
-            return False
-        self.contended.set()
-        if self._lock.acquire(True, self.GIVE_UP_S):
-            return True
-        self.gave_up.set()
-        raise TimeoutError("gave up waiting for the lock")
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
+GIVE_UP_S = 1.0
+"""How long the shared lock of the close-waits-for-executor check lets an expiry wait."""
 
 
 def _noop_operation(impl: ModuleType) -> type[Any]:
@@ -304,7 +275,7 @@ def shutdown_returns_while_expiry_waits(impl: ModuleType) -> bool:
     the executor); False if it returned only after the expiry gave up on the lock."""
     timer = impl.SystemTimer("lock-holder", clock=ManualClock(0))  # owned worker thread
     purgatory = impl.DelayedOperationPurgatory("lock-holder", timer=timer, reaper_enabled=False)
-    lock = GivingUpLock()
+    lock = WaiterLock(give_up_s=GIVE_UP_S)
     purgatory.try_complete_else_watch(_noop_operation(impl)(10, lock), ["group"])
     with lock:
         purgatory.advance_clock(10)  # hands the expiry to the worker, which waits for lock
