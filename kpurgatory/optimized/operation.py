@@ -171,8 +171,9 @@ class DelayedOperation(TimerTask):
             with self._lock:
                 if self._completed or (owner is not None and self._owner is not owner):
                     return False
-                with self._flags:
-                    self._try_complete_pending = False
+                if self._try_complete_pending:  # clear (R41); a False needs no lock round trip
+                    with self._flags:
+                        self._try_complete_pending = False
                 if self.try_complete():
                     return True
             if not self._try_complete_pending:
@@ -186,8 +187,9 @@ class DelayedOperation(TimerTask):
         the lock was held gets its attempt afterwards, as in ``safe_try_complete`` (R41).
         """
         with self._lock:
-            with self._flags:
-                self._try_complete_pending = False
+            if self._try_complete_pending:  # clear (R41); a False needs no lock round trip
+                with self._flags:
+                    self._try_complete_pending = False
             if self.try_complete():
                 return True
             f()

@@ -318,8 +318,9 @@ class DelayedOperationPurgatory(Generic[T]):
                 if operation._abandoned:  # abandoned between the claim and the lock (R40)
                     return False
                 operation._on_expired = self._count_expired
-                with operation._flags:
-                    operation._try_complete_pending = False
+                if operation._try_complete_pending:  # clear (R41); False: no lock round trip
+                    with operation._flags:
+                        operation._try_complete_pending = False
                 if operation.try_complete():
                     return True
                 operation._watch_keys = keys
