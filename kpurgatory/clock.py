@@ -73,9 +73,7 @@ class ManualClock:
 
     def advance(self, ms: int) -> None:
         """Move the clock forward by ``ms`` >= 0 milliseconds."""
-        step = require_at_least("ms", ms, 0)
-        with self._lock:
-            self._now += step
+        self._advance("ms", ms)
 
     def wait(
         self,
@@ -84,8 +82,20 @@ class ManualClock:
         next_due: Callable[[], int | None],
     ) -> int:
         """Advance by exactly ``timeout_ms`` without blocking; return the new reading."""
-        self.advance(timeout_ms)
-        return self._now
+        return self._advance("timeout_ms", timeout_ms)
+
+    def _advance(self, name: str, ms: int) -> int:
+        """Add ``ms`` >= 0 under the lock; return the new reading. ``name``: the argument
+        an error names. A timer calls ``wait`` once per step, so the common case (an
+        exact non-negative int) skips the validating call and the ``with`` block."""
+        step = ms if type(ms) is int and ms >= 0 else require_at_least(name, ms, 0)
+        lock = self._lock
+        lock.acquire()
+        try:
+            now = self._now = self._now + step
+        finally:
+            lock.release()
+        return now
 
     def __repr__(self) -> str:
         return f"ManualClock(now_ms={self._now})"

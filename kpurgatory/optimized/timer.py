@@ -245,6 +245,7 @@ class SystemTimer:
         self._lock: AbstractLock = _TIMER_LOCK
         self._counter = TaskCounter()
         self._queue = DelayQueue(self._lock, self._interrupted)
+        self._condition = self._queue.condition
         self._wheel = TimingWheel(
             self._tick_ms, self._wheel_size, start, self._counter, self._queue, self._lock
         )
@@ -365,12 +366,33 @@ class SystemTimer:
                         old.remove(checked)
             if due > self._current_time:  # not is_due(due, current_time): due <= current
                 checked._entry_due = due
-                if self._wheel.add(checked):
-                    queue = self._queue
-                    if queue.waiters:  # note_scheduled only matters to a waiting drain
-                        queue.note_scheduled(due)
-                    return
-                # unreachable: the wheel agrees with is_due (R3); hand over as due
+                # TimingWheel.add inlined, without its "already expired" test, which cannot
+                # fire here: due > current_time (both tick multiples) puts due at least a
+                # tick past the lowest level's time, and a level above is reached only for
+                # a due time past the window below, which ends at or after its own first tick.
+                wheel = self._wheel
+                while due >= wheel.current_time + wheel.interval:  # not fits_level
+                    overflow = wheel.overflow
+                    wheel = overflow if overflow is not None else wheel.add_overflow_wheel()
+                tick = wheel.tick_ms
+                vid = due // tick  # virtual_bucket_id(due, tick)
+                bucket = wheel.buckets[vid % wheel.wheel_size]  # slot_index(vid, wheel_size)
+                root = bucket.root  # TimerTaskList.add inlined (old holder detached above)
+                tail = root._entry_prev
+                checked._entry_next = root
+                checked._entry_prev = tail
+                checked._entry_list = bucket
+                tail._entry_next = checked
+                root._entry_prev = checked
+                self._counter.value += 1
+                queue = self._queue
+                start = vid * tick  # bucket_expiration(vid, tick)
+                if bucket.expiration != start:  # TimerTaskList.set_expiration inlined
+                    bucket.expiration = start
+                    queue.offer(bucket)
+                if queue.waiters:  # note_scheduled only matters to a waiting drain
+                    queue.note_scheduled(due)
+                return
         finally:
             lock.release()
         self._hand_over(checked)
@@ -400,7 +422,14 @@ class SystemTimer:
             if self._closed:
                 return False
             queue = self._queue
-            now = queue.await_due(self._clock, timeout)
+            # DelayQueue.await_due inlined (one call less per step)
+            queue.waiters += 1
+            try:
+                now = self._clock.wait(self._condition, timeout, queue.next_due)
+            finally:
+                queue.waiters -= 1
+                if not queue.waiters:
+                    queue.target = None
             self._wake_requested = False
             if self._closed:
                 return False
@@ -408,9 +437,16 @@ class SystemTimer:
             heap = queue.heap
             if not heap or heap[0][0] > now:  # DelayQueue.poll(now) would return None
                 # Nothing due: only the current time moves (the end of a drain, below).
-                if now >= self._current_time + self._tick_ms:
-                    wheel.advance_clock(now)
-                    self._current_time = wheel.current_time
+                tick = self._tick_ms
+                if now >= self._current_time + tick:
+                    # TimingWheel.advance_clock(now) inlined for the lowest level; a level
+                    # above follows only once a whole tick of its own has passed.
+                    moved = now - now % tick
+                    wheel.current_time = moved
+                    overflow = wheel.overflow
+                    if overflow is not None and moved >= overflow.current_time + overflow.tick_ms:
+                        overflow.advance_clock(moved)
+                    self._current_time = moved
                 return False
             collected: list[TimerTaskEntry] = []
             append = collected.append
@@ -426,6 +462,8 @@ class SystemTimer:
                 # re-add it (a cascade to a finer level) or collect it (due now). An entry
                 # due on the lowest wheel is due at once: due <= that wheel's current time.
                 current = wheel.current_time
+                if current != expiration:  # else a cascade would re-link here forever
+                    raise AssertionError(f"drain: the wheel is at {current}, not {expiration}")
                 root = bucket.root
                 entry = root._entry_next
                 while entry is not root:

@@ -306,7 +306,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "idle-drain-keeps-current-time",
         _TIMER,
         "SystemTimer.advance_clock",
-        "if now >= self._current_time + self._tick_ms:",
+        "if now >= self._current_time + tick:",
         "if False:",
         "A drain with nothing due (the fast path) does not move the current time to the "
         "reading: an add after it judges 'due at once' against a stale time (R2, R3).",
@@ -379,6 +379,57 @@ MUTANTS: tuple[Mutant, ...] = (
         "if time_ms <= wheel.current_time + tick:",
         "The inlined advanced_time moves a level one tick late: the current time lags the "
         "drain reading (R2).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "add-window-off-by-one",
+        _TIMER,
+        "SystemTimer.add",
+        "while due >= wheel.current_time + wheel.interval:",
+        "while due > wheel.current_time + wheel.interval:",
+        "add's inlined level search keeps a task due exactly at a level's window end on "
+        "that level, in the slot of the level's current tick: it runs a whole round early "
+        "(R5).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "add-forgets-counter",
+        _TIMER,
+        "SystemTimer.add",
+        "self._counter.value += 1",
+        "pass",
+        "add's inlined TimerTaskList.add links the task without counting it: size too low (R12).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "add-bucket-not-offered",
+        _TIMER,
+        "SystemTimer.add",
+        "queue.offer(bucket)",
+        "pass",
+        "add's inlined set_expiration moves a bucket's expiration without queueing the "
+        "bucket: its tasks never run (R5).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "idle-advance-late",
+        _TIMER,
+        "SystemTimer.advance_clock",
+        "if now >= self._current_time + tick:",
+        "if now > self._current_time + tick:",
+        "A drain with nothing due (the inlined TimingWheel.advance_clock) moves the current "
+        "time one tick late: an add after it judges 'due at once' against a stale time "
+        "(R2, R3).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "idle-drain-leaves-overflow",
+        _TIMER,
+        "SystemTimer.advance_clock",
+        "overflow.advance_clock(moved)",
+        "pass",
+        "A drain with nothing due moves the lowest level only: the levels above keep a "
+        "stale time, so a long delay added later lands a round off (R1, R5; _check).",
         _TIMER_FIRST,
     ),
     Mutant(

@@ -189,7 +189,7 @@ CASES: dict[str, Case] = {
     "counter-total": Case("wheel", "task counter", lambda t: _set(t._counter, "value", 99)),
     # DelayQueue._check
     "negative-waiters": Case("queue", "negative waiters", lambda t: _set(t._queue, "waiters", -1)),
-    "target-without-waiter": Case("queue", "no waiter", lambda t: _set(t._queue, "_target", 5)),
+    "target-without-waiter": Case("queue", "no waiter", lambda t: _set(t._queue, "target", 5)),
     "queued-twice": Case(
         "queue",
         "queued twice",
