@@ -73,7 +73,13 @@ class ManualClock:
 
     def advance(self, ms: int) -> None:
         """Move the clock forward by ``ms`` >= 0 milliseconds."""
-        self._advance("ms", ms)
+        step = ms if type(ms) is int and ms >= 0 else require_at_least("ms", ms, 0)
+        lock = self._lock
+        lock.acquire()
+        try:
+            self._now += step
+        finally:
+            lock.release()
 
     def wait(
         self,
@@ -81,14 +87,16 @@ class ManualClock:
         timeout_ms: int,
         next_due: Callable[[], int | None],
     ) -> int:
-        """Advance by exactly ``timeout_ms`` without blocking; return the new reading."""
-        return self._advance("timeout_ms", timeout_ms)
+        """Advance by exactly ``timeout_ms`` without blocking; return the new reading.
 
-    def _advance(self, name: str, ms: int) -> int:
-        """Add ``ms`` >= 0 under the lock; return the new reading. ``name``: the argument
-        an error names. A timer calls ``wait`` once per step, so the common case (an
-        exact non-negative int) skips the validating call and the ``with`` block."""
-        step = ms if type(ms) is int and ms >= 0 else require_at_least(name, ms, 0)
+        A timer calls this once per ``advance_clock``, so it is ``advance`` written out
+        (no call, no ``with`` block, no validating call for an exact int >= 0).
+        """
+        step = (
+            timeout_ms
+            if type(timeout_ms) is int and timeout_ms >= 0
+            else require_at_least("timeout_ms", timeout_ms, 0)
+        )
         lock = self._lock
         lock.acquire()
         try:

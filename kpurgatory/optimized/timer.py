@@ -246,6 +246,7 @@ class SystemTimer:
         self._counter = TaskCounter()
         self._queue = DelayQueue(self._lock, self._interrupted)
         self._condition = self._queue.condition
+        self._next_due = self._queue.next_due  # bound once: the wait of every step passes it
         self._wheel = TimingWheel(
             self._tick_ms, self._wheel_size, start, self._counter, self._queue, self._lock
         )
@@ -425,7 +426,7 @@ class SystemTimer:
             # DelayQueue.await_due inlined (one call less per step)
             queue.waiters += 1
             try:
-                now = self._clock.wait(self._condition, timeout, queue.next_due)
+                now = self._clock.wait(self._condition, timeout, self._next_due)
             finally:
                 queue.waiters -= 1
                 if not queue.waiters:
