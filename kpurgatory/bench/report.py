@@ -308,7 +308,9 @@ def _versus_section(data: dict[str, Any], build: str, run: dict[str, Any]) -> li
         + (f"; made by `{run['command']}`." if "command" in run else "."),
         "",
         "Lifecycle (log-normal delays, median 200 ms; 90 % cancelled before due, 10 % "
-        "expire; 5 ms clock steps; best of alternating rounds):",
+        "expire; 5 ms clock steps; best of alternating rounds; pure runs add `api-floor`: "
+        "the same calls on a timer that only checks, locks and reads or waits on the "
+        "clock, keeping no schedule):",
         "",
     ]
     rows = [

@@ -265,6 +265,8 @@ def _run_versus(plan: Plan, designs: Sequence[str], seed: int, say: Progress) ->
         repeat = max(3, plan.versus_round_tasks // n)
         say(f"lifecycle optimized vs bare heap with {n:,} tasks ({repeat} rounds)")
         rows += [r.to_json() for r in versus.lifecycles(impl, "optimized", schedule, repeat)]
+        if build_label() == "pure":  # the floor timer is interpreted in every build
+            rows.append(versus.api_floor(impl, schedule, repeat).to_json())
     add_cancel: list[dict[str, Any]] = []
     for index, pending in enumerate(plan.versus_pending):
         say(f"add+cancel optimized vs asyncio call_at+cancel with {pending:,} pending")

@@ -9,6 +9,10 @@
 - ``add_cancel``: CPU per ``add`` + ``cancel`` of the optimized timer with ``pending``
   tasks pending, against asyncio's ``loop.call_at`` + ``TimerHandle.cancel`` with as
   many handles pending in a real event loop; alternating, best of ``repeat``.
+- ``api_floor``: the lifecycle's CPU with only the work the spec's API obliges on every
+  call (a ``FloorTimer``: argument check, lock, clock read or wait; no schedule at all):
+  what is left of the bare heap's time after it is what a timer may spend on its
+  structure (docs/performance.md, issue 13).
 
 Every task object is a minimal class with ``__slots__ = ()`` beyond its base, so what
 differs is what each timer keeps per task. CPU time (``time.process_time``).
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import random
+import threading
 import time
 import tracemalloc
 from dataclasses import dataclass
@@ -30,6 +35,7 @@ from kpurgatory.bench.scaling import (
     CANCEL_HORIZON_MS,
     LifecycleResult,
     LifecycleSchedule,
+    bench_task_class,
     lifecycle,
     per_op_costs,
 )
@@ -40,7 +46,10 @@ __all__ = [
     "BARE_HEAP",
     "AddCancelResult",
     "BareTask",
+    "API_FLOOR",
+    "FloorTimer",
     "add_cancel",
+    "api_floor",
     "bare_lifecycle",
     "lifecycles",
 ]
@@ -180,3 +189,115 @@ def add_cancel(
         AddCancelResult(design, pending, cancel[design], expire, ops),
         AddCancelResult(ASYNCIO, pending, cancel[ASYNCIO], None, ops),
     ]
+
+
+class FloorTimer:
+    """The least a ``SystemTimer`` must do per call, and nothing more: no schedule.
+
+    ``add``: the task-type check, the timer lock, the closed check and one clock read
+    with the due-time arithmetic (R1, R35, R37); ``cancel``: the lock and a holder reset
+    (R9); ``advance_clock``: the argument check, the lock and the clock's ``wait`` (R7).
+    It keeps nothing, so it runs no task: only for ``api_floor``.
+    """
+
+    __slots__ = ("_clock", "_closed", "_condition", "_lock", "_task_type", "_tick_ms")
+
+    def __init__(self, clock: ManualClock, task_type: type[Any]) -> None:
+        self._lock = threading.RLock()
+        self._condition = threading.Condition(self._lock)
+        self._clock = clock
+        self._closed = False
+        self._tick_ms = 1
+        self._task_type = task_type
+
+    def add(self, task: Any) -> None:
+        """Check, lock, read the clock, compute the due time; keep nothing."""
+        if type(task) is not self._task_type:
+            raise TypeError(f"task must be a {self._task_type.__name__}")
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self._closed:
+                raise RuntimeError("closed")
+            expiration = self._clock.now_ms() + task._delay_ms
+            task._entry_due = expiration - expiration % self._tick_ms
+        finally:
+            lock.release()
+
+    def cancel(self, task: Any) -> None:
+        """Lock and forget the task's holder."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            task._entry_list = None
+        finally:
+            lock.release()
+
+    def advance_clock(self, timeout_ms: int) -> bool:
+        """Check, lock, let the clock's ``wait`` move time; run nothing."""
+        if type(timeout_ms) is not int or timeout_ms < 0:
+            raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
+        lock = self._lock
+        lock.acquire()
+        try:
+            self._clock.wait(self._condition, timeout_ms, _no_due)
+            return False
+        finally:
+            lock.release()
+
+
+def _no_due() -> int | None:
+    return None
+
+
+API_FLOOR = "api-floor"
+"""The floor timer's design name in results."""
+
+
+def api_floor(impl: ModuleType, schedule: LifecycleSchedule, repeat: int) -> LifecycleResult:
+    """The lifecycle's calls on a ``FloorTimer``, best of ``repeat`` (CPU time).
+
+    The same tasks (``impl``'s ``TimerTask``, as the lifecycle builds them), the same
+    adds, cancels and clock steps as ``lifecycles``, garbage collector on; nothing
+    expires (the floor keeps no schedule). Meaningful in the pure build only: the floor
+    timer is interpreted Python in every build.
+    """
+    task_class = bench_task_class(impl)
+    n = len(schedule.delays)
+    best: LifecycleResult | None = None
+    for _ in range(repeat):
+        clock = ManualClock(0)
+        timer = FloorTimer(clock, task_class)
+        gc.collect()
+        gc_timer = GcTimer()
+        with gc_timer.installed():
+            started = time.process_time()
+            add, cancel, advance = timer.add, timer.cancel, timer.advance_clock
+            tasks = [task_class(delay) for delay in schedule.delays]
+            for task in tasks:
+                add(task)
+            added = time.process_time()
+            step_ms = schedule.step_ms
+            for step in schedule.cancel_steps:
+                for index in step:
+                    cancel(tasks[index])
+                advance(step_ms)
+            walked = time.process_time()
+        if clock.now_ms() != step_ms * len(schedule.cancel_steps):
+            raise RuntimeError(f"{API_FLOOR}: the clock did not walk the whole schedule")
+        result = LifecycleResult(
+            API_FLOOR,
+            n,
+            added - started,
+            walked - added,
+            0,
+            schedule.cancelled,
+            gc_timer.collections,
+            gc_timer.seconds,
+            None,
+        )
+        if best is None or result.total_s < best.total_s:
+            best = result
+    if best is None:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    return best

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import kpurgatory.optimized as optimized
 from kpurgatory.bench import versus
 from kpurgatory.bench.baselines.bare import (
@@ -165,3 +167,32 @@ def test_issue_13_goals_judge_each_build_against_its_own_target() -> None:
 
 def test_issue_13_goals_are_unmeasured_without_the_versus_benchmark() -> None:
     assert set(_verdicts([{"build": "pure"}]).values()) == {None}
+
+
+def test_api_floor_makes_the_lifecycle_calls_and_keeps_nothing() -> None:
+    """The floor walks the whole schedule, cancels what the lifecycle cancels, runs nothing."""
+    schedule = lognormal_schedule(300, seed=5)
+    result = versus.api_floor(optimized, schedule, repeat=2)
+    assert result.design == versus.API_FLOOR
+    assert (result.n, result.expired, result.cancelled) == (300, 0, schedule.cancelled)
+    assert result.add_s > 0 and result.walk_s > 0
+    assert result.peak_bytes_per_task is None
+
+
+def test_floor_timer_checks_its_arguments_and_reads_the_clock() -> None:
+    from kpurgatory.bench.scaling import bench_task_class
+    from kpurgatory.clock import ManualClock
+
+    task_class = bench_task_class(optimized)
+    clock = ManualClock(10)
+    timer = versus.FloorTimer(clock, task_class)
+    task = task_class(7)
+    timer.add(task)
+    assert task._entry_due == 17  # the due time a SystemTimer would compute (R1)
+    assert timer.advance_clock(5) is False and clock.now_ms() == 15
+    with pytest.raises(TypeError, match="task must be"):
+        timer.add(object())
+    with pytest.raises(ValueError, match=r"^timeout_ms"):
+        timer.advance_clock(-1)
+    with pytest.raises(ValueError, match="repeat"):
+        versus.api_floor(optimized, lognormal_schedule(10, seed=1), repeat=0)
