@@ -5,10 +5,14 @@ Behaviour is that of ``kpurgatory.reference.operation`` (R16-R21: CAS completed 
 completed operation as in Kafka 4.0, the 1.1-2.6 ``maybe_try_complete`` loop); the
 difference is the base class, the optimized ``TimerTask``, so ``force_complete``'s
 ``cancel`` is an O(1) unlink from a wheel bucket, and the three flags (completed,
-try-complete pending, submitted) are plain booleans guarded by one per-operation flag
-lock (reference: three ``AtomicFlag`` objects, each with its own lock), which saves
-three allocations per operation. Both locks come from ``kpurgatory.sync.new_lock`` so
-controlled-schedule tests can instrument them.
+try-complete pending, submitted) are plain booleans guarded by one flag lock
+(reference: three ``AtomicFlag`` objects, each with its own lock). The flag lock is
+process-wide, ``_FLAGS_LOCK``, shared by every optimized operation: it is held only
+around a flag's test-and-write, which calls nothing and takes no other lock, so sharing
+it cannot deadlock, and an operation costs one lock allocation (its own ``lock``)
+instead of four. Both locks come from ``kpurgatory.sync.new_lock`` so controlled-schedule
+tests can instrument them (they rebind ``_FLAGS_LOCK`` before building operations, as
+they do the timer's ``_TIMER_LOCK``).
 
 Extension: a purgatory that accepts the operation registers an expiry hook, so it can
 count the operations whose expiry won (``DelayedOperationPurgatory.num_expired``).
@@ -29,6 +33,16 @@ from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
 
+_FLAGS_LOCK: AbstractLock = sync.new_lock()
+"""Guards the flags of every optimized operation (``_completed``,
+``_try_complete_pending``, ``_submitted``, ``_abandoned``): each operation's ``_flags``
+is this lock, read at construction (tests rebind it to an instrumented lock first).
+
+Shared rather than per operation: a fresh ``RLock`` per operation was one of the two
+lock allocations of every operation (each also a garbage-collector-tracked object);
+the critical sections are a test-and-write of booleans, so threads contend for a few
+bytecodes at most."""
+
 
 class _Owner(Protocol):
     """The purgatory an operation was submitted to (what ``cancel`` delegates to)."""
@@ -47,10 +61,11 @@ class DelayedOperation(TimerTask):
     ``try_complete``; by default each operation gets its own re-entrant lock, and
     several operations may share one (Kafka's ``lockOpt``).
 
-    The flags ``_completed``, ``_try_complete_pending`` and ``_submitted`` are plain
-    booleans: read without a lock (a Python attribute read is atomic, like Java's
-    volatile read), written only while holding ``_flags``, so each compare-and-set or
-    get-and-set is one ``with self._flags:`` test-and-write (R16, R20, R34).
+    The flags ``_completed``, ``_try_complete_pending``, ``_submitted`` and
+    ``_abandoned`` are plain booleans: read without a lock (a Python attribute read is
+    atomic, like Java's volatile read), written only while holding ``_flags`` (the
+    process-wide ``_FLAGS_LOCK``), so each compare-and-set or get-and-set is one
+    ``with self._flags:`` test-and-write (R16, R20, R34).
     """
 
     __slots__ = (
@@ -70,7 +85,7 @@ class DelayedOperation(TimerTask):
         if lock is not None and not isinstance(lock, AbstractLock):
             raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")
         self._lock: AbstractLock = sync.new_lock() if lock is None else lock
-        self._flags: AbstractLock = sync.new_lock()
+        self._flags: AbstractLock = _FLAGS_LOCK  # shared: no allocation per operation
         self._completed = False
         self._try_complete_pending = False
         self._submitted = False
