@@ -49,6 +49,8 @@ class _Owner(Protocol):
 
     def abandon(self, operation: Any) -> bool: ...
 
+    def _count_expired(self) -> None: ...
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation(TimerTask):
@@ -73,7 +75,6 @@ class DelayedOperation(TimerTask):
         "_completed",
         "_flags",
         "_lock",
-        "_on_expired",
         "_owner",
         "_submitted",
         "_try_complete_pending",
@@ -91,8 +92,7 @@ class DelayedOperation(TimerTask):
         self._submitted = False
         self._abandoned = False
         self._owner: _Owner | None = None
-        self._watch_keys: list[Any] | None = None
-        self._on_expired: Callable[[], None] | None = None
+        self._watch_keys: tuple[Any, ...] | None = None
 
     @property
     def lock(self) -> AbstractLock:
@@ -160,14 +160,15 @@ class DelayedOperation(TimerTask):
         """Expire the operation (the timer's callback, R17).
 
         Holding the lock (Kafka 4.1, KAFKA-19312), ``force_complete``; if that won,
-        notify the purgatory's expiry counter, then ``on_expiration``. O(1) plus the
-        callbacks. Reference equivalent: ``DelayedOperation.run``.
+        count the expiry in the purgatory it was submitted to (``num_expired``), then
+        ``on_expiration``. O(1) plus the callbacks. Reference equivalent:
+        ``DelayedOperation.run``.
         """
         with self._lock:
             if self.force_complete():
-                hook = self._on_expired
-                if hook is not None:
-                    hook()
+                owner = self._owner  # read, not a bound-method hook per submission
+                if owner is not None:
+                    owner._count_expired()
                 self.on_expiration()
 
     def safe_try_complete(self) -> bool:
@@ -255,7 +256,6 @@ class DelayedOperation(TimerTask):
         """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
         self._owner = None
         self._watch_keys = None
-        self._on_expired = None
         with self._flags:
             self._submitted = False
 

@@ -69,24 +69,38 @@ _RESEQUENCEABLE = (list, tuple, set, frozenset)
 """``watch_keys`` types that can be iterated again after a failed fast pass."""
 
 
-def _watch_keys(watch_keys: Iterable[Hashable]) -> list[Hashable]:
-    """The distinct keys of ``watch_keys`` in first-occurrence order, validated.
+def _watch_keys(watch_keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
+    """The distinct keys of ``watch_keys`` in first-occurrence order, validated, as a tuple.
 
-    Same result and errors as ``kpurgatory._checks.watch_key_list`` (what the reference
-    uses), cheaper on the common case: for a list, tuple or set, one ``dict.fromkeys``
-    call hashes and dedups every key in C; only if that fails (an unhashable key) or finds
-    no key does the slow path run again on the same collection to raise the exact
-    message. Any other iterable (a lone ``str``/``bytes`` included, or a one-shot
-    iterator that cannot be read twice) takes the slow path directly. Cost: O(keys).
+    Same keys and errors as ``kpurgatory._checks.watch_key_list`` (what the reference
+    uses; it returns a list), cheaper on the common case: for a list, tuple or set, one
+    ``dict.fromkeys`` call hashes and dedups every key in C; only if that fails (an
+    unhashable key) or finds no key does the slow path run again on the same collection
+    to raise the exact message. A ``tuple`` of distinct keys is returned as it is (the
+    operation keeps it for ``abandon``: no copy, no list per operation), a one-key tuple
+    after hashing it. Any other iterable (a lone ``str``/``bytes`` included, or a
+    one-shot iterator that cannot be read twice) takes the slow path directly. Cost:
+    O(keys).
     """
-    if type(watch_keys) in _RESEQUENCEABLE:
+    kind = type(watch_keys)
+    if kind is tuple:
+        given: tuple[Hashable, ...] = watch_keys  # type: ignore[assignment]  # checked above
+        if len(given) == 1:
+            try:
+                hash(given)  # the one key's hash: TypeError if it is unhashable
+            except TypeError:
+                return tuple(watch_key_list(given))
+            return given
+    if kind in _RESEQUENCEABLE:
         try:
-            keys = list(dict.fromkeys(watch_keys))
+            distinct = dict.fromkeys(watch_keys)
         except TypeError:
-            return watch_key_list(watch_keys)
-        if keys:
-            return keys
-    return watch_key_list(watch_keys)
+            return tuple(watch_key_list(watch_keys))
+        if distinct:
+            if kind is tuple and len(distinct) == len(given):
+                return given
+            return tuple(distinct)
+    return tuple(watch_key_list(watch_keys))
 
 
 def _shard_index(key: Hashable, shards: int) -> int:
@@ -304,7 +318,7 @@ class DelayedOperationPurgatory(Generic[T]):
             return True
         return False
 
-    def _submit(self, operation: T, keys: list[Hashable]) -> bool:
+    def _submit(self, operation: T, keys: tuple[Hashable, ...]) -> bool:
         """R22 under the operation's lock, rolled back if it raises (R38); then R41's retry.
 
         Reference equivalent: ``DelayedOperationPurgatory._submit`` (same sequence)."""
@@ -317,7 +331,6 @@ class DelayedOperationPurgatory(Generic[T]):
             try:
                 if operation._abandoned:  # abandoned between the claim and the lock (R40)
                     return False
-                operation._on_expired = self._count_expired
                 if operation._try_complete_pending:  # clear (R41); False: no lock round trip
                     with operation._flags:
                         operation._try_complete_pending = False
@@ -539,10 +552,11 @@ class DelayedOperationPurgatory(Generic[T]):
     # -- internals -------------------------------------------------------------------
 
     def _count_expired(self) -> None:
+        """One more expiry won by an operation submitted here (its ``run`` calls this)."""
         with self._counters_lock:
             self._num_expired += 1
 
-    def _unwatch_keys(self, operation: T, keys: list[Hashable]) -> None:
+    def _unwatch_keys(self, operation: T, keys: tuple[Hashable, ...]) -> None:
         """Unlink ``operation`` from the watcher list of each key in ``keys`` (if there)."""
         for key in keys:
             shard = self._shards[abs(hash(key)) % self._num_shards]
