@@ -6,8 +6,8 @@ bases (R16-R21) and in addition deliver the operation's ``Outcome`` to the corou
 awaiting it in ``AsyncPurgatory.wait`` (R46): ``force_complete`` settles the waiter once
 it has won and ``on_complete`` has returned (``EXPIRED`` when the win came from the
 timer's ``run``, else ``COMPLETED``); an ``on_complete`` that raises hands its exception
-to the waiter as well as to the caller (R48). The waiter is an ``asyncio.Future`` of the
-purgatory's loop: settled directly on the loop thread, through
+to the waiter as well as to the caller (R48). The waiter is a ``Waiter``, an
+``asyncio.Future`` of the purgatory's loop: settled directly on the loop thread, through
 ``call_soon_threadsafe`` from any other thread, and dropped if the loop is closed (R50).
 
 Subclass one of these exactly as you would subclass ``kpurgatory.DelayedOperation``:
@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from asyncio import _get_running_loop
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from kpurgatory import optimized, reference
 from kpurgatory.aio.outcome import Outcome
@@ -30,34 +31,104 @@ __all__ = ["DelayedOperation", "ReferenceDelayedOperation", "Waiter"]
 _COMPLETED = Outcome.COMPLETED
 _EXPIRED = Outcome.EXPIRED
 
-Waiter: TypeAlias = "asyncio.Future[Outcome]"
-"""The future ``AsyncPurgatory.wait`` awaits for one operation."""
+
+class _Registry(Protocol):
+    """What a waiter reports to: its ``AsyncPurgatory`` (the awaited operations)."""
+
+    _waiting: dict[int, Any]
+
+    def _abandon(self, operation: Any) -> bool: ...
 
 
-def _deliver(future: Waiter, outcome: Outcome | Exception) -> None:
-    """Set ``outcome`` (a result or an exception) unless the future is already done."""
-    if future.done():  # cancelled by the awaiting task meanwhile (R47)
-        return
-    if isinstance(outcome, Exception):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
+class Waiter(asyncio.Future[Outcome], Coroutine[Any, Any, Outcome]):
+    """The future ``AsyncPurgatory.wait`` returns for one operation: its ``Outcome``.
 
+    An ``asyncio.Future`` of the purgatory's loop, and also a one-step coroutine
+    (``send``/``throw``/``close``), so it can be awaited directly, or handed to
+    ``create_task``, ``TaskGroup.create_task``, ``wait_for`` and ``gather`` exactly as
+    the coroutine of an ``async def wait`` could: ``wait`` is a plain method, with no
+    coroutine frame per call (each one a garbage-collector-tracked object).
 
-def settle(future: Waiter | None, outcome: Outcome | Exception) -> None:
-    """Deliver ``outcome`` to ``future`` from whichever thread is finishing the operation.
-
-    On the future's loop thread (the loop running here): at once. From another thread:
-    ``call_soon_threadsafe``; if that loop is closed, the outcome is dropped (R50).
+    Cancelling it abandons the operation at once (R47): ``cancel`` is what
+    ``Task.cancel`` calls on the future a task awaits, and what a ``wait_for`` timeout
+    or a ``TaskGroup`` calls through that task, so the override here runs the abandon
+    synchronously, before the cancelled task resumes. (A done-callback would cost a
+    callback object per wait and a loop callback per completion.) Cost over a plain
+    loop future: two slots, and a task awaiting it takes asyncio's generic path for
+    future-likes instead of the exact-``Future`` fast path (measured about 0.3 us).
     """
-    if future is None:
-        return
-    loop = future.get_loop()
-    if _get_running_loop() is loop:
-        _deliver(future, outcome)
-        return
-    with contextlib.suppress(RuntimeError):  # RuntimeError: the loop is closed, nobody to wake
-        loop.call_soon_threadsafe(_deliver, future, outcome)
+
+    __slots__ = ("_operation", "_registry")
+
+    __name__ = "AsyncPurgatory.wait"
+    """How a task running this waiter names its coroutine in its ``repr``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, operation: Any, registry: _Registry):
+        super().__init__(loop=loop)
+        self._operation = operation
+        self._registry = registry
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        """Cancel the future (``Future.cancel``), then abandon its operation (R47).
+
+        False, abandoning nothing, if the outcome had already been set: an operation
+        that finished before the cancellation landed stays finished.
+        """
+        if not super().cancel(msg=msg):
+            return False
+        self._registry._abandon(self._operation)  # False if it finished meanwhile
+        return True
+
+    def send(self, value: None) -> Any:
+        """One step as a coroutine (``Task.__step``): yield this future until it is done,
+        then return its result (raise its exception, or ``CancelledError``)."""
+        if self.done():
+            raise StopIteration(self.result())
+        self._asyncio_future_blocking = True
+        return self
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> NoReturn:
+        """Raise what the task throws in (its ``CancelledError``): no step is left to run."""
+        exc = typ if val is None else val
+        if isinstance(exc, type):
+            exc = exc()
+        raise exc
+
+    def close(self) -> None:
+        """Nothing to close: the waiter holds no frame."""
+
+    def _settle(self, outcome: Outcome | Exception) -> None:
+        """Deliver ``outcome`` from whichever thread is finishing the operation.
+
+        On the loop's thread (this loop running here): at once. From another thread:
+        ``call_soon_threadsafe``; if that loop is closed, the outcome is dropped (R50).
+        """
+        if _get_running_loop() is self._loop:
+            self._deliver(outcome)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to wake
+            self._loop.call_soon_threadsafe(self._deliver, outcome)
+
+    def _deliver(self, outcome: Outcome | Exception) -> None:
+        """On the loop: leave the registry, set ``outcome`` unless already cancelled."""
+        self._registry._waiting.pop(id(self._operation), None)
+        if self.done():  # cancelled by its task meanwhile (R47)
+            return
+        if isinstance(outcome, Exception):
+            self.set_exception(outcome)
+        else:
+            self.set_result(outcome)
+
+    if TYPE_CHECKING:
+
+        @property
+        def _loop(self) -> asyncio.AbstractEventLoop: ...
+
+
+def settle(waiter: Waiter | None, outcome: Outcome | Exception) -> None:
+    """``waiter._settle(outcome)`` unless ``waiter`` is None."""
+    if waiter is not None:
+        waiter._settle(outcome)
 
 
 class _Awaitable:
@@ -79,13 +150,14 @@ class _Awaitable:
             won: bool = super().force_complete()  # type: ignore[misc]
         except Exception as exc:  # raised by on_complete: this call won (R48)
             waiter, self._waiter = self._waiter, None
-            settle(waiter, exc)
+            if waiter is not None:
+                waiter._settle(exc)
             raise
         if won:
             waiter = self._waiter
             if waiter is not None:
                 self._waiter = None
-                settle(waiter, _EXPIRED if self._expiring else _COMPLETED)
+                waiter._settle(_EXPIRED if self._expiring else _COMPLETED)
         return won
 
     def run(self) -> None:
@@ -96,9 +168,10 @@ class _Awaitable:
     def cancel(self) -> None:
         """``cancel`` (an abandon once submitted); an abandoned waiter gets ``ABANDONED``."""
         super().cancel()  # type: ignore[misc]
-        if self._waiter is not None and self.is_abandoned:
-            waiter, self._waiter = self._waiter, None
-            settle(waiter, Outcome.ABANDONED)
+        waiter = self._waiter
+        if waiter is not None and self.is_abandoned:
+            self._waiter = None
+            waiter._settle(Outcome.ABANDONED)
 
     if TYPE_CHECKING:  # provided by the implementation's class, after this one in the MRO
 
