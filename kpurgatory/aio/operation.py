@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from _thread import get_ident
 from asyncio import _get_running_loop
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -30,12 +31,13 @@ __all__ = ["DelayedOperation", "ReferenceDelayedOperation", "Waiter"]
 
 _COMPLETED = Outcome.COMPLETED
 _EXPIRED = Outcome.EXPIRED
+_ABANDONED = Outcome.ABANDONED
 
 
 class _Registry(Protocol):
     """What a waiter reports to: its ``AsyncPurgatory`` (the awaited operations)."""
 
-    _waiting: dict[int, Any]
+    _waiting: dict[int, Waiter]
 
     def _abandon(self, operation: Any) -> bool: ...
 
@@ -63,10 +65,11 @@ class Waiter(asyncio.Future[Outcome], Coroutine[Any, Any, Outcome]):
     __name__ = "AsyncPurgatory.wait"
     """How a task running this waiter names its coroutine in its ``repr``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, operation: Any, registry: _Registry):
-        super().__init__(loop=loop)
-        self._operation = operation
-        self._registry = registry
+    _operation: Any
+    _registry: _Registry
+
+    # No __init__ of its own (one Python frame less per wait): the creator calls
+    # ``Waiter(loop=loop)`` and sets both slots (``AsyncPurgatory.wait``).
 
     def cancel(self, msg: Any | None = None) -> bool:
         """Cancel the future (``Future.cancel``), then abandon its operation (R47).
@@ -76,6 +79,7 @@ class Waiter(asyncio.Future[Outcome], Coroutine[Any, Any, Outcome]):
         """
         if not super().cancel(msg=msg):
             return False
+        self._registry._waiting.pop(id(self), None)
         self._registry._abandon(self._operation)  # False if it finished meanwhile
         return True
 
@@ -97,6 +101,27 @@ class Waiter(asyncio.Future[Outcome], Coroutine[Any, Any, Outcome]):
     def close(self) -> None:
         """Nothing to close: the waiter holds no frame."""
 
+    # -- told by the operation (kpurgatory.optimized.operation._Waiter), once ----------
+
+    def _completed(self, expired: bool) -> None:
+        """A ``force_complete`` won and ``on_complete`` returned: ``EXPIRED`` if the win
+        came from ``run``, else ``COMPLETED`` (R46). The loop-thread path is inlined."""
+        outcome = _EXPIRED if expired else _COMPLETED
+        if _get_running_loop() is self._loop:
+            self._registry._waiting.pop(id(self), None)
+            if not self.done():  # else cancelled by its task meanwhile (R47)
+                self.set_result(outcome)
+        else:
+            self._settle(outcome)
+
+    def _raised(self, exc: Exception) -> None:
+        """``on_complete`` raised ``exc``: the waiter raises it too (R48)."""
+        self._settle(exc)
+
+    def _abandoned(self) -> None:
+        """Abandoned (R40, R47): ``ABANDONED``."""
+        self._settle(_ABANDONED)
+
     def _settle(self, outcome: Outcome | Exception) -> None:
         """Deliver ``outcome`` from whichever thread is finishing the operation.
 
@@ -111,7 +136,7 @@ class Waiter(asyncio.Future[Outcome], Coroutine[Any, Any, Outcome]):
 
     def _deliver(self, outcome: Outcome | Exception) -> None:
         """On the loop: leave the registry, set ``outcome`` unless already cancelled."""
-        self._registry._waiting.pop(id(self._operation), None)
+        self._registry._waiting.pop(id(self), None)
         if self.done():  # cancelled by its task meanwhile (R47)
             return
         if isinstance(outcome, Exception):
@@ -125,83 +150,60 @@ class Waiter(asyncio.Future[Outcome], Coroutine[Any, Any, Outcome]):
         def _loop(self) -> asyncio.AbstractEventLoop: ...
 
 
-def settle(waiter: Waiter | None, outcome: Outcome | Exception) -> None:
-    """``waiter._settle(outcome)`` unless ``waiter`` is None."""
-    if waiter is not None:
-        waiter._settle(outcome)
+class DelayedOperation(optimized.DelayedOperation):
+    """An optimized ``DelayedOperation`` that ``AsyncPurgatory.wait`` can await.
 
-
-class _Awaitable:
-    """What makes an operation awaitable, on either implementation's ``DelayedOperation``.
-
-    A mixin ahead of the implementation's class in the MRO (no slots of its own, so an
-    optimized subclass keeps its ``__slots__``): every ``super()`` call reaches the
-    implementation's method.
+    Same constructor and rules as ``kpurgatory.DelayedOperation`` (R16-R21). Nothing
+    is overridden: the optimized operation tells its waiter natively (slot ``_waiter``,
+    set by ``wait``) how it finished, so awaiting costs no Python-level override per
+    operation; this class is what ``AsyncPurgatory`` accepts as awaitable.
     """
 
-    if not TYPE_CHECKING:  # no layout of its own; the two slots are the subclasses'
-        __slots__ = ()
+    __slots__ = ()
+
+
+class ReferenceDelayedOperation(reference.DelayedOperation):
+    """A reference ``DelayedOperation`` that ``AsyncPurgatory.wait`` can await.
+
+    Same as ``DelayedOperation`` of this module, on ``kpurgatory.reference`` (use it
+    with ``AsyncPurgatory(..., implementation="reference")``). The reference operation
+    has no waiter of its own, so this class adds it: ``force_complete``, ``run`` and
+    ``cancel`` tell the waiter as the optimized operation does natively.
+    """
+
     _waiter: Waiter | None
-    _expiring: bool
+    _expiring: int
+
+    def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
+        super().__init__(delay_ms, lock)
+        self._waiter = None
+        self._expiring = 0  # the thread running ``run`` (its id), as the optimized one
 
     def force_complete(self) -> bool:
-        """``force_complete`` (R16), then settle the waiter with the outcome (R46, R48)."""
+        """``force_complete`` (R16), then tell the waiter how it finished (R46, R48)."""
         try:
-            won: bool = super().force_complete()  # type: ignore[misc]
+            won: bool = super().force_complete()
         except Exception as exc:  # raised by on_complete: this call won (R48)
             waiter, self._waiter = self._waiter, None
             if waiter is not None:
-                waiter._settle(exc)
+                waiter._raised(exc)
             raise
         if won:
             waiter = self._waiter
             if waiter is not None:
                 self._waiter = None
-                waiter._settle(_EXPIRED if self._expiring else _COMPLETED)
+                waiter._completed(self._expiring == get_ident())
         return won
 
     def run(self) -> None:
-        """Expire (R17): a ``force_complete`` won here settles the waiter ``EXPIRED``."""
-        self._expiring = True
-        super().run()  # type: ignore[misc]
+        """Expire (R17): a ``force_complete`` won here tells the waiter ``EXPIRED``."""
+        self._expiring = get_ident()
+        super().run()
 
     def cancel(self) -> None:
         """``cancel`` (an abandon once submitted); an abandoned waiter gets ``ABANDONED``."""
-        super().cancel()  # type: ignore[misc]
+        super().cancel()
         waiter = self._waiter
         if waiter is not None and self.is_abandoned:
             self._waiter = None
-            waiter._settle(Outcome.ABANDONED)
-
-    if TYPE_CHECKING:  # provided by the implementation's class, after this one in the MRO
-
-        @property
-        def is_abandoned(self) -> bool: ...
-
-
-class DelayedOperation(_Awaitable, optimized.DelayedOperation):
-    """An optimized ``DelayedOperation`` that ``AsyncPurgatory.wait`` can await.
-
-    Same constructor and rules as ``kpurgatory.DelayedOperation`` (R16-R21). Extra cost
-    per operation: two slots, one Python-level ``force_complete`` and ``run`` override.
-    """
-
-    __slots__ = ("_expiring", "_waiter")
-
-    def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
-        super().__init__(delay_ms, lock)
-        self._waiter = None
-        self._expiring = False
-
-
-class ReferenceDelayedOperation(_Awaitable, reference.DelayedOperation):
-    """A reference ``DelayedOperation`` that ``AsyncPurgatory.wait`` can await.
-
-    Same as ``DelayedOperation`` of this module, on ``kpurgatory.reference`` (use it
-    with ``AsyncPurgatory(..., implementation="reference")``).
-    """
-
-    def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
-        super().__init__(delay_ms, lock)
-        self._waiter = None
-        self._expiring = False
+            waiter._abandoned()

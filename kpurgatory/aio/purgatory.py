@@ -27,7 +27,6 @@ from kpurgatory._checks import require_str
 from kpurgatory.aio.driver import LoopTimerDriver
 from kpurgatory.aio.executor import LoopExecutor
 from kpurgatory.aio.operation import DelayedOperation, ReferenceDelayedOperation, Waiter
-from kpurgatory.aio.outcome import Outcome
 from kpurgatory.aio.virtual import VirtualTimeLoop
 from kpurgatory.clock import ManualClock, MonotonicClock
 from kpurgatory.spec.protocols import Clock
@@ -115,7 +114,8 @@ class AsyncPurgatory(Generic[T]):
         self._timer_enabled = timer_enabled
         direct = virtual or isinstance(clock, MonotonicClock)
         self._driver = LoopTimerDriver(loop, timer, clock, self._advance, direct=direct)
-        self._waiting: dict[int, T] = {}
+        self._waiting: dict[int, Waiter] = {}
+        """The waiters not settled yet, by ``id``: what ``shutdown`` abandons (R49)."""
         self._closed = False
         self._known_types: set[type] = set()
         self._try_complete_else_watch = self._purgatory.try_complete_else_watch
@@ -179,9 +179,11 @@ class AsyncPurgatory(Generic[T]):
         loop runs (R50). Cost over ``try_complete_else_watch``: the waiter, a dict
         entry until it is settled, and at most one ``call_at``.
         """
-        waiter = Waiter(self._check_call(operation), operation, self)
+        waiter = Waiter(loop=self._check_call(operation))
         if operation._waiter is not None:
             raise ValueError(f"operation {operation!r} is already awaited")
+        waiter._operation = operation
+        waiter._registry = self
         operation._waiter = waiter
         try:
             self._try_complete_else_watch(operation, watch_keys)
@@ -191,9 +193,13 @@ class AsyncPurgatory(Generic[T]):
                 waiter.exception()  # on_complete raised: the caller gets it from here (R48)
             raise
         if not waiter.done():
-            self._waiting[id(operation)] = operation
-            if self._timer_enabled:
-                self._arm_for(operation)
+            self._waiting[id(waiter)] = waiter
+            if self._timer_enabled:  # _arm_for inlined: one call less per wait
+                expiration = self._now_ms() + operation.delay_ms
+                due = expiration - expiration % self._tick_ms
+                armed = self._driver.armed_due
+                if armed is None or due < armed:
+                    self._driver.schedule(due)
         return waiter
 
     submit = wait
@@ -255,8 +261,8 @@ class AsyncPurgatory(Generic[T]):
             return
         self._closed = True
         self._driver.stop()
-        for operation in list(self._waiting.values()):
-            self._abandon(operation)
+        for waiter in list(self._waiting.values()):
+            self._abandon(waiter._operation)
         self._purgatory.shutdown()
 
     async def __aenter__(self) -> AsyncPurgatory[T]:
@@ -312,10 +318,10 @@ class AsyncPurgatory(Generic[T]):
 
     def _abandon(self, operation: T) -> bool:
         abandoned: bool = self._purgatory.abandon(operation)
-        if abandoned:
+        if abandoned:  # the optimized operation has told its waiter itself (natively)
             waiter, operation._waiter = operation._waiter, None
             if waiter is not None:
-                waiter._settle(Outcome.ABANDONED)
+                waiter._abandoned()
         return abandoned
 
     def _advance(self) -> None:

@@ -14,13 +14,17 @@ instead of four. Both locks come from ``kpurgatory.sync.new_lock`` so controlled
 tests can instrument them (they rebind ``_FLAGS_LOCK`` before building operations, as
 they do the timer's ``_TIMER_LOCK``).
 
-Extension: a purgatory that accepts the operation registers an expiry hook, so it can
-count the operations whose expiry won (``DelayedOperationPurgatory.num_expired``).
+Extensions: ``run`` counts an expiry that won in the purgatory the operation was
+submitted to (``DelayedOperationPurgatory.num_expired``); an optional *waiter* (slot
+``_waiter``, None unless ``kpurgatory.aio`` sets it) is told once how the operation
+finished, natively, so the awaitable operations of ``kpurgatory.aio`` need no
+Python-level override of ``force_complete``, ``run`` or ``__init__``.
 """
 
 from __future__ import annotations
 
 import abc
+from _thread import get_ident
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -52,6 +56,18 @@ class _Owner(Protocol):
     def _count_expired(self) -> None: ...
 
 
+class _Waiter(Protocol):
+    """Told once how an operation finished (``kpurgatory.aio.Waiter``): by a winning
+    ``force_complete`` (``expired``: the win came from ``run``), by an ``on_complete``
+    that raised, or by an abandon (R40)."""
+
+    def _completed(self, expired: bool) -> None: ...
+
+    def _raised(self, exc: Exception) -> None: ...
+
+    def _abandoned(self) -> None: ...
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation(TimerTask):
     """An operation that completes when its condition holds or its delay runs out.
@@ -73,11 +89,13 @@ class DelayedOperation(TimerTask):
     __slots__ = (
         "_abandoned",
         "_completed",
+        "_expiring",
         "_flags",
         "_lock",
         "_owner",
         "_submitted",
         "_try_complete_pending",
+        "_waiter",
         "_watch_keys",
     )
 
@@ -93,6 +111,8 @@ class DelayedOperation(TimerTask):
         self._abandoned = False
         self._owner: _Owner | None = None
         self._watch_keys: tuple[Any, ...] | None = None
+        self._waiter: _Waiter | None = None
+        self._expiring = 0  # the thread running ``run`` (its id), for the waiter's outcome
 
     @property
     def lock(self) -> AbstractLock:
@@ -130,14 +150,25 @@ class DelayedOperation(TimerTask):
         ``on_complete``. If ``on_complete`` raises, the operation stays completed and the
         exception reaches this method's caller. Every other call returns False.
         Reference equivalent: ``DelayedOperation.force_complete`` (same, with the
-        compare-and-set done under the flag lock).
+        compare-and-set done under the flag lock). Extension: a waiter, if any, is told
+        after ``on_complete`` (the exception it raised, if it did), at most once.
         """
         with self._flags:  # compare-and-set False -> True
             won = not self._completed
             self._completed = True
         if won:
             TimerTask.cancel(self)
-            self.on_complete()
+            waiter = self._waiter
+            if waiter is None:
+                self.on_complete()
+                return True
+            self._waiter = None
+            try:
+                self.on_complete()
+            except Exception as exc:
+                waiter._raised(exc)
+                raise
+            waiter._completed(self._expiring == get_ident())
             return True
         return False
 
@@ -165,6 +196,7 @@ class DelayedOperation(TimerTask):
         ``DelayedOperation.run``.
         """
         with self._lock:
+            self._expiring = get_ident()  # a force_complete won in this thread now expires
             if self.force_complete():
                 owner = self._owner  # read, not a bound-method hook per submission
                 if owner is not None:
@@ -260,7 +292,9 @@ class DelayedOperation(TimerTask):
             self._submitted = False
 
     def _abandon(self) -> bool:
-        """Mark a pending operation finished without completing it (R40); lock held."""
+        """Mark a pending operation finished without completing it (R40); lock held.
+
+        The waiter, if any, is told (after the timer entry is cancelled)."""
         with self._flags:  # compare-and-set False -> True, abandoned written first
             won = not self._completed
             if won:
@@ -268,6 +302,10 @@ class DelayedOperation(TimerTask):
             self._completed = True
         if won:
             TimerTask.cancel(self)
+            waiter = self._waiter
+            if waiter is not None:
+                self._waiter = None
+                waiter._abandoned()
         return won
 
     def __repr__(self) -> str:

@@ -713,8 +713,8 @@ def test_r46_wait_submits_at_the_call_and_its_waiter_is_a_future_and_a_coroutine
             await settle()
             assert "AsyncPurgatory.wait" in repr(task)
             both = asyncio.gather(task, purgatory.wait(op(50, "b", log, clock), ["k"]))
-            assert await both == [Outcome.EXPIRED, Outcome.EXPIRED]
-            assert purgatory.submit is not None and AsyncPurgatory.submit is AsyncPurgatory.wait
+            assert list(await both) == [Outcome.EXPIRED, Outcome.EXPIRED]
+            assert type(purgatory).submit is type(purgatory).wait
 
     run(main(), clock)
     assert [name for kind, name, _ in log if kind == "expire"] == ["b", "a"]
@@ -811,3 +811,32 @@ def _plain_recording(implementation: str) -> type[Any]:
             self.log.append(("expire", self.name, self.clock.now_ms()))
 
     return Plain
+
+
+def test_r46_a_completion_from_another_thread_racing_the_expiry_is_completed(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R46, R17: the expiry's run has begun (on the loop) when another thread's
+    force_complete wins: the outcome is COMPLETED, not EXPIRED, and on_expiration does
+    not run. (The waiter learns which call won from the thread that won it.)"""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    base = recording_operation(implementation)
+
+    class Racing(base):  # type: ignore[misc, valid-type]
+        raced = False
+
+        def force_complete(self) -> bool:
+            if threading.current_thread() is threading.main_thread() and not self.raced:
+                self.raced = True  # inside run, on the loop: another thread wins first
+                racer = threading.Thread(target=lambda: base.force_complete(self))
+                racer.start()
+                racer.join(10)
+            return bool(super().force_complete())
+
+    async def main() -> Outcome:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            return await purgatory.wait(Racing(10, "a", log, clock), ["k"])
+
+    assert run(main(), clock) is Outcome.COMPLETED
+    assert log == [("complete", "a", 10)]
