@@ -55,6 +55,8 @@ class _Owner(Protocol):
 
     def _count_expired(self) -> None: ...
 
+    def _note_completed(self, operation: Any) -> None: ...
+
 
 class _Waiter(Protocol):
     """Told once how an operation finished (``kpurgatory.aio.Waiter``): by a winning
@@ -150,14 +152,19 @@ class DelayedOperation(TimerTask):
         ``on_complete``. If ``on_complete`` raises, the operation stays completed and the
         exception reaches this method's caller. Every other call returns False.
         Reference equivalent: ``DelayedOperation.force_complete`` (same, with the
-        compare-and-set done under the flag lock). Extension: a waiter, if any, is told
-        after ``on_complete`` (the exception it raised, if it did), at most once.
+        compare-and-set done under the flag lock). Once it has won on a watched
+        operation, it records it with its purgatory as a purge candidate (O(1)).
+        Extension: a waiter, if any, is told after ``on_complete`` (the exception it
+        raised, if it did), at most once.
         """
         with self._flags:  # compare-and-set False -> True
             won = not self._completed
             self._completed = True
         if won:
             TimerTask.cancel(self)
+            owner = self._owner
+            if owner is not None and self._watch_keys is not None:
+                owner._note_completed(self)  # maybe still watched: a purge candidate (R30)
             waiter = self._waiter
             if waiter is None:
                 self.on_complete()
