@@ -102,7 +102,8 @@ def _watch_keys(watch_keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
     kind = type(watch_keys)
     if kind is tuple:
         given: tuple[Hashable, ...] = watch_keys  # type: ignore[assignment]  # checked above
-        if len(given) == 1:
+        count = len(given)  # not ``len(given) == 1``: mypy would narrow ``given`` to a
+        if count == 1:  # 1-tuple, which mypyc unboxes and returns as a fresh tuple
             try:
                 hash(given)  # the one key's hash: TypeError if it is unhashable
             except TypeError:
