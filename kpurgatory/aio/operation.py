@@ -1,14 +1,18 @@
-"""Awaitable delayed operations: each implementation's ``DelayedOperation`` plus a waiter.
+"""Awaitable delayed operations (each implementation's ``DelayedOperation``) and ``Waiter``.
 
 ``DelayedOperation`` (on the optimized wheel, the default) and
 ``ReferenceDelayedOperation`` (on the reference implementation) behave exactly as their
-bases (R16-R21) and in addition deliver the operation's ``Outcome`` to the coroutine
-awaiting it in ``AsyncPurgatory.wait`` (R46): ``force_complete`` settles the waiter once
-it has won and ``on_complete`` has returned (``EXPIRED`` when the win came from the
-timer's ``run``, else ``COMPLETED``); an ``on_complete`` that raises hands its exception
-to the waiter as well as to the caller (R48). The waiter is a ``Waiter``, an
-``asyncio.Future`` of the purgatory's loop: settled directly on the loop thread, through
-``call_soon_threadsafe`` from any other thread, and dropped if the loop is closed (R50).
+bases (R16-R21) and in addition deliver the operation's ``Outcome`` to its ``Waiter``,
+the future ``AsyncPurgatory.wait`` returns (R46): once a ``force_complete`` has won and
+``on_complete`` has returned, the waiter resolves to ``EXPIRED`` when the win came from
+the timer's ``run`` (in the thread running it), else ``COMPLETED``; an ``on_complete``
+that raises hands its exception to the waiter as well as to the caller (R48); an
+abandon resolves it to ``ABANDONED`` (R47). The optimized operation does this natively
+(its ``_waiter`` slot), so ``DelayedOperation`` here overrides nothing; the reference
+operation has no such slot, so ``ReferenceDelayedOperation`` overrides
+``force_complete``, ``run`` and ``cancel``. A waiter is settled directly on the loop
+thread, through ``call_soon_threadsafe`` from any other thread, and dropped if the loop
+is closed (R50).
 
 Subclass one of these exactly as you would subclass ``kpurgatory.DelayedOperation``:
 implement ``try_complete``, ``on_complete`` and ``on_expiration``.

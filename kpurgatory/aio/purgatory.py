@@ -118,8 +118,13 @@ class AsyncPurgatory(Generic[T]):
         """The waiters not settled yet, by ``id``: what ``shutdown`` abandons (R49)."""
         self._closed = False
         self._known_types: set[type] = set()
+        """Operation classes checked to be awaitable (``wait``)."""
+        self._known_any_types: set[type] = set()
+        """Operation classes checked for ``try_complete_else_watch`` (any of the wrapped
+        implementation)."""
         self._try_complete_else_watch = self._purgatory.try_complete_else_watch
         self._now_ms = clock.now_ms
+        self._timer: Any = timer
 
     # -- read-only state -------------------------------------------------------------
 
@@ -194,12 +199,14 @@ class AsyncPurgatory(Generic[T]):
             raise
         if not waiter.done():
             self._waiting[id(waiter)] = waiter
-            if self._timer_enabled:  # _arm_for inlined: one call less per wait
-                expiration = self._now_ms() + operation.delay_ms
-                due = expiration - expiration % self._tick_ms
+            if self._timer_enabled:  # _arm_for's first test inlined: a call less per wait
                 armed = self._driver.armed_due
-                if armed is None or due < armed:
-                    self._driver.schedule(due)
+                if armed is None:
+                    self._arm_for(operation)
+                else:
+                    floor = self._timer.current_time + operation.delay_ms
+                    if armed > floor - floor % self._tick_ms:
+                        self._arm_for(operation)
         return waiter
 
     submit = wait
@@ -217,7 +224,12 @@ class AsyncPurgatory(Generic[T]):
         purgatory's ``shutdown`` does (R32): nobody awaits it. Same errors as ``wait``.
         Cost: the wrapped call plus the driver check (one clock reading).
         """
-        self._check_call(operation, any_operation=True)
+        if (
+            type(operation) not in self._known_any_types
+            or _get_running_loop() is not self._loop
+            or self._closed
+        ):  # the checks of _check_call, skipped on the common path (a known class, here)
+            self._check_call(operation, any_operation=True)
         if getattr(operation, "_waiter", None) is not None:
             raise ValueError(f"operation {operation!r} is already awaited")
         completed: bool = self._try_complete_else_watch(operation, watch_keys)
@@ -289,17 +301,17 @@ class AsyncPurgatory(Generic[T]):
         here) or, before the loop runs, from a thread with no running loop (R50).
         """
         cls = type(operation)
-        if cls not in self._known_types:  # one set lookup instead of an ABC isinstance
+        if cls not in (self._known_any_types if any_operation else self._known_types):
+            # one set lookup instead of an ABC isinstance
             allowed = self._base_type if any_operation else self._operation_type
             if not isinstance(operation, allowed):
                 raise TypeError(
                     f"operation must be a kpurgatory.aio.{self._operation_type.__name__}, "
                     f"not {cls.__name__}"
                 )
-            if len(self._known_types) < _KNOWN_TYPES_LIMIT and (
-                any_operation is False or isinstance(operation, self._operation_type)
-            ):
-                self._known_types.add(cls)
+            known = self._known_any_types if any_operation else self._known_types
+            if len(known) < _KNOWN_TYPES_LIMIT:
+                known.add(cls)
         loop = self._loop
         running = _get_running_loop()
         if running is not loop and (running is not None or loop.is_running()):
@@ -309,10 +321,19 @@ class AsyncPurgatory(Generic[T]):
         return loop
 
     def _arm_for(self, operation: Any) -> None:
-        """Make sure the driver wakes by ``operation``'s due time (R45)."""
-        expiration = self._now_ms() + operation.delay_ms
-        due = expiration - expiration % self._tick_ms
+        """Make sure the driver wakes by ``operation``'s due time (R45).
+
+        Its due time is at least that of a delay counted from the timer's current time
+        (R2: never ahead of the clock), so a driver armed no later than that needs no
+        clock reading."""
+        delay: int = operation.delay_ms
         armed = self._driver.armed_due
+        if armed is not None:
+            floor = self._timer.current_time + delay
+            if armed <= floor - floor % self._tick_ms:
+                return
+        expiration = self._now_ms() + delay
+        due = expiration - expiration % self._tick_ms
         if armed is None or due < armed:
             self._driver.schedule(due)
 
