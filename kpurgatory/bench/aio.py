@@ -321,7 +321,8 @@ async def _loop_point(
         now = _now_ms()
         slept = False
         while True:
-            _complete_due(pending, now)
+            if pending and pending[0][0] <= now:  # _complete_due's test: a call less
+                _complete_due(pending, now)
             if arrival <= now:
                 break
             wake = min(arrival, pending[0][0]) if pending else arrival
