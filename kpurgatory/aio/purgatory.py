@@ -4,9 +4,11 @@ Wraps a ``DelayedOperationPurgatory`` of either implementation (default: optimiz
 whose timer runs due tasks inline on the loop (``LoopExecutor``) and has no reaper; a
 ``LoopTimerDriver`` advances that timer on the loop with one ``call_at`` (R45). An
 operation is awaited with ``wait``: it is submitted exactly as by
-``try_complete_else_watch`` (R22) and the coroutine resumes with its ``Outcome`` (R46).
-Cancelling the awaiting task abandons the operation (R47). ``check_and_complete`` and
-``force_complete`` called from loop code complete waiters on the loop thread.
+``try_complete_else_watch`` (R22), at the call, and the ``Waiter`` returned resolves to
+its ``Outcome`` (R46). Cancelling the awaiting task (or the waiter) abandons the
+operation (R47). ``check_and_complete`` and ``force_complete`` called from loop code
+complete waiters on the loop thread. ``try_complete_else_watch`` submits without a
+waiter (Kafka's own call, on the loop).
 
 Everything runs on the loop thread: ``try_complete``, ``on_complete`` and
 ``on_expiration`` too, so they must not block (R50). The purgatory's own counters
@@ -16,7 +18,7 @@ Everything runs on the loop thread: ``try_complete``, ``on_complete`` and
 from __future__ import annotations
 
 import asyncio
-import functools
+from asyncio import _get_running_loop
 from collections.abc import Hashable, Iterable
 from typing import Any, Generic, Literal, TypeVar
 
@@ -24,8 +26,7 @@ from kpurgatory import optimized, reference
 from kpurgatory._checks import require_str
 from kpurgatory.aio.driver import LoopTimerDriver
 from kpurgatory.aio.executor import LoopExecutor
-from kpurgatory.aio.operation import DelayedOperation, ReferenceDelayedOperation, Waiter, settle
-from kpurgatory.aio.outcome import Outcome
+from kpurgatory.aio.operation import DelayedOperation, ReferenceDelayedOperation, Waiter
 from kpurgatory.aio.virtual import VirtualTimeLoop
 from kpurgatory.clock import ManualClock, MonotonicClock
 from kpurgatory.spec.protocols import Clock
@@ -105,6 +106,7 @@ class AsyncPurgatory(Generic[T]):
             timer_enabled=timer_enabled,
         )
         self._operation_type = _OPERATION_TYPES[implementation]
+        self._base_type: type[Any] = impl.DelayedOperation
         self._implementation: PurgatoryImplementation = implementation
         self._loop = loop
         self._clock = clock
@@ -112,11 +114,17 @@ class AsyncPurgatory(Generic[T]):
         self._timer_enabled = timer_enabled
         direct = virtual or isinstance(clock, MonotonicClock)
         self._driver = LoopTimerDriver(loop, timer, clock, self._advance, direct=direct)
-        self._waiting: dict[int, T] = {}
+        self._waiting: dict[int, Waiter] = {}
+        """The waiters not settled yet, by ``id``: what ``shutdown`` abandons (R49)."""
         self._closed = False
         self._known_types: set[type] = set()
+        """Operation classes checked to be awaitable (``wait``)."""
+        self._known_any_types: set[type] = set()
+        """Operation classes checked for ``try_complete_else_watch`` (any of the wrapped
+        implementation)."""
         self._try_complete_else_watch = self._purgatory.try_complete_else_watch
         self._now_ms = clock.now_ms
+        self._timer: Any = timer
 
     # -- read-only state -------------------------------------------------------------
 
@@ -147,7 +155,7 @@ class AsyncPurgatory(Generic[T]):
 
     @property
     def waiting(self) -> int:
-        """Operations awaited in ``wait`` right now."""
+        """Operations submitted with ``wait`` (or ``submit``) whose waiter is not settled."""
         return len(self._waiting)
 
     @property
@@ -157,42 +165,77 @@ class AsyncPurgatory(Generic[T]):
 
     # -- operations ------------------------------------------------------------------
 
-    async def wait(self, operation: T, watch_keys: Iterable[Hashable]) -> Outcome:
-        """Submit ``operation`` on ``watch_keys`` and wait until it finishes (R46).
+    def wait(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
+        """Submit ``operation`` on ``watch_keys``; return its ``Waiter`` to await (R46).
 
-        The submission is ``try_complete_else_watch`` (R22); the result says how the
-        operation finished: ``COMPLETED``, ``EXPIRED`` or ``ABANDONED`` (by ``abandon``
-        or ``shutdown``). If the awaiting task is cancelled first, the operation is
-        abandoned and the ``CancelledError`` propagates (R47). If ``on_complete``
-        raises, so does this (R48). Raises as ``try_complete_else_watch`` on bad
-        arguments (R34-R36, leaving no trace), ``RuntimeError`` after ``shutdown`` or
-        off the purgatory's loop.
+        ``outcome = await purgatory.wait(op, keys)``. The submission is
+        ``try_complete_else_watch`` (R22), made at this call; the waiter resolves to how
+        the operation finished: ``COMPLETED``, ``EXPIRED`` or ``ABANDONED`` (by
+        ``abandon`` or ``shutdown``). Not a coroutine function, so no coroutine frame
+        per call: the ``Waiter`` is an ``asyncio.Future`` that is also a coroutine, so
+        ``create_task``, ``TaskGroup.create_task``, ``wait_for`` and ``gather`` take it
+        as they would a coroutine. If the task awaiting it is cancelled first (or the
+        waiter itself), the operation is abandoned and the ``CancelledError``
+        propagates (R47). If ``on_complete`` raises, so does the waiter (R48), and this
+        call itself when the operation completes at once. Raises as
+        ``try_complete_else_watch`` on bad arguments (R34-R36, leaving no trace),
+        ``ValueError`` if the operation is already awaited, ``RuntimeError`` after
+        ``shutdown``, on another loop, or from another thread while the purgatory's
+        loop runs (R50). Cost over ``try_complete_else_watch``: the waiter, a dict
+        entry until it is settled, and at most one ``call_at``.
         """
-        waiter = self._submit(operation, watch_keys)
-        if waiter.done():
-            return waiter.result()
-        key = id(operation)
-        self._waiting[key] = operation
+        waiter = Waiter(loop=self._check_call(operation))
+        if operation._waiter is not None:
+            raise ValueError(f"operation {operation!r} is already awaited")
+        waiter._operation = operation
+        waiter._registry = self
+        operation._waiter = waiter
         try:
-            return await waiter
-        except asyncio.CancelledError:
-            self._abandon(operation)  # False if it finished before the cancellation landed
+            self._try_complete_else_watch(operation, watch_keys)
+        except BaseException:
+            operation._waiter = None
+            if waiter.done() and not waiter.cancelled():
+                waiter.exception()  # on_complete raised: the caller gets it from here (R48)
             raise
-        finally:
-            del self._waiting[key]
-
-    def submit(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
-        """Submit as ``wait`` does, without awaiting: a future of the ``Outcome`` (R46).
-
-        For code that does not want a task per operation (a generator submitting many).
-        Cancelling the returned future abandons the operation (R47). Same errors as
-        ``wait``. Cost over ``try_complete_else_watch``: a future, a done-callback and
-        at most one ``call_at``.
-        """
-        waiter = self._submit(operation, watch_keys)
         if not waiter.done():
-            waiter.add_done_callback(functools.partial(self._abandon_cancelled, operation))
+            self._waiting[id(waiter)] = waiter
+            if self._timer_enabled:  # _arm_for's first test inlined: a call less per wait
+                armed = self._driver.armed_due
+                if armed is None:
+                    self._arm_for(operation)
+                else:
+                    floor = self._timer.current_time + operation.delay_ms
+                    if armed > floor - floor % self._tick_ms:
+                        self._arm_for(operation)
         return waiter
+
+    submit = wait
+    """``wait`` under the name of code that submits many operations without awaiting
+    each (R46): the same ``Waiter``; cancelling it abandons the operation (R47)."""
+
+    def try_complete_else_watch(self, operation: Any, watch_keys: Iterable[Hashable]) -> bool:
+        """``try_complete_else_watch`` of the wrapped purgatory (R22, R23), on the loop.
+
+        Kafka's own call: no waiter, the outcome is whatever ``on_complete`` and
+        ``on_expiration`` do; the driver is armed for the operation's due time (R45).
+        ``operation`` may be any operation of the wrapped implementation (the aio
+        ``DelayedOperation`` included; one that is awaited elsewhere is refused with
+        ``ValueError``). ``shutdown`` leaves such an operation as the wrapped
+        purgatory's ``shutdown`` does (R32): nobody awaits it. Same errors as ``wait``.
+        Cost: the wrapped call plus the driver check (one clock reading).
+        """
+        if (
+            type(operation) not in self._known_any_types
+            or _get_running_loop() is not self._loop
+            or self._closed
+        ):  # the checks of _check_call, skipped on the common path (a known class, here)
+            self._check_call(operation, any_operation=True)
+        if getattr(operation, "_waiter", None) is not None:
+            raise ValueError(f"operation {operation!r} is already awaited")
+        completed: bool = self._try_complete_else_watch(operation, watch_keys)
+        if not completed and self._timer_enabled:  # armed for nothing at worst: harmless
+            self._arm_for(operation)
+        return completed
 
     def check_and_complete(self, key: Hashable) -> int:
         """``check_and_complete`` (R25): completes (and wakes) every ready waiter on ``key``."""
@@ -220,16 +263,18 @@ class AsyncPurgatory(Generic[T]):
         """Stop the driver, abandon every awaited operation, shut the purgatory down (R49).
 
         Idempotent, and callable from any callback running on the loop. Each awaited
-        operation still pending is abandoned and its ``wait`` returns ``ABANDONED``;
-        pending operations nobody awaits are left as ``DelayedOperationPurgatory.shutdown``
-        leaves them (R32). Later ``wait`` calls raise ``RuntimeError``.
+        operation still pending (submitted with ``wait`` or ``submit``, its waiter not
+        settled) is abandoned and its waiter resolves to ``ABANDONED``; pending
+        operations nobody awaits (``try_complete_else_watch``) are left as
+        ``DelayedOperationPurgatory.shutdown`` leaves them (R32). Later calls raise
+        ``RuntimeError``.
         """
         if self._closed:
             return
         self._closed = True
         self._driver.stop()
-        for operation in list(self._waiting.values()):
-            self._abandon(operation)
+        for waiter in list(self._waiting.values()):
+            self._abandon(waiter._operation)
         self._purgatory.shutdown()
 
     async def __aenter__(self) -> AsyncPurgatory[T]:
@@ -246,50 +291,58 @@ class AsyncPurgatory(Generic[T]):
 
     # -- internals -------------------------------------------------------------------
 
-    def _submit(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
-        """Submit with a fresh waiter attached; arm the driver for its due time."""
+    def _check_call(
+        self, operation: Any, *, any_operation: bool = False
+    ) -> asyncio.AbstractEventLoop:
+        """Refuse a call with the wrong operation type, off the loop, or after shutdown.
+
+        Returns the loop. ``any_operation``: also accept an operation of the wrapped
+        implementation that is not awaitable. The call must come from the loop (running
+        here) or, before the loop runs, from a thread with no running loop (R50).
+        """
         cls = type(operation)
-        if cls not in self._known_types:  # one set lookup instead of an ABC isinstance
-            if not isinstance(operation, self._operation_type):
+        if cls not in (self._known_any_types if any_operation else self._known_types):
+            # one set lookup instead of an ABC isinstance
+            allowed = self._base_type if any_operation else self._operation_type
+            if not isinstance(operation, allowed):
                 raise TypeError(
                     f"operation must be a kpurgatory.aio.{self._operation_type.__name__}, "
                     f"not {cls.__name__}"
                 )
-            if len(self._known_types) < _KNOWN_TYPES_LIMIT:
-                self._known_types.add(cls)
+            known = self._known_any_types if any_operation else self._known_types
+            if len(known) < _KNOWN_TYPES_LIMIT:
+                known.add(cls)
         loop = self._loop
-        if asyncio._get_running_loop() is not loop:
-            raise RuntimeError("AsyncPurgatory.wait must be awaited on the purgatory's loop")
+        running = _get_running_loop()
+        if running is not loop and (running is not None or loop.is_running()):
+            raise RuntimeError("AsyncPurgatory.wait must be called on the purgatory's loop")
         if self._closed:
             raise RuntimeError(f"purgatory {self._purgatory.purgatory_name!r} is shut down")
-        if operation._waiter is not None:
-            raise ValueError(f"operation {operation!r} is already awaited")
-        waiter: Waiter = loop.create_future()
-        operation._waiter = waiter
-        try:
-            self._try_complete_else_watch(operation, watch_keys)
-        except BaseException:
-            operation._waiter = None
-            if waiter.done() and not waiter.cancelled():
-                waiter.exception()  # on_complete raised: the caller gets it from here (R48)
-            raise
-        if not waiter.done() and self._timer_enabled:
-            expiration = self._now_ms() + operation.delay_ms
-            due = expiration - expiration % self._tick_ms
-            armed = self._driver.armed_due
-            if armed is None or due < armed:
-                self._driver.schedule(due)
-        return waiter
+        return loop
 
-    def _abandon_cancelled(self, operation: T, waiter: Waiter) -> None:
-        if waiter.cancelled():
-            self._abandon(operation)
+    def _arm_for(self, operation: Any) -> None:
+        """Make sure the driver wakes by ``operation``'s due time (R45).
+
+        Its due time is at least that of a delay counted from the timer's current time
+        (R2: never ahead of the clock), so a driver armed no later than that needs no
+        clock reading."""
+        delay: int = operation.delay_ms
+        armed = self._driver.armed_due
+        if armed is not None:
+            floor = self._timer.current_time + delay
+            if armed <= floor - floor % self._tick_ms:
+                return
+        expiration = self._now_ms() + delay
+        due = expiration - expiration % self._tick_ms
+        if armed is None or due < armed:
+            self._driver.schedule(due)
 
     def _abandon(self, operation: T) -> bool:
         abandoned: bool = self._purgatory.abandon(operation)
-        if abandoned:
+        if abandoned:  # the optimized operation has told its waiter itself (natively)
             waiter, operation._waiter = operation._waiter, None
-            settle(waiter, Outcome.ABANDONED)
+            if waiter is not None:
+                waiter._abandoned()
         return abandoned
 
     def _advance(self) -> None:

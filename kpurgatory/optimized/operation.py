@@ -5,18 +5,26 @@ Behaviour is that of ``kpurgatory.reference.operation`` (R16-R21: CAS completed 
 completed operation as in Kafka 4.0, the 1.1-2.6 ``maybe_try_complete`` loop); the
 difference is the base class, the optimized ``TimerTask``, so ``force_complete``'s
 ``cancel`` is an O(1) unlink from a wheel bucket, and the three flags (completed,
-try-complete pending, submitted) are plain booleans guarded by one per-operation flag
-lock (reference: three ``AtomicFlag`` objects, each with its own lock), which saves
-three allocations per operation. Both locks come from ``kpurgatory.sync.new_lock`` so
-controlled-schedule tests can instrument them.
+try-complete pending, submitted) are plain booleans guarded by one flag lock
+(reference: three ``AtomicFlag`` objects, each with its own lock). The flag lock is
+process-wide, ``_FLAGS_LOCK``, shared by every optimized operation: it is held only
+around a flag's test-and-write, which calls nothing and takes no other lock, so sharing
+it cannot deadlock, and an operation costs one lock allocation (its own ``lock``)
+instead of four. Both locks come from ``kpurgatory.sync.new_lock`` so controlled-schedule
+tests can instrument them (they rebind ``_FLAGS_LOCK`` before building operations, as
+they do the timer's ``_TIMER_LOCK``).
 
-Extension: a purgatory that accepts the operation registers an expiry hook, so it can
-count the operations whose expiry won (``DelayedOperationPurgatory.num_expired``).
+Extensions: ``run`` counts an expiry that won in the purgatory the operation was
+submitted to (``DelayedOperationPurgatory.num_expired``); an optional *waiter* (slot
+``_waiter``, None unless ``kpurgatory.aio`` sets it) is told once how the operation
+finished, natively, so the awaitable operations of ``kpurgatory.aio`` need no
+Python-level override of ``force_complete``, ``run`` or ``__init__``.
 """
 
 from __future__ import annotations
 
 import abc
+from _thread import get_ident
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -29,11 +37,37 @@ from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
 
+_FLAGS_LOCK: AbstractLock = sync.new_lock()
+"""Guards the flags of every optimized operation (``_completed``,
+``_try_complete_pending``, ``_submitted``, ``_abandoned``): each operation's ``_flags``
+is this lock, read at construction (tests rebind it to an instrumented lock first).
+
+Shared rather than per operation: a fresh ``RLock`` per operation was one of the two
+lock allocations of every operation (each also a garbage-collector-tracked object);
+the critical sections are a test-and-write of booleans, so threads contend for a few
+bytecodes at most."""
+
 
 class _Owner(Protocol):
     """The purgatory an operation was submitted to (what ``cancel`` delegates to)."""
 
     def abandon(self, operation: Any) -> bool: ...
+
+    def _count_expired(self) -> None: ...
+
+    def _note_completed(self, operation: Any) -> None: ...
+
+
+class _Waiter(Protocol):
+    """Told once how an operation finished (``kpurgatory.aio.Waiter``): by a winning
+    ``force_complete`` (``expired``: the win came from ``run``), by an ``on_complete``
+    that raised, or by an abandon (R40)."""
+
+    def _completed(self, expired: bool) -> None: ...
+
+    def _raised(self, exc: Exception) -> None: ...
+
+    def _abandoned(self) -> None: ...
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -47,21 +81,23 @@ class DelayedOperation(TimerTask):
     ``try_complete``; by default each operation gets its own re-entrant lock, and
     several operations may share one (Kafka's ``lockOpt``).
 
-    The flags ``_completed``, ``_try_complete_pending`` and ``_submitted`` are plain
-    booleans: read without a lock (a Python attribute read is atomic, like Java's
-    volatile read), written only while holding ``_flags``, so each compare-and-set or
-    get-and-set is one ``with self._flags:`` test-and-write (R16, R20, R34).
+    The flags ``_completed``, ``_try_complete_pending``, ``_submitted`` and
+    ``_abandoned`` are plain booleans: read without a lock (a Python attribute read is
+    atomic, like Java's volatile read), written only while holding ``_flags`` (the
+    process-wide ``_FLAGS_LOCK``), so each compare-and-set or get-and-set is one
+    ``with self._flags:`` test-and-write (R16, R20, R34).
     """
 
     __slots__ = (
         "_abandoned",
         "_completed",
+        "_expiring",
         "_flags",
         "_lock",
-        "_on_expired",
         "_owner",
         "_submitted",
         "_try_complete_pending",
+        "_waiter",
         "_watch_keys",
     )
 
@@ -70,14 +106,15 @@ class DelayedOperation(TimerTask):
         if lock is not None and not isinstance(lock, AbstractLock):
             raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")
         self._lock: AbstractLock = sync.new_lock() if lock is None else lock
-        self._flags: AbstractLock = sync.new_lock()
+        self._flags: AbstractLock = _FLAGS_LOCK  # shared: no allocation per operation
         self._completed = False
         self._try_complete_pending = False
         self._submitted = False
         self._abandoned = False
         self._owner: _Owner | None = None
-        self._watch_keys: list[Any] | None = None
-        self._on_expired: Callable[[], None] | None = None
+        self._watch_keys: tuple[Any, ...] | None = None
+        self._waiter: _Waiter | None = None
+        self._expiring = 0  # the thread running ``run`` (its id), for the waiter's outcome
 
     @property
     def lock(self) -> AbstractLock:
@@ -115,14 +152,30 @@ class DelayedOperation(TimerTask):
         ``on_complete``. If ``on_complete`` raises, the operation stays completed and the
         exception reaches this method's caller. Every other call returns False.
         Reference equivalent: ``DelayedOperation.force_complete`` (same, with the
-        compare-and-set done under the flag lock).
+        compare-and-set done under the flag lock). Once it has won on a watched
+        operation, it records it with its purgatory as a purge candidate (O(1)).
+        Extension: a waiter, if any, is told after ``on_complete`` (the exception it
+        raised, if it did), at most once.
         """
         with self._flags:  # compare-and-set False -> True
             won = not self._completed
             self._completed = True
         if won:
             TimerTask.cancel(self)
-            self.on_complete()
+            owner = self._owner
+            if owner is not None and self._watch_keys is not None:
+                owner._note_completed(self)  # maybe still watched: a purge candidate (R30)
+            waiter = self._waiter
+            if waiter is None:
+                self.on_complete()
+                return True
+            self._waiter = None
+            try:
+                self.on_complete()
+            except Exception as exc:
+                waiter._raised(exc)
+                raise
+            waiter._completed(self._expiring == get_ident())
             return True
         return False
 
@@ -145,14 +198,16 @@ class DelayedOperation(TimerTask):
         """Expire the operation (the timer's callback, R17).
 
         Holding the lock (Kafka 4.1, KAFKA-19312), ``force_complete``; if that won,
-        notify the purgatory's expiry counter, then ``on_expiration``. O(1) plus the
-        callbacks. Reference equivalent: ``DelayedOperation.run``.
+        count the expiry in the purgatory it was submitted to (``num_expired``), then
+        ``on_expiration``. O(1) plus the callbacks. Reference equivalent:
+        ``DelayedOperation.run``.
         """
         with self._lock:
+            self._expiring = get_ident()  # a force_complete won in this thread now expires
             if self.force_complete():
-                hook = self._on_expired
-                if hook is not None:
-                    hook()
+                owner = self._owner  # read, not a bound-method hook per submission
+                if owner is not None:
+                    owner._count_expired()
                 self.on_expiration()
 
     def safe_try_complete(self) -> bool:
@@ -240,12 +295,13 @@ class DelayedOperation(TimerTask):
         """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
         self._owner = None
         self._watch_keys = None
-        self._on_expired = None
         with self._flags:
             self._submitted = False
 
     def _abandon(self) -> bool:
-        """Mark a pending operation finished without completing it (R40); lock held."""
+        """Mark a pending operation finished without completing it (R40); lock held.
+
+        The waiter, if any, is told (after the timer entry is cancelled)."""
         with self._flags:  # compare-and-set False -> True, abandoned written first
             won = not self._completed
             if won:
@@ -253,6 +309,10 @@ class DelayedOperation(TimerTask):
             self._completed = True
         if won:
             TimerTask.cancel(self)
+            waiter = self._waiter
+            if waiter is not None:
+                self._waiter = None
+                waiter._abandoned()
         return won
 
     def __repr__(self) -> str:

@@ -13,6 +13,23 @@ task and timer locks (R21, R37). A shard lock is never held while ``try_complete
 runs or while the timer is called. Counters (estimate, completed, expired, purged)
 share one small lock, never held together with a shard lock.
 
+Purge candidates (R30 without a scan): a purge must unlink every completed operation
+from every watcher list. Kafka (and the reference) scan every list for that, which
+costs O(watched) per purge: with 20,000 operations pending on 3 keys and a purge per
+1,000 completions, 60 list entries per completion. Here each operation that completes
+while it may be watched (its ``force_complete`` wins after its keys were set, or the
+submission finds it completed after watching) is recorded in ``_candidates`` (``id ->
+op``), and a purge unlinks just those from their keys: O(keys) per completion. A
+one-key operation unlinked by ``check_and_complete`` (or ``abandon``) leaves the
+candidates at once, so they retain no operation the scan would have freed; what they
+may retain longer than the lists would is a multi-key operation whose every key has
+already unlinked it: at most ``_candidates_limit`` operations (``2 * purge_interval +
+1024``), beyond which the candidates are dropped and the next purge scans every list
+as before (``_scan_all``). The candidates are written with single dict operations (each
+atomic under the GIL, so no lock: a completion may race a purge, and then the next
+purge unlinks it, as a scan that had passed its list would); ``_check`` asserts that
+every completed operation still watched is a candidate unless ``_scan_all`` is set.
+
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
 """
@@ -69,24 +86,39 @@ _RESEQUENCEABLE = (list, tuple, set, frozenset)
 """``watch_keys`` types that can be iterated again after a failed fast pass."""
 
 
-def _watch_keys(watch_keys: Iterable[Hashable]) -> list[Hashable]:
-    """The distinct keys of ``watch_keys`` in first-occurrence order, validated.
+def _watch_keys(watch_keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
+    """The distinct keys of ``watch_keys`` in first-occurrence order, validated, as a tuple.
 
-    Same result and errors as ``kpurgatory._checks.watch_key_list`` (what the reference
-    uses), cheaper on the common case: for a list, tuple or set, one ``dict.fromkeys``
-    call hashes and dedups every key in C; only if that fails (an unhashable key) or finds
-    no key does the slow path run again on the same collection to raise the exact
-    message. Any other iterable (a lone ``str``/``bytes`` included, or a one-shot
-    iterator that cannot be read twice) takes the slow path directly. Cost: O(keys).
+    Same keys and errors as ``kpurgatory._checks.watch_key_list`` (what the reference
+    uses; it returns a list), cheaper on the common case: for a list, tuple or set, one
+    ``dict.fromkeys`` call hashes and dedups every key in C; only if that fails (an
+    unhashable key) or finds no key does the slow path run again on the same collection
+    to raise the exact message. A ``tuple`` of distinct keys is returned as it is (the
+    operation keeps it for ``abandon``: no copy, no list per operation), a one-key tuple
+    after hashing it. Any other iterable (a lone ``str``/``bytes`` included, or a
+    one-shot iterator that cannot be read twice) takes the slow path directly. Cost:
+    O(keys).
     """
-    if type(watch_keys) in _RESEQUENCEABLE:
+    kind = type(watch_keys)
+    if kind is tuple:
+        given: tuple[Hashable, ...] = watch_keys  # type: ignore[assignment]  # checked above
+        count = len(given)  # not ``len(given) == 1``: mypy would narrow ``given`` to a
+        if count == 1:  # 1-tuple, which mypyc unboxes and returns as a fresh tuple
+            try:
+                hash(given)  # the one key's hash: TypeError if it is unhashable
+            except TypeError:
+                return tuple(watch_key_list(given))
+            return given
+    if kind in _RESEQUENCEABLE:
         try:
-            keys = list(dict.fromkeys(watch_keys))
+            distinct = dict.fromkeys(watch_keys)
         except TypeError:
-            return watch_key_list(watch_keys)
-        if keys:
-            return keys
-    return watch_key_list(watch_keys)
+            return tuple(watch_key_list(watch_keys))
+        if distinct:
+            if kind is tuple and len(distinct) == len(given):
+                return given
+            return tuple(distinct)
+    return tuple(watch_key_list(watch_keys))
 
 
 def _shard_index(key: Hashable, shards: int) -> int:
@@ -184,6 +216,9 @@ class DelayedOperationPurgatory(Generic[T]):
         self._num_purged = 0
         self._num_completed = 0
         self._num_expired = 0
+        self._candidates: dict[int, T] = {}
+        self._candidates_limit = 2 * self._purge_interval + 1024
+        self._scan_all = False
         self._shutdown_lock = sync.new_lock()
         self._shutdown_finished = sync.new_condition(self._shutdown_lock)
         self._is_shut_down = False
@@ -304,7 +339,7 @@ class DelayedOperationPurgatory(Generic[T]):
             return True
         return False
 
-    def _submit(self, operation: T, keys: list[Hashable]) -> bool:
+    def _submit(self, operation: T, keys: tuple[Hashable, ...]) -> bool:
         """R22 under the operation's lock, rolled back if it raises (R38); then R41's retry.
 
         Reference equivalent: ``DelayedOperationPurgatory._submit`` (same sequence)."""
@@ -317,7 +352,6 @@ class DelayedOperationPurgatory(Generic[T]):
             try:
                 if operation._abandoned:  # abandoned between the claim and the lock (R40)
                     return False
-                operation._on_expired = self._count_expired
                 if operation._try_complete_pending:  # clear (R41); False: no lock round trip
                     with operation._flags:
                         operation._try_complete_pending = False
@@ -335,6 +369,8 @@ class DelayedOperationPurgatory(Generic[T]):
                         watchers.ops[op_id] = operation
                         shard.count += 1
                     watched += 1
+                if watched and operation._completed:  # completed meanwhile by a lock-free
+                    self._note_completed(operation)  # caller: maybe before its last watch
                 with self._counters_lock:
                     self._estimated_total_operations += 1
                 counted = True
@@ -513,7 +549,9 @@ class DelayedOperationPurgatory(Generic[T]):
 
         Every key lies in the shard its hash selects, is mapped to a list for that key,
         no mapped list is empty, each list's dict keys are the ids of its operations,
-        each shard's count equals its watched pairs, and the counters are non-negative.
+        each shard's count equals its watched pairs, every completed operation still
+        watched is a purge candidate (unless the next purge scans everything), and the
+        counters are non-negative.
         """
         for index, shard in enumerate(self._shards):
             with shard.lock:
@@ -528,6 +566,15 @@ class DelayedOperationPurgatory(Generic[T]):
                     for op_id, operation in watchers.ops.items():
                         if op_id != id(operation):
                             raise AssertionError(f"{operation!r} is filed under a wrong id")
+                        if (
+                            operation._completed
+                            and not operation._abandoned
+                            and not self._scan_all
+                            and op_id not in self._candidates
+                        ):
+                            raise AssertionError(
+                                f"completed {operation!r} is watched but not a purge candidate"
+                            )
                     pairs += len(watchers.ops)
                 if pairs != shard.count:
                     raise AssertionError(f"shard {index} counts {shard.count}, holds {pairs}")
@@ -539,10 +586,11 @@ class DelayedOperationPurgatory(Generic[T]):
     # -- internals -------------------------------------------------------------------
 
     def _count_expired(self) -> None:
+        """One more expiry won by an operation submitted here (its ``run`` calls this)."""
         with self._counters_lock:
             self._num_expired += 1
 
-    def _unwatch_keys(self, operation: T, keys: list[Hashable]) -> None:
+    def _unwatch_keys(self, operation: T, keys: tuple[Hashable, ...]) -> None:
         """Unlink ``operation`` from the watcher list of each key in ``keys`` (if there)."""
         for key in keys:
             shard = self._shards[abs(hash(key)) % self._num_shards]
@@ -552,12 +600,28 @@ class DelayedOperationPurgatory(Generic[T]):
                 self._unwatch(shard, watchers, operation)
 
     def _unwatch(self, shard: _Shard[T], watchers: WatcherList[T], operation: T) -> None:
-        """Unlink ``operation`` from ``watchers``; drop the list if empty and still mapped."""
+        """Unlink ``operation`` from ``watchers``; drop the list if empty and still mapped.
+
+        A completed one-key operation is then watched nowhere: it leaves the purge
+        candidates too (they must not keep it alive)."""
+        op_id = id(operation)
         with shard.lock:
-            if watchers.ops.pop(id(operation), None) is not None:
+            if watchers.ops.pop(op_id, None) is not None:
                 shard.count -= 1
             if not watchers.ops and shard.watchers.get(watchers.key) is watchers:
                 del shard.watchers[watchers.key]
+        keys = operation._watch_keys
+        if operation._completed and keys is not None and len(keys) == 1:
+            self._candidates.pop(op_id, None)
+
+    def _note_completed(self, operation: T) -> None:
+        """Record a completed operation that may still be watched (its ``force_complete``
+        calls this): a purge candidate. Over the limit, drop them all and scan next time."""
+        candidates = self._candidates
+        candidates[id(operation)] = operation
+        if len(candidates) > self._candidates_limit:
+            self._scan_all = True  # set before clearing: no candidate is lost unscanned
+            candidates.clear()
 
     def _purge_if_due(self) -> None:
         with self._counters_lock:
@@ -565,6 +629,56 @@ class DelayedOperationPurgatory(Generic[T]):
             if self._estimated_total_operations - delayed <= self._purge_interval:
                 return
             self._estimated_total_operations = delayed
+        purged = self._purge_scan() if self._scan_all else self._purge_candidates()
+        if purged:
+            with self._counters_lock:
+                self._num_purged += purged
+            logger.debug("purgatory %r purged %d completed operations", self._name, purged)
+
+    def _purge_candidates(self) -> int:
+        """Unlink each purge candidate from the lists of its keys; return the pairs unlinked.
+
+        Works on a copy (one C call): a candidate recorded meanwhile stays for the next
+        purge. The candidates' ids are grouped by key first, so each key's shard lock is
+        taken once per purge (operations share keys: Kafka's requests on a few
+        partitions). O(keys) per candidate."""
+        candidates = self._candidates
+        taken = candidates.copy()  # keeps the operations alive: their ids stay theirs
+        by_key: dict[Hashable, list[int]] = {}
+        for op_id, operation in taken.items():
+            candidates.pop(op_id, None)
+            keys = operation._watch_keys
+            if keys is not None:
+                for key in keys:
+                    ids = by_key.get(key)
+                    if ids is None:
+                        by_key[key] = [op_id]
+                    else:
+                        ids.append(op_id)
+        shards = self._shards
+        num_shards = self._num_shards
+        purged = 0
+        for key, ids in by_key.items():
+            shard = shards[abs(hash(key)) % num_shards]
+            with shard.lock:
+                watchers = shard.watchers.get(key)
+                if watchers is not None:
+                    ops = watchers.ops
+                    unlinked = 0
+                    for op_id in ids:
+                        if ops.pop(op_id, None) is not None:
+                            unlinked += 1
+                    purged += unlinked
+                    shard.count -= unlinked
+                    if not ops:
+                        del shard.watchers[key]
+        return purged
+
+    def _purge_scan(self) -> int:
+        """Unlink every completed operation from every list (Kafka's scan, after the
+        candidates overflowed); return the pairs unlinked. O(watched)."""
+        self._scan_all = False  # cleared first: an overflow meanwhile asks for another scan
+        self._candidates.clear()
         purged = 0
         for shard in self._shards:
             with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it
@@ -578,10 +692,7 @@ class DelayedOperationPurgatory(Generic[T]):
                         shard.count -= len(done)
                         if not ops:
                             del shard.watchers[key]
-        if purged:
-            with self._counters_lock:
-                self._num_purged += purged
-            logger.debug("purgatory %r purged %d completed operations", self._name, purged)
+        return purged
 
     def _reap(self) -> None:
         while not self._stop_reaper.is_set():

@@ -665,3 +665,178 @@ def test_r46_r47_submit_returns_a_future_whose_cancel_abandons(
 
     run(main(), clock)
     assert ("complete", "d", 0) not in log and ("expire", "d", 30) not in log
+
+
+# ---- the Waiter: a future that is also a coroutine (R46, R47) --------------------------------
+
+
+def test_r47_task_cancel_abandons_before_the_task_resumes(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R47: Task.cancel cancels the Waiter the task awaits, and that abandons at once:
+    unwatched and untimed right after ``cancel()``, before the task has resumed."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(100, "a", log, clock)
+            waiting = spawn(purgatory.wait(operation, ["k", "j"]))
+            await settle()
+            assert waiting.cancel() is True
+            assert operation.is_abandoned and not waiting.done()
+            assert (purgatory.purgatory.watched, purgatory.purgatory.num_delayed) == (0, 0)
+            assert purgatory.waiting == 0
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+
+    run(main(), clock)
+    assert log == []
+
+
+def test_r46_wait_submits_at_the_call_and_its_waiter_is_a_future_and_a_coroutine(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R46: wait submits when called (no coroutine to start first); the Waiter is an
+    asyncio.Future that create_task and gather take as a coroutine; a task names it."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            waiter = purgatory.wait(op(100, "a", log, clock), ["k"])
+            assert purgatory.purgatory.watched == 1 and purgatory.waiting == 1
+            assert isinstance(waiter, asyncio.Future) and asyncio.iscoroutine(waiter)
+            task = asyncio.get_running_loop().create_task(waiter)
+            await settle()
+            assert "AsyncPurgatory.wait" in repr(task)
+            both = asyncio.gather(task, purgatory.wait(op(50, "b", log, clock), ["k"]))
+            assert list(await both) == [Outcome.EXPIRED, Outcome.EXPIRED]
+            assert type(purgatory).submit is type(purgatory).wait
+
+    run(main(), clock)
+    assert [name for kind, name, _ in log if kind == "expire"] == ["b", "a"]
+
+
+def test_r50_wait_from_another_thread_while_the_loop_runs_raises(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R50: a call from a thread other than the running loop's is refused, leaving no trace."""
+    log: list[Event] = []
+    op = recording_operation(implementation)
+    errors: list[BaseException] = []
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            operation = op(100, "a", log, purgatory.timer.clock)
+
+            def call() -> None:
+                try:
+                    purgatory.wait(operation, ["k"])
+                except RuntimeError as exc:
+                    errors.append(exc)
+
+            worker = threading.Thread(target=call)
+            worker.start()
+            await asyncio.get_running_loop().run_in_executor(None, worker.join)
+            assert purgatory.purgatory.watched == 0 and purgatory.waiting == 0
+
+    asyncio.run(main())
+    assert len(errors) == 1 and "purgatory's loop" in str(errors[0])
+
+
+def test_r45_try_complete_else_watch_on_the_loop_arms_the_driver_without_a_waiter(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R22, R45: AsyncPurgatory.try_complete_else_watch submits with no waiter and arms
+    the driver; the operation expires at its due time; shutdown leaves such operations
+    alone (R49: nobody awaits them); an awaited operation is refused."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+    plain = _plain_recording(implementation)
+
+    async def main() -> None:
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any]("p", implementation=implementation)
+        assert purgatory.try_complete_else_watch(op(30, "a", log, clock), ["k"]) is False
+        assert purgatory.driver.armed_due == 30
+        assert purgatory.try_complete_else_watch(plain(10, "plain", log, clock), ["k"]) is False
+        assert purgatory.driver.armed_due == 10
+        assert purgatory.try_complete_else_watch(op(5, "now", log, clock, ready=True), ["k"])
+        awaited = op(100, "awaited", log, clock)
+        waiter = purgatory.wait(awaited, ["k"])
+        with pytest.raises(ValueError, match="already awaited"):
+            purgatory.try_complete_else_watch(awaited, ["k"])
+        with pytest.raises(TypeError, match="operation must be"):
+            purgatory.try_complete_else_watch(object(), ["k"])
+        await asyncio.sleep(0.05)
+        left = op(100, "left", log, clock)
+        assert purgatory.try_complete_else_watch(left, ["k"]) is False
+        purgatory.shutdown()
+        assert await waiter is Outcome.ABANDONED
+        assert not left.is_completed and not left.is_abandoned
+
+    run(main(), clock)
+    assert log == [
+        ("complete", "now", 0),
+        ("complete", "plain", 10),
+        ("expire", "plain", 10),
+        ("complete", "a", 30),
+        ("expire", "a", 30),
+    ]
+
+
+def _plain_recording(implementation: str) -> type[Any]:
+    """A recording operation on the implementation's plain (not awaitable) base."""
+    from kpurgatory import optimized, reference
+
+    base = (
+        optimized.DelayedOperation if implementation == "optimized" else reference.DelayedOperation
+    )
+
+    class Plain(base):  # type: ignore[misc, valid-type]
+        def __init__(self, delay_ms: int, name: str, log: list[Event], clock: Any) -> None:
+            super().__init__(delay_ms)
+            self.name, self.log, self.clock = name, log, clock
+
+        def try_complete(self) -> bool:
+            return False
+
+        def on_complete(self) -> None:
+            self.log.append(("complete", self.name, self.clock.now_ms()))
+
+        def on_expiration(self) -> None:
+            self.log.append(("expire", self.name, self.clock.now_ms()))
+
+    return Plain
+
+
+def test_r46_a_completion_from_another_thread_racing_the_expiry_is_completed(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R46, R17: the expiry's run has begun (on the loop) when another thread's
+    force_complete wins: the outcome is COMPLETED, not EXPIRED, and on_expiration does
+    not run. (The waiter learns which call won from the thread that won it.)"""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    base = recording_operation(implementation)
+
+    class Racing(base):  # type: ignore[misc, valid-type]
+        raced = False
+
+        def force_complete(self) -> bool:
+            if threading.current_thread() is threading.main_thread() and not self.raced:
+                self.raced = True  # inside run, on the loop: another thread wins first
+                racer = threading.Thread(target=lambda: base.force_complete(self))
+                racer.start()
+                racer.join(10)
+            return bool(super().force_complete())
+
+    async def main() -> Outcome:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            return await purgatory.wait(Racing(10, "a", log, clock), ["k"])
+
+    assert run(main(), clock) is Outcome.COMPLETED
+    assert log == [("complete", "a", 10)]

@@ -6,6 +6,7 @@ the inferred types are the types actually returned.
 
 from __future__ import annotations
 
+import asyncio
 from typing import assert_type
 
 from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome, run
@@ -38,6 +39,9 @@ async def user_program() -> tuple[Outcome, str | None, list[Fetch]]:
         fetch.available = 1
         outcome = await purgatory.wait(fetch, ["topic"])
         assert_type(outcome, Outcome)
+        task = asyncio.get_running_loop().create_task(purgatory.wait(Fetch(10, 1), ["t"]))
+        assert_type(task, asyncio.Task[Outcome])  # the Waiter is typed as a coroutine too
+        assert_type(await task, Outcome)
         left = purgatory.cancel_for_key("topic")
         assert_type(left, list[Fetch])
         return outcome, fetch.answer, left

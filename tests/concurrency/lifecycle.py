@@ -154,13 +154,16 @@ def purge_vs(other: str) -> Build:
     """R30: a purge (``purge_interval=0``) races a submission or a ``check_and_complete``.
 
     ``done`` (completed, still linked on ``k``) makes the purge due; ``op`` is watched
-    on ``k`` and ``k2``. ``other`` is ``"submit"`` (``fresh`` is submitted on ``k``) or
-    ``"check"`` (``op`` becomes ready and ``k`` is checked). Afterwards no pending
-    operation was unlinked (each completes exactly once when its key is checked), and
-    a last purge leaves only pending operations watched.
+    on ``k`` and ``k2``. ``other`` is ``"submit"`` (``fresh`` is submitted on ``k``),
+    ``"check"`` (``op`` becomes ready and ``k`` is checked) or ``"force"`` (``fresh`` is
+    submitted on ``k`` and ``k2`` while another thread force-completes it: completed
+    between two of its watches, it must still be unlinked by a later purge, the race
+    the optimized purgatory's purge candidates must cover). Afterwards no pending
+    operation was unlinked (each completes exactly once when its key is checked, or by
+    the force), and a last purge leaves only pending operations watched.
     """
-    if other not in ("submit", "check"):
-        raise ValueError(f"other must be 'submit' or 'check', got {other!r}")
+    if other not in ("submit", "check", "force"):
+        raise ValueError(f"other must be 'submit', 'check' or 'force', got {other!r}")
 
     def build(world: World) -> Check:
         purgatory = world.purging(0)
@@ -173,18 +176,23 @@ def purge_vs(other: str) -> Build:
         world.sched.spawn("purge", lambda: purgatory.advance_clock(0))
         if other == "submit":
             world.sched.spawn("submit", lambda: purgatory.try_complete_else_watch(fresh, ["k"]))
+        elif other == "force":
+            world.sched.spawn(
+                "submit", lambda: purgatory.try_complete_else_watch(fresh, ["k", "k2"])
+            )
+            world.sched.spawn("force", fresh.force_complete)
         else:
             world.spawn_event(op, lambda: purgatory.check_and_complete("k"))
 
         def check(result: RunResult) -> None:
             _no_errors(result)
             pending = [o for o in (op, fresh) if not o.is_completed]
-            if other == "submit":
+            if other != "check":
                 _expect(result, result.results["submit"] is False, f"{result.results}")
             for operation in pending:
                 operation.ready = True
             purgatory.check_and_complete("k")
-            for name in ("done", "op") + (("fresh",) if other == "submit" else ()):
+            for name in ("done", "op") + (("fresh",) if other != "check" else ()):
                 _expect(result, world.count("complete", name) == 1, f"{name}: {world.log}")
             purgatory.advance_clock(0)
             _expect(result, purgatory.watched == 0, f"completed ones not purged: {purgatory}")

@@ -192,10 +192,19 @@ LOCK_PATCHES: tuple[Mutant, ...] = (
     Mutant(
         "opt-purge-without-shard-lock",
         f"{_O}.purgatory",
-        "DelayedOperationPurgatory._purge_if_due",
+        "DelayedOperationPurgatory._purge_candidates",
+        "with shard.lock:",
+        "if True:",
+        "(a) the purge unlinks its candidates from a shard's watcher lists without the shard lock.",
+    ),
+    Mutant(
+        "opt-purge-scan-without-shard-lock",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._purge_scan",
         "with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it",
         "if True:",
-        "(a) the purge walks each shard's watcher lists without the shard lock.",
+        "(a) the full scan (after the purge candidates overflowed) walks each shard's "
+        "watcher lists without the shard lock.",
     ),
     Mutant(
         "ref-run-without-op-lock",

@@ -718,6 +718,7 @@ def instrumented(sched: Scheduler, *, lock_discipline: bool = True) -> Iterator[
 MODULE_LOCKS: list[tuple[str, str]] = [
     ("kpurgatory.reference.timer", "_STATE_LOCK"),
     ("kpurgatory.optimized.timer", "_TIMER_LOCK"),
+    ("kpurgatory.optimized.operation", "_FLAGS_LOCK"),
 ]
 """(module, attribute) of process-wide locks created at import through ``sync.new_lock``."""
 

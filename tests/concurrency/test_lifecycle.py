@@ -41,7 +41,7 @@ def test_r32_r39_concurrent_shutdowns_all_return_shut_down(
 
 @pytest.mark.parametrize(
     ("other", "bound"),
-    [("submit", 1), ("check", 1), pytest.param("submit", 2, marks=slow),
+    [("submit", 1), ("check", 1), ("force", 1), ("force", 2), pytest.param("submit", 2, marks=slow),
      pytest.param("check", 2, marks=slow), pytest.param("submit", 3, marks=slow),
      pytest.param("check", 3, marks=slow)],
 )  # fmt: skip
@@ -86,6 +86,7 @@ BUILDS = {
     "shutdown_twice": lc.shutdown_vs_shutdown,
     "purge_submit": lambda: lc.purge_vs("submit"),
     "purge_check": lambda: lc.purge_vs("check"),
+    "purge_force": lambda: lc.purge_vs("force"),
     "close_add": lc.close_vs_add,
     "maybe_check": lc.maybe_vs_check,
     "abandon": lc.abandon_race,

@@ -127,6 +127,7 @@ def test_every_patch_has_a_catching_test() -> None:
     real_threads = {
         "ref-purge-without-lock",
         "opt-purge-without-shard-lock",
+        "opt-purge-scan-without-shard-lock",
         "opt-close-waits-for-executor",
         "clock-whole-timeout-wait",
     }
@@ -136,9 +137,11 @@ def test_every_patch_has_a_catching_test() -> None:
 # -- caught with real threads or a real clock --------------------------------------------------
 
 
-def purge_storm(impl: ModuleType, seconds: float) -> None:
+def purge_storm(impl: ModuleType, seconds: float, *, scan: bool = False) -> None:
     """Real threads: submitters, a checker and a purging advancer on one purgatory with
-    ``purge_interval=0``; re-raises the first error of any thread (bounded, stops itself)."""
+    ``purge_interval=0``; re-raises the first error of any thread (bounded, stops itself).
+    ``scan``: the optimized purgatory keeps no purge candidates (limit 0), so every purge
+    is the full scan of every watcher list."""
     base: Any = impl.DelayedOperation
 
     class Ready(base):  # type: ignore[misc]
@@ -159,6 +162,8 @@ def purge_storm(impl: ModuleType, seconds: float) -> None:
     purgatory = impl.DelayedOperationPurgatory(
         "storm", timer=timer, reaper_enabled=False, purge_interval=0, **extra
     )
+    if scan:
+        purgatory._candidates_limit = 0
     stop = time.monotonic() + seconds
     errors: list[BaseException] = []
     keys = [f"k{i}" for i in range(3)]
@@ -203,24 +208,28 @@ def purge_storm(impl: ModuleType, seconds: float) -> None:
 
 
 @pytest.mark.realtime
-@pytest.mark.parametrize("package", ["reference", "optimized"])
-def test_r30_purge_storm_with_real_threads(package: str) -> None:
-    purge_storm(load(package), 0.5)
+@pytest.mark.parametrize(
+    ("package", "scan"), [("reference", False), ("optimized", False), ("optimized", True)]
+)
+def test_r30_purge_storm_with_real_threads(package: str, scan: bool) -> None:
+    purge_storm(load(package), 0.5, scan=scan)
 
 
 @pytest.mark.realtime
 def test_purge_without_its_lock_breaks_the_real_thread_storm() -> None:
-    """(a) with real threads, no lockset: the optimized purge walking a shard unguarded
-    trips over a concurrent watch or unlink ("dictionary changed size during iteration")
-    inside ``advance_clock``. Up to ten half-second storms; the first failure ends the
-    test (measured: the first storm, every time). The reference's unguarded purge has a
-    far narrower window (a ``KeyError`` between listing and reading a key): real threads
-    hit it only now and then, so it is pinned by the lockset test below instead."""
-    name = "opt-purge-without-shard-lock"
+    """(a) with real threads, no lockset: the optimized full-scan purge walking a shard
+    unguarded trips over a concurrent watch or unlink ("dictionary changed size during
+    iteration") inside ``advance_clock``. Up to ten half-second storms; the first failure
+    ends the test (measured: the first storm, every time). The reference's unguarded
+    purge has a far narrower window (a ``KeyError`` between listing and reading a key):
+    real threads hit it only now and then, so it is pinned by the lockset test below
+    instead; so is the optimized candidates' purge, whose unguarded unlinks are single
+    dict operations that raise nothing."""
+    name = "opt-purge-scan-without-shard-lock"
     with applied(PATCHES[name]):
         for _ in range(10):
             try:
-                purge_storm(load("optimized"), 0.5)
+                purge_storm(load("optimized"), 0.5, scan=True)
             except (RuntimeError, KeyError) as exc:
                 print(f"\n{name}: {type(exc).__name__}: {exc}")
                 return
@@ -229,18 +238,23 @@ def test_purge_without_its_lock_breaks_the_real_thread_storm() -> None:
 
 @pytest.mark.realtime
 @pytest.mark.parametrize(
-    ("name", "package"),
-    [(None, "reference"), (None, "optimized"), ("ref-purge-without-lock", "reference"),
-     ("opt-purge-without-shard-lock", "optimized")],
-    ids=["reference", "optimized", "ref-purge-without-lock", "opt-purge-without-shard-lock"],
+    ("name", "package", "scan"),
+    [(None, "reference", False), (None, "optimized", False), (None, "optimized", True),
+     ("ref-purge-without-lock", "reference", False),
+     ("opt-purge-without-shard-lock", "optimized", False),
+     ("opt-purge-scan-without-shard-lock", "optimized", True)],
+    ids=["reference", "optimized", "optimized-scan", "ref-purge-without-lock",
+         "opt-purge-without-shard-lock", "opt-purge-scan-without-shard-lock"],
 )  # fmt: skip
-def test_lockset_checks_with_real_threads_and_real_locks(name: str | None, package: str) -> None:
+def test_lockset_checks_with_real_threads_and_real_locks(
+    name: str | None, package: str, scan: bool
+) -> None:
     """The lockset checks need no scheduler: on real ``RLock``s (``_is_owned``) the storm
     passes on the real code and fails on the first unguarded purge, whatever the timing."""
     lockset = Lockset()
     with applied(PATCHES[name]) if name is not None else nullcontext(), lockset.installed():
         try:
-            purge_storm(load(package), 0.3)
+            purge_storm(load(package), 0.3, scan=scan)
         except LocksetViolationError:
             assert name is not None, f"false alarm on the real code: {lockset.violations}"
         else:

@@ -8,7 +8,7 @@ type check must still refuse what is not a ``DelayedOperation``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 
 import pytest
 
@@ -27,6 +27,9 @@ def _one_shot(*items: object) -> Iterator[object]:
 CASES: list[tuple[str, Callable[[], object]]] = [
     ("list", lambda: ["a", "b", "a", 1, 1.0, True]),
     ("tuple", lambda: ("x",)),
+    ("tuple of distinct keys", lambda: ("x", "y", 3)),
+    ("tuple with duplicates", lambda: ("x", "y", "x", 1, True)),
+    ("one unhashable in tuple", lambda: (["u"],)),
     ("set", lambda: {3}),
     ("frozenset", lambda: frozenset({"k"})),
     ("dict", lambda: {"a": 1, "b": 2}),
@@ -47,9 +50,9 @@ CASES: list[tuple[str, Callable[[], object]]] = [
 ]
 
 
-def _outcome(check: Callable[[Iterable[Hashable]], list[Hashable]], value: object) -> object:
+def _outcome(check: Callable[[Iterable[Hashable]], Sequence[Hashable]], value: object) -> object:
     try:
-        return ("ok", check(value))  # type: ignore[arg-type]
+        return ("ok", list(check(value)))  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         return (type(exc).__name__, str(exc))
 
@@ -58,6 +61,16 @@ def _outcome(check: Callable[[Iterable[Hashable]], list[Hashable]], value: objec
 def test_r36_fast_watch_keys_matches_watch_key_list(name: str, make: Callable[[], object]) -> None:
     """R36: same distinct keys in the same order, or the same error with the same message."""
     assert _outcome(_watch_keys, make()) == _outcome(watch_key_list, make())
+
+
+def test_watch_keys_keeps_a_tuple_of_distinct_keys_as_it_is() -> None:
+    """The operation keeps its keys for ``abandon``: a tuple of distinct keys is not copied
+    (no allocation per submission); anything else becomes a fresh tuple."""
+    one, several = ("k",), ("a", "b", 3)
+    assert _watch_keys(one) is one and _watch_keys(several) is several
+    assert _watch_keys(("a", "a")) == ("a",)
+    keys = ["a", "b"]
+    assert _watch_keys(keys) == ("a", "b") and type(_watch_keys(keys)) is tuple
 
 
 def test_r36_shard_index_names_the_key_and_spreads_negative_hashes() -> None:

@@ -1,0 +1,65 @@
+"""The optimized purgatory's purge candidates (R30 without scanning every watcher list).
+
+A purge unlinks the operations recorded as candidates when they completed; these tests
+pin what the equivalence machines cannot see: that the candidates keep no operation the
+lists have let go of, and that an overflow falls back to Kafka's full scan.
+"""
+
+from __future__ import annotations
+
+from kpurgatory import InlineExecutor, ManualClock
+from kpurgatory.optimized import DelayedOperationPurgatory, SystemTimer
+from tests.optimized.test_purgatory_structure import Op
+
+
+def make(purge_interval: int = 0) -> DelayedOperationPurgatory[Op]:
+    timer = SystemTimer("p", clock=ManualClock(0), executor=InlineExecutor())
+    return DelayedOperationPurgatory(
+        "p", timer, purge_interval=purge_interval, reaper_enabled=False
+    )
+
+
+def test_a_one_key_operation_completed_by_check_leaves_the_candidates() -> None:
+    """Unlinked from its only key by check_and_complete: nothing keeps it alive."""
+    log: list[str] = []
+    with make(purge_interval=1000) as purgatory:
+        op = Op(100, "a", log)
+        assert purgatory.try_complete_else_watch(op, ["k"]) is False
+        op.ready = True
+        assert purgatory.check_and_complete("k") == 1
+        assert purgatory._candidates == {} and purgatory.watched == 0
+        purgatory._check()
+
+
+def test_a_multi_key_operation_stays_a_candidate_until_the_purge() -> None:
+    """Completed through one key, still watched on the other: the purge unlinks it."""
+    log: list[str] = []
+    with make() as purgatory:
+        op = Op(100, "a", log)
+        assert purgatory.try_complete_else_watch(op, ["a", "b"]) is False
+        op.ready = True
+        assert purgatory.check_and_complete("a") == 1
+        assert list(purgatory._candidates.values()) == [op] and purgatory.watched == 1
+        purgatory._check()
+        purgatory.advance_clock(0)
+        assert (purgatory.watched, purgatory.num_purged, purgatory._candidates) == (0, 1, {})
+
+
+def test_candidates_overflow_falls_back_to_a_full_scan() -> None:
+    """Past the limit the candidates are dropped and the next purge scans every list."""
+    log: list[str] = []
+    with make() as purgatory:
+        purgatory._candidates_limit = 2
+        ops = [Op(100, f"o{i}", log) for i in range(4)]
+        for op in ops:
+            assert purgatory.try_complete_else_watch(op, ["a", "b"]) is False
+        pending = Op(100, "pending", log)
+        assert purgatory.try_complete_else_watch(pending, ["a"]) is False
+        for op in ops:
+            assert op.force_complete() is True
+        assert purgatory._scan_all and len(purgatory._candidates) <= 2
+        purgatory._check()
+        purgatory.advance_clock(0)
+        assert not purgatory._scan_all and purgatory._candidates == {}
+        assert (purgatory.watched, purgatory.num_purged) == (1, 8)
+        purgatory._check()
