@@ -438,20 +438,21 @@ RULES: tuple[Rule, ...] = (
         "R46",
         "aio",
         "Awaiting an operation",
-        "await wait(operation, keys) submits the operation as try_complete_else_watch does "
-        "(R22) and returns COMPLETED if it completed by its condition or a force_complete "
-        "(at once included), EXPIRED if its expiry won (R17), ABANDONED if abandon or "
-        "shutdown took it out. The outcome is set once on_complete has returned. Bad "
-        "arguments raise as try_complete_else_watch does (R34-R36) and leave no trace; a "
-        "second wait of the same operation raises ValueError. submit(operation, keys) does "
-        "the same without awaiting and returns a future of the outcome.",
+        "wait(operation, keys) submits the operation at the call, as "
+        "try_complete_else_watch does (R22), and returns a Waiter: a future of the outcome "
+        "that can be awaited, or passed to create_task, wait_for or gather. The outcome is "
+        "COMPLETED if it completed by its condition or a force_complete (at once "
+        "included), EXPIRED if its expiry won (R17), ABANDONED if abandon or shutdown took "
+        "it out; it is set once on_complete has returned. Bad arguments raise from the "
+        "call as try_complete_else_watch does (R34-R36) and leave no trace; a second wait "
+        "of the same operation raises ValueError. submit is the same method as wait.",
     ),
     Rule(
         "R47",
         "aio",
         "Cancelling a wait abandons",
-        "If the task awaiting wait is cancelled (Task.cancel, a wait_for timeout, a "
-        "TaskGroup, a dropped client), or the future returned by submit is cancelled, before "
+        "If the Waiter returned by wait (or submit) is cancelled, or the task awaiting it "
+        "(Task.cancel, a wait_for timeout, a TaskGroup, a dropped client), before "
         "the outcome reached it, the operation is "
         "abandoned (R40): it leaves every watcher list and the timer (watched and num_delayed "
         "drop at once), it never completes later, neither on_complete nor on_expiration "
