@@ -451,7 +451,7 @@ RULES: tuple[Rule, ...] = (
         "R47",
         "aio",
         "Cancelling a wait abandons",
-        "If the Waiter returned by wait (or submit) is cancelled, or the task awaiting it "
+        "If the Waiter returned by wait (or submit) is cancelled, or the task awaiting it is "
         "(Task.cancel, a wait_for timeout, a TaskGroup, a dropped client), before "
         "the outcome reached it, the operation is "
         "abandoned (R40): it leaves every watcher list and the timer (watched and num_delayed "
