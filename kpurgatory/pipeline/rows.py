@@ -11,7 +11,9 @@ Both tables share one column layout (``COLUMNS``) with a ``kind`` column ("outco
 "stream") so a single ``mapInArrow`` pass can emit both; ``side`` is "a" for the
 expectation (normally the reference) and "b" for the implementation under test, so a
 run of the reference against itself still joins cleanly; ``OUTCOME_COLUMNS`` and
-``STREAM_COLUMNS`` select each table's columns.
+``STREAM_COLUMNS`` select each table's columns. Each stream row also records which
+build of ``kpurgatory.optimized`` replayed it (``build``: compiled or pure) and in which
+Python worker (``worker``: host:pid), so a run's report can say what it measured.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
+from kpurgatory.pipeline.builds import optimized_build, worker_name
 from kpurgatory.pipeline.replay import (
     COUNTER_NAMES,
     IMPL_COUNTER_NAMES,
@@ -70,6 +73,8 @@ _STREAM_ONLY: tuple[tuple[str, str], ...] = (
     ("divergence_step", "long"),
     ("divergence", "string"),
     ("seconds", "double"),
+    ("build", "string"),
+    ("worker", "string"),
     *((name, "long") for name in COUNTER_NAMES),
     *((f"impl_{name}", "long") for name in IMPL_COUNTER_NAMES),
 )
@@ -147,6 +152,8 @@ def replay_row(
             "divergence_step": None if divergence is None else divergence[0],
             "divergence": None if divergence is None else divergence[1],
             "seconds": result.seconds,
+            "build": optimized_build(),
+            "worker": worker_name(),
             **result.counters,
             **{f"impl_{name}": value for name, value in result.impl_counters.items()},
         }
