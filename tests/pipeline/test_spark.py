@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,10 @@ from typing import Any
 import pytest
 
 from kpurgatory.cli import build_parser
+from kpurgatory.pipeline.builds import optimized_build
 from kpurgatory.pipeline.cli import run_with
 from kpurgatory.pipeline.replay import resolve_impl
-from kpurgatory.pipeline.report import write_report
+from kpurgatory.pipeline.report import builds_by_worker, builds_line, write_report
 from kpurgatory.pipeline.rows import COLUMNS, replay_rows
 from kpurgatory.pipeline.spark import (
     JavaMissingError,
@@ -125,3 +127,67 @@ def test_run_command_exits_1_and_prints_the_replay_command(
     assert f"report: {tmp_path.resolve() / 'report.md'}" in out
     assert (tmp_path / "counterexamples.parquet").exists()
     assert spark.sparkContext._jsc is not None  # the shared session was left running
+
+
+def test_run_records_which_build_replayed_and_the_throughput(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pipeline run`` writes, for every Python worker, which build of
+    kpurgatory.optimized replayed its streams (from the stream rows: what really ran),
+    into report.md, run.json and streams.parquet, with the operations per minute."""
+    import pandas as pd
+
+    args = ["pipeline", "run", "--grid", "small", "--scenario", "join_group", "--ops", "20"]
+    assert run_with(build_parser().parse_args([*args, "--out", str(tmp_path)]), spark) == 0
+    build = optimized_build()  # the shared session's executors run this interpreter
+    facts = json.loads((tmp_path / "run.json").read_text())
+    workers = facts["executors"]["workers"]
+    assert {w["build"] for w in workers} == {build}
+    assert sum(w["streams"] for w in workers) == facts["streams"] == 4
+    assert sum(w["operations"] for w in workers) == facts["operations"] == 80
+    assert facts["replayed_by"].startswith(f"{build} build (")
+    assert facts["operations_per_minute"] > 0 and facts["wall_seconds"] > 0
+    report = (tmp_path / "report.md").read_text()
+    assert "## Executors: which build replayed" in report
+    assert all(f"| {build} | {w['worker']} |" in report for w in workers)
+    out = capsys.readouterr().out
+    assert f"replayed by the {facts['replayed_by']}" in out
+    assert f"{facts['operations_per_minute']:,} operations replayed" in out
+    streams = pd.read_parquet(tmp_path / "streams.parquet")
+    assert set(streams["build"]) == {build} and streams["worker"].str.contains(":").all()
+
+
+def test_builds_by_worker_groups_streams_per_worker_and_build() -> None:
+    """Per worker: build, streams, operations, replay seconds; a mixed run says so."""
+    import pandas as pd
+
+    table = pd.DataFrame(
+        {
+            "build": ["compiled", "compiled", "pure", "compiled"],
+            "worker": ["h:2", "h:1", "h:3", "h:2"],
+            "ops": [10, 20, 30, 40],
+            "seconds": [1.0, 2.0, 3.0, 4.0],
+        }
+    )
+    workers = builds_by_worker(table)
+    assert workers == [
+        {
+            "build": "compiled",
+            "worker": "h:1",
+            "streams": 1,
+            "operations": 20,
+            "replay_seconds": 2.0,
+        },
+        {
+            "build": "compiled",
+            "worker": "h:2",
+            "streams": 2,
+            "operations": 50,
+            "replay_seconds": 5.0,
+        },
+        {"build": "pure", "worker": "h:3", "streams": 1, "operations": 30, "replay_seconds": 3.0},
+    ]
+    assert builds_line(workers) == (
+        "compiled build (2 Python workers, 3 streams) and pure build (1 Python worker, 1 stream)"
+    )
+    assert builds_by_worker(table.drop(columns=["build"])) == []
