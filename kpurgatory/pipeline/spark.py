@@ -681,7 +681,8 @@ def _diff(outcomes: DataFrame, streams: DataFrame) -> DataFrame:
 
 
 def _aggregates(outcomes: DataFrame, streams: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Per scenario/preset summary, and cascades per operation by deadline decile."""
+    """Per scenario/preset summary (with the builds of kpurgatory.optimized that replayed
+    its streams, e.g. "compiled"), and cascades per operation by deadline decile."""
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
@@ -729,6 +730,7 @@ def _aggregates(outcomes: DataFrame, streams: DataFrame) -> tuple[DataFrame, Dat
         sf.sum("model_mismatches").alias("model_mismatches"),
         sf.sum(sf.col("divergence_step").isNotNull().cast("long")).alias("diverged_streams"),
         sf.sum("seconds").alias("replay_seconds"),
+        sf.concat_ws(",", sf.array_sort(sf.collect_set("build"))).alias("builds"),
     )
     summary = per_ops.join(per_streams, on=group, how="outer").orderBy(*group)
     placed = ops.filter(sf.col("wheel_level") >= 0)

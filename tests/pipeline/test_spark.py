@@ -71,6 +71,7 @@ def test_pipeline_reports_no_difference_and_writes_the_report(spark: Any, tmp_pa
     assert result.model_mismatches == 0
     assert set(result.summary["scenario"]) == {"join_group", "fetch_long_poll", "adversarial"}
     assert (result.summary["expired_fraction"] >= 0).all()
+    assert set(result.summary["builds"]) == {optimized_build()}  # which build replayed
     assert (tmp_path / "summary.parquet").exists() and (tmp_path / "streams.parquet").exists()
     report = write_report(result, tmp_path, title="t", context="c")
     assert "No differences" in report.read_text()
