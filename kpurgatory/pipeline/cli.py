@@ -272,6 +272,7 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
     from kpurgatory.pipeline.report import (
         builds_by_worker,
         builds_line,
+        cpu_throughput,
         replay_command,
         write_report,
         write_run_json,
@@ -281,11 +282,17 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
     per_minute = result.operations / elapsed * 60
     workers = builds_by_worker(result.stream_table)
     replayed_by = builds_line(workers)
+    per_cpu_minute = cpu_throughput(workers)
+    cpu_note = (
+        ""
+        if per_cpu_minute is None
+        else f" (the replay alone: {per_cpu_minute:,.0f} per CPU-minute of the Python workers)"
+    )
     context = (
         f"Grid `{args.grid}` ({len(rows)} streams), `{args.impl_a}` (expected) vs "
         f"`{args.impl_b}`, Spark master `{master}` ({cores} cores), mode `{args.mode}`, "
         f"replayed by the {replayed_by}, {elapsed:.0f} s wall including Spark start-up: "
-        f"{per_minute:,.0f} operations replayed (on both) and diffed per minute."
+        f"{per_minute:,.0f} operations replayed (on both) and diffed per minute{cpu_note}."
     )
     executors = {
         "selected": None if selected is None else selected.as_dict(),
@@ -314,6 +321,9 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
             "mode": args.mode,
             "wall_seconds": round(elapsed, 3),
             "operations_per_minute": round(per_minute),
+            "replay_operations_per_cpu_minute": (
+                None if per_cpu_minute is None else round(per_cpu_minute)
+            ),
             "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
             "counterexamples": result.counterexample_count,
             "model_mismatches": result.model_mismatches,

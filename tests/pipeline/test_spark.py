@@ -13,7 +13,12 @@ from kpurgatory.cli import build_parser
 from kpurgatory.pipeline.builds import optimized_build
 from kpurgatory.pipeline.cli import run_with
 from kpurgatory.pipeline.replay import resolve_impl
-from kpurgatory.pipeline.report import builds_by_worker, builds_line, write_report
+from kpurgatory.pipeline.report import (
+    builds_by_worker,
+    builds_line,
+    cpu_throughput,
+    write_report,
+)
 from kpurgatory.pipeline.rows import COLUMNS, replay_rows
 from kpurgatory.pipeline.spark import (
     JavaMissingError,
@@ -26,7 +31,7 @@ from kpurgatory.workloads import GridRow, grid
 
 TINY = grid(["join_group", "fetch_long_poll", "adversarial"], ["tiny", "tick5"], (1,), 1, 25)
 MUTANT = "tests.pipeline.mutants"
-IGNORED = {"seconds", "worker"}  # wall-clock time and host:pid: not deterministic
+IGNORED = {"seconds", "cpu_seconds", "worker"}  # times and host:pid: not deterministic
 
 
 def _normalise(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -143,17 +148,20 @@ def test_run_command_exits_1_prints_the_replay_command_and_records_the_build(
     assert sum(w["operations"] for w in workers) == facts["operations"] == 30
     assert facts["replayed_by"] == f"{build} build (1 Python worker, 1 stream)"
     assert facts["operations_per_minute"] > 0 and facts["wall_seconds"] > 0
+    assert facts["replay_operations_per_cpu_minute"] > 0 and workers[0]["cpu_seconds"] > 0
     assert facts["counterexamples"] > 0 and facts["impl_b"] == MUTANT
     assert "## Executors: which build replayed" in report
     assert f"| {build} | {workers[0]['worker']} | 1 | 30 |" in report
     assert f"replayed by the {facts['replayed_by']}" in out
     assert f"{facts['operations_per_minute']:,} operations replayed" in out
+    assert f"{facts['replay_operations_per_cpu_minute']:,} per CPU-minute" in out
     streams = pd.read_parquet(tmp_path / "streams.parquet")
     assert list(streams["build"]) == [build] and list(streams["worker"]) == [workers[0]["worker"]]
 
 
 def test_builds_by_worker_groups_streams_per_worker_and_build() -> None:
-    """Per worker: build, streams, operations, replay seconds; a mixed run says so."""
+    """Per worker: build, streams, operations, replay wall and CPU seconds; a mixed run
+    says so."""
     import pandas as pd
 
     table = pd.DataFrame(
@@ -162,26 +170,21 @@ def test_builds_by_worker_groups_streams_per_worker_and_build() -> None:
             "worker": ["h:2", "h:1", "h:3", "h:2"],
             "ops": [10, 20, 30, 40],
             "seconds": [1.0, 2.0, 3.0, 4.0],
+            "cpu_seconds": [0.5, 1.0, 1.5, 2.0],
         }
     )
     workers = builds_by_worker(table)
-    assert workers == [
-        {
-            "build": "compiled",
-            "worker": "h:1",
-            "streams": 1,
-            "operations": 20,
-            "replay_seconds": 2.0,
-        },
-        {
-            "build": "compiled",
-            "worker": "h:2",
-            "streams": 2,
-            "operations": 50,
-            "replay_seconds": 5.0,
-        },
-        {"build": "pure", "worker": "h:3", "streams": 1, "operations": 30, "replay_seconds": 3.0},
+    assert [(w["build"], w["worker"], w["streams"], w["operations"]) for w in workers] == [
+        ("compiled", "h:1", 1, 20),
+        ("compiled", "h:2", 2, 50),
+        ("pure", "h:3", 1, 30),
     ]
+    assert [(w["replay_seconds"], w["cpu_seconds"]) for w in workers] == [
+        (2.0, 1.0),
+        (5.0, 2.5),
+        (3.0, 1.5),
+    ]
+    assert cpu_throughput(workers) == 100 / 5.0 * 60  # operations per CPU-minute
     assert builds_line(workers) == (
         "compiled build (2 Python workers, 3 streams) and pure build (1 Python worker, 1 stream)"
     )
