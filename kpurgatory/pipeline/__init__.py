@@ -9,6 +9,9 @@
   the observations, that counts delay-queue work (bucket offers, polls, cascades).
 - ``rows``: one grid row's output rows (outcomes and stream counters) as plain columns,
   the unit the Spark executors run and the tests compare against.
+- ``builds`` and ``executor_python``: which build of ``kpurgatory.optimized`` an
+  interpreter runs, and which interpreter the executors replay with (the compiled build
+  when there is one: ``pipeline run --executor-python``).
 - ``spark``: the PySpark job (local or cluster): replay in the executors, diff, report.
 - ``report``: aggregates to Parquet, Markdown/HTML and PNG charts.
 - ``cli``: ``kpurgatory pipeline run`` and ``kpurgatory pipeline vectors``

@@ -49,10 +49,17 @@ them, write the report. vectors: export conformance vectors (JSON).
 RUN_DESCRIPTION = """\
 Start Spark (local[*] by default), replay the grid through the expectation (--impl-a) and
 the implementation checked (--impl-b) in the executors, diff them, write the report and
-print where it is. Needs the pipeline extra and Java 17. Executors in other processes
-(local-cluster, a cluster) must run a Python with the pipeline extra: local-cluster uses
-this interpreter; for a cluster ship a packed environment (spark-submit --archives) or
-set PYSPARK_PYTHON; the run checks it first.
+print where it is. Needs the pipeline extra and Java 17.
+
+The executors replay with the fastest build found (--executor-python auto): for local
+and local-cluster masters, the checkout's mypyc-compiled build (build/compiled/venv,
+which `make run` builds) when it exists and matches the driver's sources, else this
+interpreter; the run prints which build replays and why, and the report, run.json and
+streams.parquet record the build of every Python worker. An interpreter named
+explicitly (--executor-python PATH, or PYSPARK_PYTHON) that cannot be used stops the
+run with exit status 2. On a cluster the executors run the cluster's Python on the
+sources the driver ships: ship a packed environment (spark-submit --archives) or set
+PYSPARK_PYTHON; the run checks the executors first.
 
 exit status: 0 no difference, 1 counterexamples, 2 missing environment or bad arguments
 """
@@ -144,6 +151,14 @@ def add_parser(subparsers: Any) -> None:
     run_parser.add_argument(
         "--partitions", type=at_least(1), help="grid partitions (default 8 x cores)"
     )
+    run_parser.add_argument(
+        "--executor-python",
+        default="auto",
+        metavar="PYTHON",
+        help="the executors' interpreter (local and local-cluster masters): auto (default: "
+        "the compiled build when there is one, else this interpreter), driver (this "
+        "interpreter) or an interpreter path",
+    )
     run_parser.add_argument("--quiet", action="store_true", help="no progress display")
     run_parser.set_defaults(func=run)
 
@@ -181,17 +196,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_with(args: argparse.Namespace, session: Any) -> int:
-    """``run`` on ``session`` if given (left running: the tests share one), else on a
-    session of its own built from ``--master`` and stopped at the end."""
+    """``run`` on ``session`` if given (left running: the tests share one; its executors
+    are as they are, so ``--executor-python`` must be ``auto``), else on a session of its
+    own built from ``--master`` and ``--executor-python`` and stopped at the end."""
+    from kpurgatory.pipeline.executor_python import ExecutorPythonError, select
     from kpurgatory.pipeline.replay import resolve_impl
     from kpurgatory.pipeline.spark import (
         ExecutorEnvironmentError,
         JavaMissingError,
         build_session,
         check_executors,
+        resolve_master,
         run_pipeline,
     )
 
+    started = time.perf_counter()
     try:
         rows = grid_rows(
             args.grid,
@@ -202,21 +221,29 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         )
         resolve_impl(args.impl_a)
         resolve_impl(args.impl_b)
-    except ValueError as exc:
+        if session is not None and args.executor_python != "auto":
+            raise ValueError(
+                f"--executor-python {args.executor_python}: a running session's executors "
+                "cannot be changed (only auto with a given session)"
+            )
+        master_url = resolve_master(args.master)
+        selected = None if session is not None else select(args.executor_python, master_url)
+    except (ValueError, ExecutorPythonError) as exc:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
     total = sum(r.n_ops for r in rows)
-    started = time.perf_counter()
+    if selected is not None:
+        print(selected.message, flush=True)
     try:
-        spark = build_session(args.master) if session is None else session
+        spark = build_session(master_url, executor_python=selected) if session is None else session
     except (JavaMissingError, ImportError) as exc:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
     master = spark.sparkContext.master
-    in_process = str(master) == "local" or str(master).startswith("local[")
-    if session is None and not in_process:  # executors in other processes: check them
+    probes: list[dict[str, Any]] = []
+    if session is None:  # the executors must run the build selected, with the replay's modules
         try:
-            check_executors(spark)
+            probes = check_executors(spark, selected)
         except ExecutorEnvironmentError as exc:
             spark.stop()
             print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
@@ -242,16 +269,36 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
     finally:
         if session is None:
             spark.stop()
-    from kpurgatory.pipeline.report import replay_command, write_report
+    from kpurgatory.pipeline.report import (
+        builds_by_worker,
+        builds_line,
+        cpu_throughput,
+        replay_command,
+        write_report,
+        write_run_json,
+    )
 
     elapsed = time.perf_counter() - started
+    per_minute = result.operations / elapsed * 60
+    workers = builds_by_worker(result.stream_table)
+    replayed_by = builds_line(workers)
+    per_cpu_minute = cpu_throughput(workers)
+    cpu_note = (
+        ""
+        if per_cpu_minute is None
+        else f" (the replay alone: {per_cpu_minute:,.0f} per CPU-minute of the Python workers)"
+    )
     context = (
         f"Grid `{args.grid}` ({len(rows)} streams), `{args.impl_a}` (expected) vs "
         f"`{args.impl_b}`, Spark master `{master}` ({cores} cores), mode `{args.mode}`, "
-        f"{elapsed:.0f} s wall including Spark start-up: "
-        f"{result.operations / elapsed * 60:,.0f} operations replayed (on both) and diffed "
-        "per minute."
+        f"replayed by the {replayed_by}, {elapsed:.0f} s wall including Spark start-up: "
+        f"{per_minute:,.0f} operations replayed (on both) and diffed per minute{cpu_note}."
     )
+    executors = {
+        "selected": None if selected is None else selected.as_dict(),
+        "probes": probes,
+        "workers": workers,
+    }
     report = write_report(
         result,
         args.out,
@@ -259,6 +306,30 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         context=context,
         impl_a=args.impl_a,
         impl_b=args.impl_b,
+        executors=executors,
+    )
+    write_run_json(
+        args.out,
+        {
+            "grid": args.grid,
+            "streams": result.streams,
+            "operations": result.operations,
+            "impl_a": args.impl_a,
+            "impl_b": args.impl_b,
+            "master": str(master),
+            "cores": cores,
+            "mode": args.mode,
+            "wall_seconds": round(elapsed, 3),
+            "operations_per_minute": round(per_minute),
+            "replay_operations_per_cpu_minute": (
+                None if per_cpu_minute is None else round(per_cpu_minute)
+            ),
+            "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
+            "counterexamples": result.counterexample_count,
+            "model_mismatches": result.model_mismatches,
+            "replayed_by": replayed_by,
+            "executors": executors,
+        },
     )
     print(context)
     for row in result.counterexamples[:10]:
@@ -268,7 +339,10 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
             f"  reproduce: {replay_command(row, args.impl_a, args.impl_b)}"
         )
     verdict = "no differences" if result.ok else f"{result.counterexample_count} counterexample(s)"
-    print(f"{verdict}; report: {report.resolve()} (and report.html, Parquet tables, PNG charts)")
+    print(
+        f"{verdict}; report: {report.resolve()} (and report.html, run.json, Parquet tables, "
+        "PNG charts)"
+    )
     return 0 if result.ok and result.model_mismatches == 0 else 1
 
 

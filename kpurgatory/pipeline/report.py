@@ -10,12 +10,18 @@ Charts (matplotlib, Agg backend, no display needed):
 - ``delay_queue.png``: delay-queue operations (offers + polls) and their log2 cost per
   request, for Kafka's queue of buckets versus a heap of requests (the Purgatory
   Redesign Proposal's argument, as numbers).
+
+Beside the pages, ``run.json`` keeps the run's facts for tools: grid, master, wall
+time, operations replayed and diffed per minute, stage times, and which interpreter the
+executors were given and which build of ``kpurgatory.optimized`` each Python worker
+replayed with (``builds_by_worker``, from the stream rows: what really ran).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +30,14 @@ if TYPE_CHECKING:
 
     from kpurgatory.pipeline.spark import PipelineResult
 
-__all__ = ["write_report"]
+__all__ = [
+    "builds_by_worker",
+    "builds_line",
+    "cpu_throughput",
+    "replay_command",
+    "write_report",
+    "write_run_json",
+]
 
 _SUMMARY_COLUMNS = (
     ("scenario", "scenario"),
@@ -147,6 +160,96 @@ def _charts(result: PipelineResult, out: Path) -> list[tuple[str, str]]:
     return charts
 
 
+def builds_by_worker(stream_table: pd.DataFrame) -> list[dict[str, Any]]:
+    """One dict per Python worker that replayed streams: its ``build`` of
+    ``kpurgatory.optimized``, ``worker`` (host:pid), ``streams``, ``operations``, and the
+    summed ``replay_seconds`` (wall) and ``cpu_seconds``; sorted by build and worker.
+    Empty for a table without them."""
+    if not len(stream_table) or not {"build", "worker"} <= set(stream_table.columns):
+        return []
+    table = stream_table.fillna({"build": "unknown", "worker": "unknown"})
+    if "cpu_seconds" not in table.columns:
+        table = table.assign(cpu_seconds=float("nan"))
+    grouped = (
+        table.groupby(["build", "worker"])
+        .agg(
+            streams=("ops", "size"),
+            operations=("ops", "sum"),
+            replay_seconds=("seconds", "sum"),
+            cpu_seconds=("cpu_seconds", "sum"),
+        )
+        .reset_index()
+        .sort_values(["build", "worker"])
+    )
+    return [
+        {
+            "build": str(record["build"]),
+            "worker": str(record["worker"]),
+            "streams": int(record["streams"]),
+            "operations": int(record["operations"]),
+            "replay_seconds": round(float(record["replay_seconds"]), 3),
+            "cpu_seconds": round(float(record["cpu_seconds"]), 3),
+        }
+        for record in grouped.to_dict("records")
+    ]
+
+
+def cpu_throughput(workers: Sequence[Mapping[str, Any]]) -> float | None:
+    """Operations replayed (on both implementations) per CPU-minute of the Python
+    workers, from ``builds_by_worker``; None without CPU times. Unlike the wall-clock
+    rate, other processes on the machine barely move it (shared caches aside)."""
+    cpu = sum(float(w.get("cpu_seconds") or 0.0) for w in workers)
+    operations = sum(int(w["operations"]) for w in workers)
+    return operations / cpu * 60 if cpu > 0 else None
+
+
+def builds_line(workers: Sequence[Mapping[str, Any]]) -> str:
+    """``workers`` (``builds_by_worker``) in a few words, e.g. "compiled build (2 Python
+    workers, 504 streams)"; builds joined with "and" when a run mixed them."""
+    if not workers:
+        return "unknown build (no stream rows)"
+    parts = []
+    for build in sorted({str(w["build"]) for w in workers}):
+        mine = [w for w in workers if w["build"] == build]
+        count, streams = len(mine), sum(int(w["streams"]) for w in mine)
+        parts.append(
+            f"{build} build ({count} Python worker{'s' if count != 1 else ''}, "
+            f"{streams} stream{'s' if streams != 1 else ''})"
+        )
+    return " and ".join(parts)
+
+
+def write_run_json(out: Path, facts: Mapping[str, Any]) -> Path:
+    """Write ``facts`` (JSON-ready) as ``out/run.json``; returns the path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "run.json"
+    path.write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def _executor_lines(executors: Mapping[str, Any]) -> list[str]:
+    """The report's "Executors" section: what was selected, and what each worker ran."""
+    lines = ["## Executors: which build replayed", ""]
+    selected = executors.get("selected")
+    if selected:
+        lines += [f"Selected before the run: {selected['message']}.", ""]
+    workers = executors.get("workers") or []
+    lines += [f"Replayed by the {builds_line(workers)}.", ""]
+    if workers:
+        lines += [
+            "| build of kpurgatory.optimized | Python worker (host:pid) | streams | "
+            "operations | replay s (wall) | replay CPU s |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {w['build']} | {w['worker']} | {w['streams']} | {w['operations']:,} | "
+                f"{w['replay_seconds']:.1f} | {w['cpu_seconds']:.1f} |"
+                for w in workers
+            ),
+            "",
+        ]
+    return lines
+
+
 def replay_command(row: Mapping[str, Any], impl_a: str, impl_b: str) -> str:
     """The ``kpurgatory replay`` command that repeats a counterexample ``row`` of a run
     that checked ``impl_b`` against ``impl_a`` (printed by ``pipeline run`` and written
@@ -166,12 +269,17 @@ def write_report(
     context: str,
     impl_a: str = "reference",
     impl_b: str = "optimized",
+    executors: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``report.md``, ``report.html`` and the PNG charts into ``out``; returns the .md.
 
     ``impl_a``/``impl_b``: the pair the run compared (for the counterexamples' replay
-    commands)."""
+    commands). ``executors``: ``selected`` (``ExecutorPython.as_dict()``) and ``workers``
+    (``builds_by_worker``) for the "Executors" section; by default the workers come from
+    ``result.stream_table``."""
     out.mkdir(parents=True, exist_ok=True)
+    if executors is None:
+        executors = {"workers": builds_by_worker(result.stream_table)}
     charts = _charts(result, out)
     headers, rows = _table_rows(result.summary)
     verdict = (
@@ -192,6 +300,7 @@ def write_report(
         "",
         verdict,
         "",
+        *_executor_lines(executors),
         "## Summary per scenario and preset",
         "",
         "| " + " | ".join(headers) + " |",
@@ -219,6 +328,11 @@ def write_report(
         f"<p>streams: {result.streams}; operations per implementation: {result.operations:,};"
         f" counterexamples: {result.counterexample_count}; cost-model mismatches: "
         f"{result.model_mismatches}</p>",
+        *(
+            f"<p>{html.escape(line)}</p>"
+            for line in _executor_lines(executors)[2:]
+            if line and not line.startswith("|")
+        ),
         "<table border=1 cellspacing=0 cellpadding=3><tr>"
         + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
         + "</tr>",

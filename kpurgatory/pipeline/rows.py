@@ -11,15 +11,21 @@ Both tables share one column layout (``COLUMNS``) with a ``kind`` column ("outco
 "stream") so a single ``mapInArrow`` pass can emit both; ``side`` is "a" for the
 expectation (normally the reference) and "b" for the implementation under test, so a
 run of the reference against itself still joins cleanly; ``OUTCOME_COLUMNS`` and
-``STREAM_COLUMNS`` select each table's columns.
+``STREAM_COLUMNS`` select each table's columns. Each stream row also records which
+build of ``kpurgatory.optimized`` replayed it (``build``: compiled or pure) and in which
+Python worker (``worker``: host:pid), so a run's report can say what it measured, and
+the CPU time the worker spent on it (``cpu_seconds``: expanding and replaying the
+stream), a throughput measure that other processes on the machine do not inflate.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
+from kpurgatory.pipeline.builds import optimized_build, worker_name
 from kpurgatory.pipeline.replay import (
     COUNTER_NAMES,
     IMPL_COUNTER_NAMES,
@@ -70,6 +76,9 @@ _STREAM_ONLY: tuple[tuple[str, str], ...] = (
     ("divergence_step", "long"),
     ("divergence", "string"),
     ("seconds", "double"),
+    ("cpu_seconds", "double"),
+    ("build", "string"),
+    ("worker", "string"),
     *((name, "long") for name in COUNTER_NAMES),
     *((f"impl_{name}", "long") for name in IMPL_COUNTER_NAMES),
 )
@@ -112,8 +121,10 @@ def replay_row(
     ``impl_a`` and ``impl_b`` are ``(name, module)`` pairs; ``impl_a`` is the
     expectation (normally the reference).
     """
+    cpu_started = time.process_time()
     steps = stream_steps(scenario, preset, seed, shard, n_ops)
     result = replay_stream(steps, impl_a[1], impl_b[1], state_every=state_every)
+    cpu_seconds = time.process_time() - cpu_started
     key = {"scenario": scenario, "preset": preset, "seed": seed, "shard": shard}
     rows: list[dict[str, Any]] = []
     sides = (("a", impl_a[0], result.outcomes_a), ("b", impl_b[0], result.outcomes_b))
@@ -147,6 +158,9 @@ def replay_row(
             "divergence_step": None if divergence is None else divergence[0],
             "divergence": None if divergence is None else divergence[1],
             "seconds": result.seconds,
+            "cpu_seconds": cpu_seconds,
+            "build": optimized_build(),
+            "worker": worker_name(),
             **result.counters,
             **{f"impl_{name}": value for name, value in result.impl_counters.items()},
         }

@@ -16,16 +16,22 @@ Stages (each shown with its own progress bar when the output is a terminal):
 ``build_session`` starts Spark the way this machine needs it (docs/pipeline.md):
 ``SPARK_LOCAL_IP=127.0.0.1`` and ``PYSPARK_PYTHON`` = this interpreter for local and
 ``local-cluster`` masters (their executors share this machine), UI off, quiet log4j2
-(root and ``org.apache.spark`` at the same level). For any other master the
-``kpurgatory`` package is zipped and shipped with ``addPyFile`` (executors read nothing
-from the driver's disk), and the executors' Python must come with the cluster or be
-shipped as a packed environment (``EXECUTOR_HELP``); ``check_executors`` verifies it
-before the job starts.
+(root and ``org.apache.spark`` at the same level). Given an ``ExecutorPython``
+(``kpurgatory.pipeline.executor_python.select``: ``pipeline run --executor-python``),
+those executors run the interpreter it chose instead (the compiled build when there is
+one), in the worker environment it gives. For any other master, and for
+``local-cluster`` executors running the driver's interpreter, the ``kpurgatory``
+package is zipped and shipped with ``addPyFile`` (executors read nothing from the
+driver's disk), and on a cluster the executors' Python must come with the cluster or be
+shipped as a packed environment (``EXECUTOR_HELP``). ``check_executors`` verifies
+before the job starts that every executor can replay, and which build and sources it
+imports.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import shutil
@@ -41,6 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kpurgatory.pipeline.executor_python import (
+    OPTION,
+    ExecutorPython,
+    is_local_cluster_master,
+    is_local_master,
+)
 from kpurgatory.pipeline.replay import resolve_impl
 from kpurgatory.pipeline.rows import (
     COLUMNS,
@@ -68,6 +80,7 @@ __all__ = [
     "check_java",
     "package_zip",
     "replay_dataframe",
+    "resolve_master",
     "run_pipeline",
 ]
 
@@ -147,21 +160,18 @@ def _submitted_master() -> str:
     return master
 
 
-def _is_local(master: str) -> bool:
-    return master == "local" or master.startswith("local[")
-
-
-def _is_local_cluster(master: str) -> bool:
-    """``local-cluster[N,cores,mem]``: separate executor JVMs, but on this machine."""
-    return master.startswith("local-cluster[")
+def resolve_master(master: str | None) -> str:
+    """``master``, or for None the master ``spark-submit --master`` chose (``local[*]``
+    outside spark-submit)."""
+    if master is not None:
+        return master
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
+    return _submitted_master() if submitted else "local[*]"
 
 
 class ExecutorEnvironmentError(RuntimeError):
     """The executors' Python cannot run the job; the message names the fix."""
 
-
-EXECUTOR_MODULES = ("pyarrow", "pandas", "kpurgatory")
-"""What the replay needs in the executors' Python (kpurgatory comes with addPyFile)."""
 
 EXECUTOR_HELP = (
     "The executors need a Python with the pipeline extra (pyarrow, pandas). On a cluster, "
@@ -172,46 +182,83 @@ EXECUTOR_HELP = (
 )
 
 
-def _executor_probe(_: object) -> tuple[str, str, tuple[str, ...]]:
-    """Runs in an executor: its interpreter, Python version and the modules it lacks."""
-    import importlib.util as util
-    import platform
-    import sys as executor_sys
+def _executor_probe(_: object) -> str:
+    """Runs in an executor: ``builds.describe()`` of its Python worker, as JSON (hashable,
+    so ``distinct`` keeps one answer per worker process)."""
+    from kpurgatory.pipeline.builds import describe
 
-    missing = tuple(name for name in EXECUTOR_MODULES if util.find_spec(name) is None)
-    return executor_sys.executable, platform.python_version(), missing
+    return json.dumps(describe(), sort_keys=True)
 
 
-def check_executors(session: SparkSession) -> None:
+def _selected_by(expected: ExecutorPython) -> str:
+    """How the user can change the executors' interpreter, for error messages."""
+    if expected.chosen_by == "cluster":
+        return EXECUTOR_HELP
+    return (
+        f"The executors' interpreter was chosen by {expected.chosen_by} "
+        f"({expected.executable}); pass {OPTION} driver, {OPTION} auto or another "
+        f"{OPTION} PATH."
+    )
+
+
+def check_executors(
+    session: SparkSession, expected: ExecutorPython | None = None
+) -> list[dict[str, Any]]:
     """Run one tiny task per executor slot; ``ExecutorEnvironmentError`` unless each
-    executor's Python has the modules the replay needs (and the driver's version).
+    executor's Python has the modules the replay needs (and the driver's version) and,
+    if ``expected`` is given, imports the build and the sources it names. Returns what
+    each Python worker reported (``builds.describe()``), for the run's report.
 
     A worker Python that cannot start, or lacks pyarrow, would otherwise fail deep inside
-    the first stage with a long Py4J traceback. Cost: one small job (about a second).
+    the first stage with a long Py4J traceback; a worker that imports another build than
+    the one selected (a source checkout on its path shadowing a compiled install) would
+    make the run measure something else than it says. Cost: one small job (a second or
+    two: Python workers start for it).
     """
     import platform
 
     context = session.sparkContext
     slots = max(1, context.defaultParallelism)
+    python = getattr(context, "pythonExec", None) or os.environ.get(
+        "PYSPARK_PYTHON", "python3 (unset)"
+    )
     try:
-        found = set(
-            context.parallelize(range(slots), slots).map(_executor_probe).distinct().collect()
-        )
+        answers = context.parallelize(range(slots), slots).map(_executor_probe).distinct()
+        collected = answers.collect()
     except Exception as exc:  # Py4J wraps the worker's failure
         last = str(exc).strip().splitlines()[-1:] or ["?"]
         raise ExecutorEnvironmentError(
             f"the executors could not run Python on master {context.master} "
-            f"(PYSPARK_PYTHON={os.environ.get('PYSPARK_PYTHON', 'python3 (unset)')}): "
-            f"{last[0]}. {EXECUTOR_HELP}"
+            f"(PYSPARK_PYTHON={python}): {last[0]}. {EXECUTOR_HELP}"
         ) from None
+    found = sorted((json.loads(answer) for answer in collected), key=repr)
     driver = platform.python_version()
-    for executable, version, missing in sorted(found, key=repr):
+    for worker in found:
+        executable, version = worker.get("executable"), str(worker.get("python"))
+        missing = tuple(worker.get("missing", ()))
+        if "error" in worker:
+            missing += ("kpurgatory",)
         if missing or version.rsplit(".", 1)[0] != driver.rsplit(".", 1)[0]:
             lacks = f"lacks {', '.join(missing)}" if missing else f"is Python {version}"
             raise ExecutorEnvironmentError(
                 f"the executors' Python {executable} {lacks} (driver: Python {driver}, "
                 f"master {context.master}). {EXECUTOR_HELP}"
             )
+        if expected is None:
+            continue
+        imported = f"kpurgatory from {worker.get('kpurgatory_path')}"
+        if expected.build is not None and worker.get("build") != expected.build:
+            raise ExecutorEnvironmentError(
+                f"the executors' Python {executable} replays with the {worker.get('build')} "
+                f"build ({imported}), not the {expected.build} build selected: "
+                f"{expected.message}. {_selected_by(expected)}"
+            )
+        if expected.digest is not None and worker.get("digest") != expected.digest:
+            raise ExecutorEnvironmentError(
+                f"the executors' Python {executable} imports {imported}, built from other "
+                f"sources than the driver's (master {context.master}). {_selected_by(expected)}"
+            )
+    return found
 
 
 def build_session(
@@ -219,11 +266,14 @@ def build_session(
     app_name: str = "kpurgatory-pipeline",
     *,
     shuffle_partitions: int | None = None,
+    executor_python: ExecutorPython | None = None,
 ) -> SparkSession:
     """A SparkSession configured for this project (see the module docstring).
 
     ``master=None`` keeps the master chosen by ``spark-submit --master`` (or
-    ``local[*]`` outside spark-submit). ``JavaMissingError`` if Java 17+ is absent;
+    ``local[*]`` outside spark-submit). ``executor_python``: the executors' interpreter
+    and worker environment (None: this interpreter for local masters, as before
+    ``--executor-python`` existed). ``JavaMissingError`` if Java 17+ is absent;
     ``ImportError`` (with the extra to install) if pyspark is not installed.
     """
     check_java()
@@ -233,13 +283,15 @@ def build_session(
         raise ImportError(
             "pyspark is not installed: pip install -e '.[pipeline]' (pyspark, pyarrow, pandas<3)"
         ) from None
-    if master is None:
-        submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
-        master = _submitted_master() if submitted else "local[*]"
-    local = _is_local(master)
-    if local or _is_local_cluster(master):  # executors on this machine: this interpreter
+    master = resolve_master(master)
+    local = is_local_master(master)
+    interpreter: str | None = None  # PYSPARK_PYTHON while the session starts
+    if local or is_local_cluster_master(master):  # executors on this machine
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        if executor_python is None:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        elif executor_python.set_interpreter:
+            interpreter = executor_python.executable
     scratch = Path(tempfile.mkdtemp(prefix="kpurgatory-spark-"))
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # log4j2 file, package zip
     log4j = scratch / "log4j2.properties"
@@ -256,9 +308,23 @@ def build_session(
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
         .config("spark.python.worker.reuse", "true")
     )
-    session = builder.getOrCreate()
+    for name, value in (executor_python.worker_env if executor_python else {}).items():
+        builder = builder.config(f"spark.executorEnv.{name}", value)
+    # pyspark reads PYSPARK_PYTHON once, when the context starts: set it only for that,
+    # so this process's environment stays as the user left it.
+    saved = os.environ.get("PYSPARK_PYTHON")
+    if interpreter is not None:
+        os.environ["PYSPARK_PYTHON"] = interpreter
+    try:
+        session = builder.getOrCreate()
+    finally:
+        if interpreter is not None:
+            if saved is None:
+                os.environ.pop("PYSPARK_PYTHON", None)
+            else:
+                os.environ["PYSPARK_PYTHON"] = saved
     session.sparkContext.setLogLevel("ERROR")
-    if not local:
+    if not local and (executor_python is None or executor_python.ship_package):
         session.sparkContext.addPyFile(str(package_zip(scratch)))
     return session
 
@@ -615,7 +681,8 @@ def _diff(outcomes: DataFrame, streams: DataFrame) -> DataFrame:
 
 
 def _aggregates(outcomes: DataFrame, streams: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Per scenario/preset summary, and cascades per operation by deadline decile."""
+    """Per scenario/preset summary (with the builds of kpurgatory.optimized that replayed
+    its streams, e.g. "compiled"), and cascades per operation by deadline decile."""
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
@@ -663,6 +730,7 @@ def _aggregates(outcomes: DataFrame, streams: DataFrame) -> tuple[DataFrame, Dat
         sf.sum("model_mismatches").alias("model_mismatches"),
         sf.sum(sf.col("divergence_step").isNotNull().cast("long")).alias("diverged_streams"),
         sf.sum("seconds").alias("replay_seconds"),
+        sf.concat_ws(",", sf.array_sort(sf.collect_set("build"))).alias("builds"),
     )
     summary = per_ops.join(per_streams, on=group, how="outer").orderBy(*group)
     placed = ops.filter(sf.col("wheel_level") >= 0)
