@@ -161,10 +161,13 @@ class DelayedOperation(TimerTask):
             won = not self._completed
             self._completed = True
         if won:
-            TimerTask.cancel(self)
             owner = self._owner
             if owner is not None and self._watch_keys is not None:
-                owner._note_completed(self)  # maybe still watched: a purge candidate (R30)
+                # A purge candidate (R30) before the timer entry goes: a purge that took the
+                # candidates before this line read a timer size still counting the
+                # operation, so its estimate keeps the next purge due.
+                owner._note_completed(self)
+            TimerTask.cancel(self)
             waiter = self._waiter
             if waiter is None:
                 self.on_complete()

@@ -26,9 +26,12 @@ may retain longer than the lists would is a multi-key operation whose every key 
 already unlinked it: at most ``_candidates_limit`` operations (``2 * purge_interval +
 1024``), beyond which the candidates are dropped and the next purge scans every list
 as before (``_scan_all``). The candidates are written with single dict operations (each
-atomic under the GIL, so no lock: a completion may race a purge, and then the next
-purge unlinks it, as a scan that had passed its list would); ``_check`` asserts that
-every completed operation still watched is a candidate unless ``_scan_all`` is set.
+atomic under the GIL, so no lock). A completion may race a purge: ``force_complete``
+records the candidate before it cancels the timer entry, so a purge that took the
+candidates too early read a timer size still counting the operation, and its estimate
+keeps the next purge due to unlink it, as a scan that had passed its list would (the
+slow schedule tier found the other order losing it). ``_check`` asserts that every
+completed operation still watched is a candidate unless ``_scan_all`` is set.
 
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.

@@ -297,6 +297,17 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "Bug 6: the whole timeout goes to Condition.wait: OverflowError past TIMEOUT_MAX (R42).",
     ),
     Mutant(
+        "opt-candidate-after-timer-cancel",
+        f"{_O}.operation",
+        "DelayedOperation.force_complete",
+        "            owner._note_completed(self)\n        TimerTask.cancel(self)",
+        "            TimerTask.cancel(self)\n            owner._note_completed(self)\n"
+        "        else:\n            TimerTask.cancel(self)",
+        "A winning force_complete records its purge candidate after the timer cancel: a "
+        "purge in between misses it and resets the estimate to a size without it, so no "
+        "later purge unlinks it from its other keys (R30; found by the slow tier).",
+    ),
+    Mutant(
         "opt-cancel-is-plain-cancel",
         f"{_O}.operation",
         "DelayedOperation.cancel",

@@ -41,8 +41,8 @@ def test_r32_r39_concurrent_shutdowns_all_return_shut_down(
 
 @pytest.mark.parametrize(
     ("other", "bound"),
-    [("submit", 1), ("check", 1), ("force", 1), ("force", 2), pytest.param("submit", 2, marks=slow),
-     pytest.param("check", 2, marks=slow), pytest.param("submit", 3, marks=slow),
+    [("submit", 1), ("check", 1), ("check", 2), ("force", 1), ("force", 2),
+     pytest.param("submit", 2, marks=slow), pytest.param("submit", 3, marks=slow),
      pytest.param("check", 3, marks=slow)],
 )  # fmt: skip
 def test_r30_purge_racing_submission_and_check(subject: sc.Impl, other: str, bound: int) -> None:

@@ -56,6 +56,8 @@ SCHEDULE_CATCHES: list[tuple[str, str, Callable[[], sc.Build], int | None, str]]
     ("opt-blocking-ignores-pending", "optimized", lc.maybe_vs_check, 2, "completion lost"),
     ("opt-cancel-is-plain-cancel", "optimized", lambda: lc.abandon_race(("check",), "cancel"), 2,
      "cancel() left it pending"),
+    ("opt-candidate-after-timer-cancel", "optimized", lambda: lc.purge_vs("check"), 2,
+     "completed ones not purged"),
     ("ref-drain-unlocked", "reference", sc.cancel_vs_expiry, None, "lock discipline"),
     ("ref-watched-unlocked", "reference", lambda: lc.purge_vs("check"), 1, "lock discipline"),
     ("opt-num-completed-unlocked", "optimized", lambda: sc.watch_vs_event("a"), 1,
