@@ -83,7 +83,9 @@ def test_auto_picks_a_compiled_interpreter_when_present(tmp_path: Path) -> None:
 
 def test_auto_picks_it_on_local_cluster_too(tmp_path: Path) -> None:
     compiled = fake_python(tmp_path / "venv")
-    chosen = select("auto", "local-cluster[2,1,1024]", environ={}, candidates=[compiled])
+    chosen = select(
+        "auto", "local-cluster[2,1,1024]", environ={}, candidates=[compiled], driver=driver()
+    )
     assert chosen.executable == str(compiled) and not chosen.ship_package
 
 
