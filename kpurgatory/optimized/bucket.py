@@ -19,8 +19,8 @@ Every bucket of a timer shares one ``TaskCounter``: the number of entries linked
 any bucket at any level, i.e. the timer's ``size`` (R12).
 
 Inlined copies: the timer's hot paths inline the bodies of ``TimerTaskList.add``
-(in ``TimingWheel.add``), ``remove`` (in ``TimerTask.cancel``), ``set_expiration`` (in
-``TimingWheel.add``) and ``flush`` (in ``SystemTimer.advance_clock``): a Python call
+and ``set_expiration`` (in ``TimingWheel.add`` and ``SystemTimer.add``), ``remove`` (in
+``TimerTask.cancel``) and ``flush`` (in ``SystemTimer.advance_clock``): a Python call
 costs as much as the whole list operation (measured in docs/performance.md). The methods
 here stay the definitions, used by the rarer paths and the tests; a change to one must
 be made to its inlined copy too (the equivalence machines, ``_check`` and the mutants of

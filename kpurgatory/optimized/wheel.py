@@ -189,6 +189,9 @@ class TimingWheel:
         of an add): each inlined expression is the body of the helper named in its
         comment, with the local names substituted; the helper remains the definition
         (with the contract CrossHair checks, and tests/optimized/test_wheel.py's tests).
+        ``SystemTimer.add`` inlines this method in turn, without the "already expired"
+        test (it cannot fire for a task due after the timer's current time); the drain's
+        cascades call it.
         """
         due = entry._entry_due
         wheel = self
@@ -224,7 +227,9 @@ class TimingWheel:
         """Move every level's current time to ``time_ms`` rounded down to its tick.
 
         A level moves only when a whole tick of its own has passed (Kafka's rule); an
-        overflow wheel receives the rounded time of the level below. O(levels).
+        overflow wheel receives the rounded time of the level below. O(levels). An idle
+        ``SystemTimer.advance_clock`` inlines the lowest level and calls this for the
+        levels above only when they move.
         """
         wheel: TimingWheel | None = self
         while wheel is not None:
