@@ -305,10 +305,12 @@ class AsyncPurgatory(Generic[T]):
             # one set lookup instead of an ABC isinstance
             allowed = self._base_type if any_operation else self._operation_type
             if not isinstance(operation, allowed):
-                raise TypeError(
-                    f"operation must be a kpurgatory.aio.{self._operation_type.__name__}, "
-                    f"not {cls.__name__}"
+                wanted = (
+                    f"kpurgatory.{self._implementation}.DelayedOperation"
+                    if any_operation
+                    else f"kpurgatory.aio.{self._operation_type.__name__}"
                 )
+                raise TypeError(f"operation must be a {wanted}, not {cls.__name__}")
             known = self._known_any_types if any_operation else self._known_types
             if len(known) < _KNOWN_TYPES_LIMIT:
                 known.add(cls)

@@ -257,6 +257,23 @@ def test_r46_bad_arguments_raise_and_leave_no_trace(
     run(main(), clock)
 
 
+def test_r45_try_complete_else_watch_names_the_wrapped_implementation_it_accepts(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R35: the no-waiter submission takes any operation of the wrapped implementation,
+    and its refusal names that class (not the awaitable one ``wait`` needs)."""
+    clock = ManualClock(0)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            wanted = rf"^operation must be a kpurgatory\.{implementation}\.DelayedOperation"
+            with pytest.raises(TypeError, match=wanted):
+                purgatory.try_complete_else_watch(object(), ["k"])
+            assert purgatory.purgatory.watched == 0
+
+    run(main(), clock)
+
+
 class PlainOperationStub(PlainOperation):
     """A plain kpurgatory.DelayedOperation: no waiter, so not awaitable."""
 
