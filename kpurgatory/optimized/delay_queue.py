@@ -11,7 +11,8 @@ Waiting: on a real clock, ``advance_clock`` lets time pass through
 (R7); ``next_due`` is the earliest due time of any scheduled entry, found from the
 heap (see ``earliest_due``). A ``ManualClock`` never blocks and never calls it, so an
 idle timer does no per-tick work. An add with an earlier due time than the waiter's
-target notifies the condition (``note_scheduled``).
+target notifies the condition (``note_scheduled``). The timer does the waiter
+bookkeeping itself (``waiters``, ``target``) around ``clock.wait``: no call per step.
 
 All methods run with the owning timer's lock held (the condition is built on it).
 """
@@ -25,7 +26,7 @@ from collections.abc import Callable
 
 from kpurgatory import sync
 from kpurgatory.optimized.bucket import TimerTaskList
-from kpurgatory.spec.protocols import AbstractLock, Clock
+from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["WAKE_NOW", "DelayQueue"]
 
@@ -64,7 +65,9 @@ class DelayQueue:
         self._seq = itertools.count()
         self._condition = sync.new_condition(lock)
         self.waiters = 0
-        """Drains waiting in ``await_due`` now (read by ``add`` to skip ``note_scheduled``)."""
+        """Drains in their clock wait now: ``SystemTimer.advance_clock`` counts itself in
+        around ``clock.wait`` and clears ``target`` when the last one leaves (read by
+        ``add`` to skip ``note_scheduled``)."""
         self.target: int | None = None
         """The due time a blocked drain waits for (``next_due``), None with no waiter."""
         self.offers = 0
@@ -134,24 +137,6 @@ class DelayQueue:
                     key, seq, _ = heap[child]
                     heapq.heappush(frontier, (key, seq, child))
         return best
-
-    def await_due(self, clock: Clock, timeout_ms: int) -> int:
-        """Let time pass until the earliest due time or ``timeout_ms``; return the reading.
-
-        Called with the timer's lock held. Delegates to ``clock.wait`` (R7): a real
-        clock blocks on the condition (released while blocked) and re-reads
-        ``next_due`` at every wake-up; ``interrupted()`` (wakeup or close, given at
-        construction) ends the wait at once. O(1) plus the clock's wait (a
-        ``ManualClock`` never calls ``next_due``). Inlined in ``SystemTimer.advance_clock``
-        (one call less per step); this stays the definition.
-        """
-        self.waiters += 1
-        try:
-            return clock.wait(self._condition, timeout_ms, self.next_due)
-        finally:
-            self.waiters -= 1
-            if not self.waiters:
-                self.target = None
 
     def next_due(self) -> int | None:
         """What a real-clock wait waits for: ``WAKE_NOW`` once interrupted, else the
