@@ -438,36 +438,41 @@ RULES: tuple[Rule, ...] = (
         "R46",
         "aio",
         "Awaiting an operation",
-        "wait(operation, keys) submits the operation at the call, as "
-        "try_complete_else_watch does (R22), and returns a Waiter: a future of the outcome "
-        "that can be awaited, or passed to create_task, wait_for or gather. The outcome is "
-        "COMPLETED if it completed by its condition or a force_complete (at once "
-        "included), EXPIRED if its expiry won (R17), ABANDONED if abandon or shutdown took "
-        "it out; it is set once on_complete has returned. Bad arguments raise from the "
-        "call as try_complete_else_watch does (R34-R36) and leave no trace; a second wait "
-        "of the same operation raises ValueError. submit is the same method as wait.",
+        "outcome = await purgatory.wait(operation, keys): wait is a coroutine function; when "
+        "its coroutine first runs it submits the operation as try_complete_else_watch does "
+        "(R22) and then waits for the outcome: COMPLETED if it completed by its condition or "
+        "a force_complete (at once included), EXPIRED if its expiry won (R17), ABANDONED if "
+        "abandon or shutdown took it out; the outcome is set once on_complete has returned. "
+        "Bad arguments raise as try_complete_else_watch does (R34-R36) and leave no trace; "
+        "waiting twice on the same operation raises ValueError. submit(operation, keys) "
+        "submits at the call and returns a Waiter, a plain asyncio.Future subclass of the "
+        "outcome (awaitable, and accepted by asyncio.wait, wait_for, gather and shield).",
     ),
     Rule(
         "R47",
         "aio",
         "Cancelling a wait abandons",
-        "If the Waiter returned by wait (or submit) is cancelled, or the task awaiting it is "
-        "(Task.cancel, a wait_for timeout, a TaskGroup, a dropped client), before "
-        "the outcome reached it, the operation is "
-        "abandoned (R40): it leaves every watcher list and the timer (watched and num_delayed "
-        "drop at once), it never completes later, neither on_complete nor on_expiration "
-        "runs, and the CancelledError propagates. An operation that finished before the "
-        "cancellation landed stays finished. AsyncPurgatory.abandon and cancel() of a "
-        "submitted operation abandon it too; its wait returns ABANDONED.",
+        "The operation is abandoned (R40) exactly when the code waiting for it gives up: the "
+        "Waiter is cancelled, or the task awaiting wait is (Task.cancel, a wait_for or "
+        "asyncio.timeout expiry, a TaskGroup or gather cancelling it, a dropped client). The "
+        "abandon happens inside that cancel() call: the operation leaves every watcher list "
+        "and the timer (watched and num_delayed drop at once), never completes later, "
+        "neither on_complete nor on_expiration runs, and the CancelledError propagates. An "
+        "operation that finished before the cancellation landed stays finished. "
+        "AsyncPurgatory.abandon and cancel() of a submitted operation abandon it too; its "
+        "wait returns ABANDONED.",
     ),
     Rule(
         "R48",
         "aio",
         "Callback errors",
-        "If on_complete raises, the operation stays completed (R16), its wait raises that "
-        "exception, and so does the completing call (check_and_complete, force_complete, "
-        "wait itself when it completes at once). On expiry the driver logs it (R13) and "
-        "keeps driving the timer.",
+        "If on_complete raises anything (an Exception or any other BaseException, "
+        "CancelledError included), the operation stays completed (R16), its waiter raises "
+        "that same exception, and so does the completing call (check_and_complete, "
+        "force_complete, wait itself when it completes at once), after its sweep (R53). On "
+        "expiry an Exception is logged (R13) and the driver keeps driving the timer; another "
+        "BaseException reaches the loop (its exception handler, or run_forever for "
+        "KeyboardInterrupt and SystemExit) after the drain handed every due task over.",
     ),
     Rule(
         "R49",
@@ -483,13 +488,17 @@ RULES: tuple[Rule, ...] = (
         "R50",
         "aio",
         "Loop thread",
-        "An AsyncPurgatory belongs to one loop; wait off that loop raises RuntimeError. "
-        "try_complete, on_complete and on_expiration run on the thread that completes the "
-        "operation: the loop thread for submissions, loop-side check_and_complete and "
-        "expiry, so they must not block (a blocking callback stalls the loop; operations "
-        "due meanwhile expire late, in due order). A completion on another thread reaches "
-        "its waiter through call_soon_threadsafe; if the loop is closed it is dropped (the "
-        "operation still completes). With the loop closed, shutdown still works.",
+        "An AsyncPurgatory belongs to one loop. Its calls (wait, submit, "
+        "try_complete_else_watch, check_and_complete, cancel_for_key, abandon) are made on "
+        "that loop, in the thread running it: from anywhere else (another thread, another "
+        "loop, no running loop) they raise RuntimeError (R59). try_complete, on_complete and "
+        "on_expiration run on the thread that completes the operation: the loop thread for "
+        "those calls and for expiry, so they must not block (a blocking callback stalls the "
+        "loop; operations due meanwhile expire late, in due order). A completion made by "
+        "another thread through the wrapped purgatory reaches its waiter through "
+        "call_soon_threadsafe; if the loop is closed it is dropped (the operation still "
+        "completes). shutdown also works from a thread with no running loop once the loop "
+        "has stopped or closed.",
     ),
     Rule(
         "R51",
@@ -501,6 +510,100 @@ RULES: tuple[Rule, ...] = (
         "expiries and counters as a DelayedOperationPurgatory on a ManualClock advanced to "
         "the same readings, except that an expiry happens at its due time, in a loop "
         "callback, rather than inside the advance_clock call that passes it.",
+    ),
+    # ---- user code that fails ---------------------------------------------------------
+    Rule(
+        "R52",
+        "failures",
+        "Callbacks that raise",
+        "Any user code the library calls may raise an Exception or any other BaseException "
+        "(KeyboardInterrupt, SystemExit, CancelledError): try_complete, on_complete, "
+        "on_expiration, a task's run, a supplied lock, clock or executor, a key's __hash__ "
+        "or __eq__. try_complete raising leaves the operation as it was (pending, watched as "
+        "before) unless it completed meanwhile. on_complete raising leaves the operation "
+        "completed (R16) and the error reaches the completing call. A task's run (an "
+        "expiry) raising an Exception is logged and swallowed (R13); any other "
+        "BaseException is logged and re-raised out of the hand-over: from advance_clock "
+        "after its drain (R53), or into the executor's future on an executor thread. A "
+        "reaper step that raises anything is logged and the reaper carries on (R31).",
+    ),
+    Rule(
+        "R53",
+        "failures",
+        "Sweeps finish, then raise",
+        "A call that runs user code for several operations or tasks (check_and_complete, "
+        "the hand-over of an advance_clock drain, cancel_for_key's knock attempts, "
+        "AsyncPurgatory.shutdown's abandons) handles every one of them even when some raise, "
+        "so nothing it collected is lost and every waiter is settled. Then it raises: one "
+        "error as it is; several as one BaseExceptionGroup (an ExceptionGroup when all are "
+        "Exceptions) holding them in the order raised. A task whose hand-over failed "
+        "(its executor's submit raised) is named in a note on that error.",
+    ),
+    Rule(
+        "R54",
+        "failures",
+        "No trace on every path",
+        "R38 holds on every path of a submission, the R41 retry included: if the retry's "
+        "try_complete raises and the operation did not complete, the submission is rolled "
+        "back (unwatched, estimate lowered, timer entry cancelled, claim released). A "
+        "supplied clock, executor or lock that raises before the call changed anything, and "
+        "a key whose __hash__ or __eq__ raises when the call first reads its keys, fail the "
+        "call with no trace. Outside this promise: a lock whose release raises after the "
+        "work under it, and a key that hashes or compares once and raises later in the same "
+        "call (Python's dict-key contract broken): the error propagates, nothing more.",
+    ),
+    Rule(
+        "R55",
+        "failures",
+        "cancel_for_key honours a knock",
+        "cancel_for_key holds each operation's lock while it cancels its timer entry; a "
+        "maybe_try_complete that finds that lock held leaves its attempt to it, as to the "
+        "blocking paths of R41. After releasing the lock, if the pending flag is set and "
+        "the operation is still pending and submitted here, cancel_for_key makes the "
+        "attempt (safe_try_complete): an operation completed by it runs its callbacks in "
+        "cancel_for_key's caller and is still returned. No knock is dropped.",
+    ),
+    Rule(
+        "R56",
+        "failures",
+        "cancel never fails on a valid operation",
+        "cancel() of a DelayedOperation is idempotent and never raises because of a race: "
+        "on an operation submitted to a purgatory it abandons it there (R40); on one never "
+        "submitted, or whose submission was rolled back (R38) before cancel took its lock, "
+        "it is the plain task cancel (R9).",
+    ),
+    Rule(
+        "R57",
+        "aio",
+        "Cancelled at any point",
+        "Whatever point asyncio cancels the code waiting for an operation at, the operation "
+        "is abandoned exactly when that code gives up, and never completes afterwards: "
+        "cancelled before its first step, wait's coroutine never submitted the operation "
+        "(nothing to abandon; it may be submitted later); cancelled while suspended (directly, "
+        "through wait_for, asyncio.timeout, TaskGroup, gather, asyncio.wait's caller), it is "
+        "abandoned in the cancel() call; a coroutine closed while suspended (GeneratorExit) "
+        "abandons it too; under shield the inner wait goes on until the inner task itself is "
+        "cancelled. Only public asyncio API is used.",
+    ),
+    Rule(
+        "R58",
+        "aio",
+        "Every waiter settles",
+        "Every Waiter ends with an outcome or an exception, never pending for good: when "
+        "on_complete raises anything (R48), when purgatory.abandon(op) or op.cancel() is "
+        "called on the wrapped purgatory of either implementation, and when the wrapped "
+        "purgatory is shut down directly: the AsyncPurgatory then shuts itself down (its "
+        "waiters get ABANDONED) and its driver stops arming the loop.",
+    ),
+    Rule(
+        "R59",
+        "aio",
+        "Checks hold where the state is used",
+        "Every thread or loop check holds where the state it guards is used, not only where "
+        "it is read: an AsyncPurgatory call is allowed only while its loop runs in the "
+        "calling thread, a fact a synchronous call cannot lose before it returns, so the "
+        "driver's call_at and the waiter's set_result always run on the loop thread. A "
+        "waiter told from another thread is settled through call_soon_threadsafe.",
     ),
 )
 
