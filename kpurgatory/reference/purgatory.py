@@ -17,6 +17,7 @@ from collections.abc import Hashable, Iterable
 from typing import ClassVar, Generic
 
 from kpurgatory import sync
+from kpurgatory._sweep import raise_collected
 from kpurgatory._checks import (
     require_at_least,
     require_bool,
@@ -211,17 +212,31 @@ class DelayedOperationPurgatory(Generic[T]):
             except BaseException as exc:
                 if operation._is_finished():
                     raise  # on_complete ran: the operation stays completed and submitted
-                for key in watched:
-                    self._unwatch(key, operation)
-                if counted:
-                    with self._lock:
-                        self._estimated_total_operations -= 1
-                operation._release_submission()
+                self._roll_back(operation, watched, counted)
                 if isinstance(exc, RuntimeError) and self._is_shut_down:
                     raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
                 raise
-        # A maybe_try_complete that found the lock held left its attempt to us (R41).
-        return operation._knocked() and operation._safe_try_complete_for(self)
+        # A maybe_try_complete that found the lock held left its attempt to us (R41). The
+        # attempt is part of the submission: if it raises, it is rolled back too (R54).
+        if not operation._knocked():
+            return False
+        try:
+            return operation._safe_try_complete_for(self)
+        except BaseException:
+            with operation.lock:
+                if not operation._is_finished() and operation._owner is self:
+                    self._roll_back(operation, watched, counted)
+            raise
+
+    def _roll_back(self, operation: T, watched: list[Hashable], counted: bool) -> None:
+        """Undo a submission that raised (R38, R54); the operation's lock is held."""
+        for key in watched:
+            self._unwatch(key, operation)
+        if counted:
+            with self._lock:
+                self._estimated_total_operations -= 1
+        operation._unschedule()
+        operation._release_submission()
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watched on ``key``; return how many this call completed.
@@ -235,15 +250,22 @@ class DelayedOperationPurgatory(Generic[T]):
         with self._lock:
             snapshot = list(self._watchers.get(key, ()))
         completed = 0
+        errors: list[BaseException] = []
         for operation in snapshot:
-            if operation._is_finished():
-                self._unwatch(key, operation)
-            elif operation._safe_try_complete_for(self):
-                completed += 1
-                self._unwatch(key, operation)
+            try:
+                if operation._is_finished():
+                    self._unwatch(key, operation)
+                elif operation._safe_try_complete_for(self):
+                    completed += 1
+                    self._unwatch(key, operation)
+            except BaseException as exc:  # the other operations are tried first (R53)
+                errors.append(exc)
+                if operation._is_finished():  # its on_complete raised: unlinked as completed
+                    self._unwatch(key, operation)
         if completed:
             with self._lock:
                 self._num_completed_by_purgatory += completed
+        raise_collected(errors, f"check_and_complete({key!r})")
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:
@@ -257,9 +279,17 @@ class DelayedOperationPurgatory(Generic[T]):
         require_hashable("key", key)
         with self._lock:
             operations = self._watchers.pop(key, [])
+        errors: list[BaseException] = []
         for operation in operations:
-            with operation.lock:
-                operation._unschedule()
+            try:
+                with operation.lock:
+                    operation._unschedule()
+                # A maybe_try_complete that found the lock held left its attempt here (R55).
+                if operation._knocked() and not operation._is_finished():
+                    operation._safe_try_complete_for(self)
+            except BaseException as exc:  # the other operations are handled first (R53)
+                errors.append(exc)
+        raise_collected(errors, f"cancel_for_key({key!r})")
         return operations
 
     def abandon(self, operation: T) -> bool:
@@ -279,6 +309,11 @@ class DelayedOperationPurgatory(Generic[T]):
             )
         if operation._owner is not self:
             raise ValueError(f"operation {operation!r} was not submitted to {self._name!r}")
+        return self._abandon_submitted(operation)
+
+    def _abandon_submitted(self, operation: T) -> bool:
+        """``abandon`` without the argument checks (``cancel`` calls it, R56): False if the
+        operation is finished or, by the time its lock is held, not submitted here."""
         with operation.lock:
             if operation._owner is not self or not operation._abandon():
                 return False
@@ -401,7 +436,7 @@ class DelayedOperationPurgatory(Generic[T]):
                     self._stop_reaper.wait(REAPER_STEP_MS / 1000)
                     continue
                 self._reaper_step()
-            except Exception:
+            except BaseException:  # anything: a reaper that died would expire nothing (R52)
                 logger.exception("expiration reaper of %r failed a step; it carries on", self._name)
                 self._stop_reaper.wait(REAPER_STEP_MS / 1000)
 
