@@ -20,6 +20,7 @@ implement ``try_complete``, ``on_complete`` and ``on_expiration``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from threading import get_ident
 from typing import Any, Protocol
 
@@ -112,10 +113,8 @@ class Waiter(asyncio.Future[Outcome]):
         if running_loop() is loop:
             self._deliver(outcome)
             return
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody left to wake
             loop.call_soon_threadsafe(self._deliver, outcome)
-        except RuntimeError:  # the loop is closed: nobody is left to wake
-            pass
 
     def _deliver(self, outcome: Outcome | BaseException) -> None:
         """On the loop: leave the registry, set ``outcome`` unless already cancelled."""

@@ -24,8 +24,8 @@ Python-level override of ``force_complete``, ``run`` or ``__init__``.
 from __future__ import annotations
 
 import abc
-from threading import get_ident
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any, Protocol
 
 from kpurgatory import sync

@@ -47,7 +47,6 @@ from collections.abc import Hashable, Iterable
 from typing import Generic, cast, overload
 
 from kpurgatory import sync
-from kpurgatory._sweep import raise_collected
 from kpurgatory._checks import (
     require_at_least,
     require_bool,
@@ -56,6 +55,7 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
+from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import BoolArg, IntArg, StrArg, TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.optimized._mypyc import mypyc_attr

@@ -51,7 +51,6 @@ from concurrent.futures import Executor
 from typing import Final, overload
 
 from kpurgatory import sync
-from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory._checks import (
     abstract_class_error,
     declared,
@@ -61,6 +60,7 @@ from kpurgatory._checks import (
     require_str,
     unimplemented,
 )
+from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory._typing import IntArg, StrArg
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
@@ -610,4 +610,5 @@ class SystemTimer:
         except RuntimeError:
             logger.error("timer %r could not hand over %r: executor is shut down", self._name, task)
         except BaseException as exc:
-            raise not_handed_over(exc, task)
+            not_handed_over(exc, task)
+            raise

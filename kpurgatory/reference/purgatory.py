@@ -17,7 +17,6 @@ from collections.abc import Hashable, Iterable
 from typing import ClassVar, Generic
 
 from kpurgatory import sync
-from kpurgatory._sweep import raise_collected
 from kpurgatory._checks import (
     require_at_least,
     require_bool,
@@ -26,6 +25,7 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
+from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.reference.operation import DelayedOperation

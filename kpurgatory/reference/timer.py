@@ -16,8 +16,8 @@ import logging
 from concurrent.futures import Executor
 
 from kpurgatory import sync
-from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory._checks import refuse_override, require_at_least, require_int, require_str
+from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
 from kpurgatory.spec.arithmetic import (
@@ -316,4 +316,5 @@ class SystemTimer:
         except RuntimeError:
             logger.error("timer %r could not hand over %r: executor is shut down", self._name, task)
         except BaseException as exc:
-            raise not_handed_over(exc, task)
+            not_handed_over(exc, task)
+            raise

@@ -269,7 +269,7 @@ def test_r45_try_complete_else_watch_names_the_wrapped_implementation_it_accepts
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
             wanted = rf"^operation must be a kpurgatory\.{implementation}\.DelayedOperation"
             with pytest.raises(TypeError, match=wanted):
-                purgatory.try_complete_else_watch(object(), ["k"])
+                purgatory.try_complete_else_watch(object(), ["k"])  # type: ignore[arg-type]
             assert purgatory.purgatory.watched == 0
 
     run(main(), clock)
@@ -739,7 +739,7 @@ def test_r46_wait_is_a_coroutine_function_and_submit_returns_a_plain_future(
             assert purgatory.purgatory.watched == 2 and purgatory.waiting == 2
             done, pending = await asyncio.wait([waiter])  # a coroutine face would be refused
             assert done == {waiter} and not pending
-            assert await asyncio.gather(task, waiter) == [Outcome.EXPIRED, Outcome.EXPIRED]
+            assert list(await asyncio.gather(task, waiter)) == [Outcome.EXPIRED, Outcome.EXPIRED]
 
     run(main(), clock)
     assert [name for kind, name, _ in log if kind == "expire"] == ["b", "a"]
@@ -799,7 +799,7 @@ def test_r45_try_complete_else_watch_on_the_loop_arms_the_driver_without_a_waite
         with pytest.raises(ValueError, match="already awaited"):
             purgatory.try_complete_else_watch(awaited, ["k"])
         with pytest.raises(TypeError, match="operation must be"):
-            purgatory.try_complete_else_watch(object(), ["k"])
+            purgatory.try_complete_else_watch(object(), ["k"])  # type: ignore[arg-type]
         await asyncio.sleep(0.05)
         left = op(100, "left", log, clock)
         assert purgatory.try_complete_else_watch(left, ["k"]) is False
