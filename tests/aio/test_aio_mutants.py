@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
+from hypothesis import HealthCheck, Phase, settings
+
 from tests.aio import test_cancellation as cancellation
+from tests.aio.test_cancellation_machine import make_machine
 from tests.mutants.catalog import Mutant, applied
 
 _PURGATORY = "kpurgatory.aio.purgatory"
@@ -29,7 +32,50 @@ def _on(test: Callable[[Any], None], implementation: str) -> Check:
     return lambda: test(implementation)
 
 
+def _machine(implementation: str) -> Check:
+    """The cancellation machine on a fixed, derandomized budget (no shrinking)."""
+
+    def check() -> None:
+        machine = make_machine(implementation)  # type: ignore[arg-type]
+        machine.TestCase.settings = settings(
+            max_examples=60,
+            stateful_step_count=30,
+            derandomize=True,
+            phases=[Phase.explicit, Phase.generate],
+            database=None,
+            deadline=None,
+            report_multiple_bugs=False,
+            print_blob=False,
+            suppress_health_check=list(HealthCheck),
+        )
+        machine.TestCase().runTest()
+
+    return check
+
+
 AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
+    (
+        Mutant(
+            "waiter-cancel-does-not-abandon",
+            _OPERATION,
+            "Waiter.cancel",
+            "self._registry._give_up(self._operation)",
+            "pass",
+            "R47: cancelling the wait leaves the operation watched and timed.",
+        ),
+        _machine("optimized"),
+    ),
+    (
+        Mutant(
+            "reference-waiter-not-told-of-base-exception",
+            _OPERATION,
+            "ReferenceDelayedOperation.force_complete",
+            "except BaseException as exc:  # raised by on_complete (anything): this call won",
+            "except Exception as exc:",
+            "R58: a CancelledError from on_complete leaves the reference's waiter pending.",
+        ),
+        _machine("reference"),
+    ),
     (
         Mutant(
             "loop-check-accepts-no-running-loop",
