@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from hypothesis import HealthCheck, Phase, settings
 
 from tests.aio import test_cancellation as cancellation

@@ -25,6 +25,7 @@ races are the schedule tests' job), and real time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ COMPOSITIONS = (
 KEYS = ("k0", "k1", "k2")
 
 
-class Failure(Exception):
+class CallbackError(Exception):
     """What a failing on_complete raises (besides CancelledError)."""
 
 
@@ -193,17 +194,16 @@ def make_machine(implementation: PurgatoryImplementation) -> type[RuleBasedState
             operation.ready = ready
             operation.fail_with = {
                 None: None,
-                "exception": Failure("on_complete failed"),
+                "exception": CallbackError("on_complete failed"),
                 "cancelled": asyncio.CancelledError("on_complete cancelled"),
             }[fail]
             item = Tracked(operation, composition, tuple(keys))
             operation.tracked = item
             self.tracked.append(item)
             if composition == "future":
-                try:
+                # on_complete raising at once makes submit raise it (R48)
+                with contextlib.suppress(CallbackError, asyncio.CancelledError):
                     item.waiter = self._call(lambda: self.purgatory.submit(operation, keys))
-                except (Failure, asyncio.CancelledError):
-                    pass  # on_complete raised at once: submit raised it (R48)
                 return
             if composition == "task":  # the wait's own coroutine is the task's
                 item.task = self.loop.create_task(self.purgatory.wait(operation, keys))
@@ -236,10 +236,9 @@ def make_machine(implementation: PurgatoryImplementation) -> type[RuleBasedState
             for item in self.tracked:
                 if key in item.keys:
                     item.operation.ready = True
-            try:
+            # on_complete raising: every other operation was tried first (R53)
+            with contextlib.suppress(CallbackError, asyncio.CancelledError, BaseExceptionGroup):
                 self._call(lambda: self.purgatory.check_and_complete(key))
-            except (Failure, asyncio.CancelledError, BaseExceptionGroup):
-                pass  # on_complete raised: every other operation was tried first (R53)
 
         # -- invariants -----------------------------------------------------------
 
