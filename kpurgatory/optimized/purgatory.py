@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import typing
 from collections.abc import Hashable, Iterable
 from typing import Generic, cast, overload
@@ -55,6 +54,7 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
+from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
 from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import BoolArg, IntArg, StrArg, TypeVar
 from kpurgatory.clock import ManualClock
@@ -67,8 +67,6 @@ __all__ = ["DEFAULT_SHARDS", "REAPER_STEP_MS", "DelayedOperationPurgatory", "Wat
 
 logger = logging.getLogger(__name__)
 
-REAPER_STEP_MS = 200
-"""How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
 
 DEFAULT_SHARDS = 512
 """Kafka's ``Shards``: the number of watcher-list shards."""
@@ -560,18 +558,7 @@ class DelayedOperationPurgatory(Generic[T]):
         True iff both have; False at once before ``shutdown``, and from the reaper or
         executor thread itself. Reference equivalent: same.
         """
-        if not self._is_shut_down:
-            return False
-        deadline = None if timeout is None else time.monotonic() + timeout
-        reaper = self._reaper
-        if reaper is not None:
-            if reaper is threading.current_thread():
-                return False
-            reaper.join(timeout)
-            if reaper.is_alive():
-                return False
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return self._timer.await_termination(remaining)
+        return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
@@ -740,13 +727,10 @@ class DelayedOperationPurgatory(Generic[T]):
         return purged
 
     def _reap(self) -> None:
-        while not self._stop_reaper.is_set():
-            try:
-                if self._timer.closed:  # closed under us: idle instead of spinning
-                    self._stop_reaper.wait(REAPER_STEP_MS / 1000)
-                    continue
-                self._timer.advance_clock(REAPER_STEP_MS)
-                self._purge_if_due()
-            except BaseException:  # anything: a reaper that died would expire nothing (R52)
-                logger.exception("expiration reaper of %r failed a step; it carries on", self._name)
-                self._stop_reaper.wait(REAPER_STEP_MS / 1000)
+        run_reaper(self._stop_reaper, self._timer, self._reaper_step, self._name, logger)
+
+    def _reaper_step(self) -> None:
+        """One iteration of the reaper loop (R31): wait up to 200 ms for due tasks, then
+        purge. Reference equivalent: ``_reaper_step``."""
+        self._timer.advance_clock(REAPER_STEP_MS)
+        self._purge_if_due()

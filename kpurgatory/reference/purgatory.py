@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Hashable, Iterable
 from typing import ClassVar, Generic
 
@@ -25,6 +24,7 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
+from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
 from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import TypeVar
 from kpurgatory.clock import ManualClock
@@ -35,8 +35,6 @@ __all__ = ["REAPER_STEP_MS", "DelayedOperationPurgatory"]
 
 logger = logging.getLogger(__name__)
 
-REAPER_STEP_MS = 200
-"""How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
 
 T = TypeVar("T", bound=DelayedOperation, default=DelayedOperation)
 """The operations a purgatory holds; ``DelayedOperationPurgatory(...)`` alone means any."""
@@ -364,18 +362,7 @@ class DelayedOperationPurgatory(Generic[T]):
         True iff both have; False at once before ``shutdown``. From the reaper or the
         executor thread it cannot wait for that thread itself and returns False.
         """
-        if not self._is_shut_down:
-            return False
-        deadline = None if timeout is None else time.monotonic() + timeout
-        reaper = self._reaper
-        if reaper is not None:
-            if reaper is threading.current_thread():
-                return False
-            reaper.join(timeout)
-            if reaper.is_alive():
-                return False
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return self._timer.await_termination(remaining)
+        return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
@@ -430,15 +417,7 @@ class DelayedOperationPurgatory(Generic[T]):
         return purged
 
     def _reap(self) -> None:
-        while not self._stop_reaper.is_set():
-            try:
-                if self._timer.closed:  # closed under us: idle instead of spinning
-                    self._stop_reaper.wait(REAPER_STEP_MS / 1000)
-                    continue
-                self._reaper_step()
-            except BaseException:  # anything: a reaper that died would expire nothing (R52)
-                logger.exception("expiration reaper of %r failed a step; it carries on", self._name)
-                self._stop_reaper.wait(REAPER_STEP_MS / 1000)
+        run_reaper(self._stop_reaper, self._timer, self._reaper_step, self._name, logger)
 
     def _reaper_step(self) -> None:
         """One iteration of the reaper loop (R31): wait up to 200 ms for due tasks, then purge."""
