@@ -1,0 +1,192 @@
+"""The web framework recipes (examples/long_poll_aiohttp.py, long_poll_starlette.py) over HTTP.
+
+Each test starts one recipe's server on 127.0.0.1 (any free port) and talks to it over
+real HTTP with aiohttp's client, in one ``asyncio.run``: the server, its purgatory and
+the client share that loop, so the test reads the purgatory's counters from the board
+directly (on the loop's thread, R50). Every wait is bounded; the only time asserted is
+the lower bound a client relies on: an ``EXPIRED`` answer never comes before
+``timeout_ms`` (measured with ``time.monotonic`` in the client, from before the
+request was sent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from examples.long_poll_service import RunningService
+
+aiohttp = pytest.importorskip("aiohttp", reason="the dev extra installs aiohttp")
+
+pytestmark = pytest.mark.realtime
+
+RECIPES = ["long_poll_aiohttp", "long_poll_starlette"]
+LONG_TIMEOUT_MS = 60_000
+"""A poll that only a publish, a hang-up or the server closing may end."""
+BOUND_S = 20.0
+"""The most any one test may take (a loaded machine included)."""
+IDLE = {"waiting": 0, "watched": 0, "delayed": 0}
+
+
+def recipe(name: str) -> ModuleType:
+    """The example module ``name`` (skipped if its framework is not installed)."""
+    if name == "long_poll_starlette":
+        pytest.importorskip("starlette", reason="the dev extra installs starlette")
+        pytest.importorskip("uvicorn", reason="the dev extra installs uvicorn")
+    return importlib.import_module(f"examples.{name}")
+
+
+Scenario = Callable[[RunningService, Any], Awaitable[None]]
+
+
+def run_against(name: str, scenario: Scenario) -> None:
+    """Serve recipe ``name`` and run ``scenario(service, client_session)`` against it."""
+    serve: Callable[..., AbstractAsyncContextManager[RunningService]] = recipe(name).serve
+
+    async def main() -> None:
+        async with asyncio.timeout(BOUND_S), serve("127.0.0.1", 0) as service:
+            assert service.url.startswith("http://127.0.0.1:")
+            async with aiohttp.ClientSession(service.url) as client:
+                await scenario(service, client)
+
+    asyncio.run(main())
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Yield to the loop until ``condition()`` holds (bounded by ``BOUND_S`` overall)."""
+    deadline = time.monotonic() + BOUND_S / 2
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
+async def get_poll(client: Any, key: str, timeout_ms: int) -> tuple[int, dict[str, Any]]:
+    """``GET /poll``: the status and the JSON body."""
+    params = {"key": key, "timeout_ms": str(timeout_ms)}
+    async with client.get("/poll", params=params) as response:
+        return response.status, await response.json()
+
+
+async def post_publish(client: Any, key: str, message: str) -> int:
+    """``POST /publish``: how many polls it answered."""
+    async with client.post("/publish", params={"key": key}, data=message) as response:
+        assert response.status == 200
+        answered: int = (await response.json())["answered"]
+        return answered
+
+
+@pytest.fixture(params=RECIPES)
+def name(request: pytest.FixtureRequest) -> str:
+    found: str = request.param
+    return found
+
+
+def test_r46_an_early_publish_answers_the_poll(name: str) -> None:
+    """R46, R25: a publish before the timeout answers the waiting poll with its message,
+    and the poll leaves the purgatory."""
+
+    async def scenario(service: RunningService, client: Any) -> None:
+        polling = asyncio.create_task(get_poll(client, "news", LONG_TIMEOUT_MS))
+        await until(lambda: service.board.polls.waiting == 1, "the poll to wait")
+        assert await post_publish(client, "other", "not for it") == 0
+        assert await post_publish(client, "news", "hello") == 1
+        assert await polling == (200, {"outcome": "COMPLETED", "message": "hello"})
+        assert service.board.stats() == IDLE
+        async with client.get("/stats") as response:
+            assert await response.json() == IDLE
+
+    run_against(name, scenario)
+
+
+def test_r4_a_timeout_answers_expired_never_before_timeout_ms(name: str) -> None:
+    """R4, R46: with no publish each poll answers EXPIRED, and not before its
+    ``timeout_ms`` of the client's monotonic clock (late is allowed, early never)."""
+
+    async def timed_poll(client: Any, key: str, timeout_ms: int) -> float:
+        started = time.monotonic()
+        answer = await get_poll(client, key, timeout_ms)
+        elapsed = time.monotonic() - started
+        assert answer == (200, {"outcome": "EXPIRED", "message": None})
+        return elapsed
+
+    async def scenario(service: RunningService, client: Any) -> None:
+        timeouts = [0, 1, 5, 37, 120, 250, 250, 400]
+        elapsed = await asyncio.gather(
+            *(timed_poll(client, f"quiet-{i % 3}", t) for i, t in enumerate(timeouts))
+        )
+        for timeout_ms, seconds in zip(timeouts, elapsed, strict=True):
+            assert seconds >= timeout_ms / 1000, (timeout_ms, seconds)  # never early
+            assert seconds < timeout_ms / 1000 + BOUND_S / 2  # answered at all
+        assert service.board.polls.waiting == 0
+
+    run_against(name, scenario)
+
+
+def test_r47_a_client_hang_up_abandons_its_poll(name: str) -> None:
+    """R47: a client that closes its connection while its poll waits: the poll is
+    abandoned (its waiter, watcher entry and timer entry go at once), nothing answers it
+    later, and the server goes on serving."""
+
+    async def scenario(service: RunningService, client: Any) -> None:
+        host, port = service.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        target = f"/poll?key=gone&timeout_ms={LONG_TIMEOUT_MS}"
+        writer.write(f"GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode("ascii"))
+        await writer.drain()
+        await until(lambda: service.board.stats()["waiting"] == 1, "the poll to wait")
+        assert service.board.stats() == {"waiting": 1, "watched": 1, "delayed": 1}
+        writer.close()  # the hang-up
+        await writer.wait_closed()
+        await until(lambda: service.board.stats() == IDLE, "the hung-up poll to be abandoned")
+        assert await post_publish(client, "gone", "too late") == 0  # nobody left to answer
+        assert await reader.read() == b""  # and nothing was sent to the closed socket
+
+    run_against(name, scenario)
+
+
+def test_r49_closing_the_server_answers_waiting_polls_abandoned(name: str) -> None:
+    """R49: leaving ``serve`` shuts the purgatory down first: a waiting poll is answered
+    (503, ``ABANDONED``) instead of being cut off."""
+
+    async def main() -> None:
+        async with asyncio.timeout(BOUND_S):
+            async with recipe(name).serve("127.0.0.1", 0) as service:
+                client = aiohttp.ClientSession(service.url)
+                polling = asyncio.create_task(get_poll(client, "k", LONG_TIMEOUT_MS))
+                await until(lambda: service.board.polls.waiting == 1, "the poll to wait")
+            try:
+                assert await polling == (503, {"outcome": "ABANDONED", "message": None})
+            finally:
+                await client.close()
+            assert service.board.polls.closed
+
+    asyncio.run(main())
+
+
+def test_r35_bad_query_arguments_are_refused_naming_the_argument(name: str) -> None:
+    """R35 (at the HTTP edge): a missing or wrong argument answers 400 naming it, and
+    leaves nothing in the purgatory."""
+
+    async def scenario(service: RunningService, client: Any) -> None:
+        for params, named in [
+            ({"timeout_ms": "10"}, "key"),
+            ({"key": "k"}, "timeout_ms"),
+            ({"key": "k", "timeout_ms": "soon"}, "timeout_ms"),
+            ({"key": "k", "timeout_ms": "-1"}, "timeout_ms"),
+        ]:
+            async with client.get("/poll", params=params) as response:
+                assert response.status == 400
+                assert (await response.json())["error"].startswith(named)
+        async with client.post("/publish", data="x") as response:
+            assert response.status == 400
+            assert (await response.json())["error"].startswith("key")
+        assert service.board.stats() == IDLE
+
+    run_against(name, scenario)
