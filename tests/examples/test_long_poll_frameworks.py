@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from examples.long_poll_service import RunningService
+from examples.long_poll_service import PollBoard, RunningService
 
 aiohttp = pytest.importorskip("aiohttp", reason="the dev extra installs aiohttp")
 
@@ -82,6 +82,21 @@ async def post_publish(client: Any, key: str, message: str) -> int:
         return answered
 
 
+async def hang_up_while_polling(url: str, board: PollBoard) -> asyncio.StreamReader:
+    """Send a long poll on a raw connection, wait until it waits, close the connection
+    (the hang-up); return the connection's reader."""
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    target = f"/poll?key=gone&timeout_ms={LONG_TIMEOUT_MS}"
+    writer.write(f"GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode("ascii"))
+    await writer.drain()
+    await until(lambda: board.polls.waiting == 1, "the poll to wait")
+    assert board.stats() == {"waiting": 1, "watched": 1, "delayed": 1}
+    writer.close()
+    await writer.wait_closed()
+    return reader
+
+
 @pytest.fixture(params=RECIPES)
 def name(request: pytest.FixtureRequest) -> str:
     found: str = request.param
@@ -135,15 +150,7 @@ def test_r47_a_client_hang_up_abandons_its_poll(name: str) -> None:
     later, and the server goes on serving."""
 
     async def scenario(service: RunningService, client: Any) -> None:
-        host, port = service.url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
-        target = f"/poll?key=gone&timeout_ms={LONG_TIMEOUT_MS}"
-        writer.write(f"GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode("ascii"))
-        await writer.drain()
-        await until(lambda: service.board.stats()["waiting"] == 1, "the poll to wait")
-        assert service.board.stats() == {"waiting": 1, "watched": 1, "delayed": 1}
-        writer.close()  # the hang-up
-        await writer.wait_closed()
+        reader = await hang_up_while_polling(service.url, service.board)
         await until(lambda: service.board.stats() == IDLE, "the hung-up poll to be abandoned")
         assert await post_publish(client, "gone", "too late") == 0  # nobody left to answer
         assert await reader.read() == b""  # and nothing was sent to the closed socket
@@ -190,3 +197,70 @@ def test_r35_bad_query_arguments_are_refused_naming_the_argument(name: str) -> N
         assert service.board.stats() == IDLE
 
     run_against(name, scenario)
+
+
+# -- what the frameworks do without the recipes' hang-up handling ----------------------
+# These pin the behaviour docs/tutorial.md describes (and show that the hang-up test
+# above can fail): with aiohttp's default server, or a Starlette handler that does not
+# listen for ``http.disconnect``, a hung-up poll goes on waiting after the server has
+# seen the connection go.
+
+
+def test_aiohttp_by_default_leaves_a_hung_up_handler_waiting() -> None:
+    """aiohttp's default (``handler_cancellation=False``): the connection is gone, the
+    handler is not cancelled, so its poll still waits (until its timeout)."""
+    web = recipe("long_poll_aiohttp").web
+
+    async def main() -> None:
+        async with asyncio.timeout(BOUND_S):
+            board = PollBoard()
+            runner = web.AppRunner(recipe("long_poll_aiohttp").make_app(board))
+            await runner.setup()
+            try:
+                site = web.TCPSite(runner, "127.0.0.1", 0)
+                await site.start()
+                host, port = runner.addresses[0][:2]
+                await hang_up_while_polling(f"http://{host}:{port}", board)
+                protocols = runner.server.connections  # aiohttp's RequestHandler
+                await until(lambda: protocols[0].transport is None, "aiohttp to see the hang-up")
+                await asyncio.sleep(0.05)  # a few more loop turns: nothing cancels it
+                assert board.stats() == {"waiting": 1, "watched": 1, "delayed": 1}
+            finally:
+                board.close()
+                await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_uvicorn_does_not_cancel_a_hung_up_starlette_handler() -> None:
+    """uvicorn only marks the request as disconnected: a Starlette handler that awaits
+    the poll without listening for ``http.disconnect`` goes on waiting."""
+    starlette = recipe("long_poll_starlette")
+    uvicorn = starlette.uvicorn
+
+    async def main() -> None:
+        async with asyncio.timeout(BOUND_S):
+            board = PollBoard()
+
+            async def naive_poll(request: Any) -> Any:
+                answer = await board.poll("gone", LONG_TIMEOUT_MS)
+                return starlette.JSONResponse(answer.as_json())
+
+            app = starlette.Starlette(routes=[starlette.Route("/poll", naive_poll)])
+            config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="off")
+            server = uvicorn.Server(config)
+            serving = asyncio.create_task(server.serve())
+            try:
+                await until(lambda: server.started, "uvicorn to start")
+                host, port = server.servers[0].sockets[0].getsockname()[:2]
+                await hang_up_while_polling(f"http://{host}:{port}", board)
+                connections = server.server_state.connections
+                await until(lambda: not connections, "uvicorn to see the hang-up")
+                await asyncio.sleep(0.05)  # a few more loop turns: nothing cancels it
+                assert board.stats() == {"waiting": 1, "watched": 1, "delayed": 1}
+            finally:
+                board.close()
+                server.should_exit = True
+                await serving
+
+    asyncio.run(main())
