@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from threading import get_ident
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kpurgatory import optimized, reference
 from kpurgatory.aio.outcome import Outcome
@@ -137,6 +137,13 @@ class DelayedOperation(optimized.DelayedOperation):
     """
 
     __slots__ = ()
+
+    if TYPE_CHECKING:
+        # The inherited constructor, as users' checkers should see it: ``delay_ms`` is an
+        # ``int``. (The compiled base annotates it with ``kpurgatory._typing.IntArg`` so
+        # that mypyc leaves the R35 checks to its body; a checker would name that type
+        # variable in its error.) Declared for checkers only: no extra call at run time.
+        def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None: ...
 
 
 class ReferenceDelayedOperation(reference.DelayedOperation):

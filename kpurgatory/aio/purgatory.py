@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable, Iterable
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal
 
 from kpurgatory import optimized, reference
 from kpurgatory._checks import require_str
 from kpurgatory._sweep import raise_collected
+from kpurgatory._typing import TypeVar
 from kpurgatory.aio.driver import LoopTimerDriver
 from kpurgatory.aio.executor import LoopExecutor
 from kpurgatory.aio.operation import (
@@ -31,12 +32,16 @@ from kpurgatory.aio.operation import (
 )
 from kpurgatory.aio.outcome import Outcome
 from kpurgatory.aio.virtual import VirtualTimeLoop
+from kpurgatory.aio.wrapped import WrappedPurgatory, WrappedTimer
 from kpurgatory.clock import ManualClock, MonotonicClock
 from kpurgatory.spec.protocols import Clock
 
 __all__ = ["AsyncPurgatory", "PurgatoryImplementation"]
 
-T = TypeVar("T", bound="DelayedOperation | ReferenceDelayedOperation")
+T = TypeVar("T", bound="DelayedOperation | ReferenceDelayedOperation", default=DelayedOperation)
+"""The operations awaited: a bare ``AsyncPurgatory("name")`` holds any aio
+``DelayedOperation`` (the PEP 696 default); ``AsyncPurgatory[ReferenceDelayedOperation]``
+(or a subclass) with ``implementation="reference"``."""
 
 _KNOWN_TYPES_LIMIT = 256
 """Operation classes remembered as checked (classes made on the fly would grow it)."""
@@ -131,15 +136,14 @@ class AsyncPurgatory(Generic[T]):
 
     # -- read-only state -------------------------------------------------------------
 
-    @property
-    def purgatory(self) -> Any:
-        """The wrapped ``DelayedOperationPurgatory`` (for its counters and metrics)."""
-        return self._purgatory
+    purgatory = WrappedPurgatory("_purgatory")
+    """The wrapped ``DelayedOperationPurgatory`` (for its counters and metrics): typed
+    ``kpurgatory.optimized.DelayedOperationPurgatory[T]`` for aio ``DelayedOperation``s,
+    ``kpurgatory.reference.DelayedOperationPurgatory[T]`` for
+    ``ReferenceDelayedOperation``s."""
 
-    @property
-    def timer(self) -> Any:
-        """The wrapped purgatory's timer."""
-        return self._purgatory.timer
+    timer = WrappedTimer("_timer")
+    """The wrapped purgatory's ``SystemTimer`` (of the same implementation)."""
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -158,7 +162,8 @@ class AsyncPurgatory(Generic[T]):
 
     @property
     def waiting(self) -> int:
-        """Operations submitted with ``wait`` (or ``submit``) whose waiter is not settled."""
+        """How many operations submitted with ``wait`` or ``submit`` are still awaited
+        (their waiter not settled): a count, not a collection."""
         return len(self._waiting)
 
     @property
