@@ -1,6 +1,7 @@
-"""A user's type checker trusts kpurgatory: mypy --strict on a typed user program, from outside.
+"""A user's type checker trusts kpurgatory: mypy --strict on typed user programs, from outside.
 
-The program (tests/typing/user_program.py) and the README's example are copied to a
+The programs (tests/typing/user_program.py for the core, aio_user_program.py for
+``kpurgatory.aio``) and the README's example are copied to a
 temporary folder and checked with ``mypy --strict`` run there, so mypy finds kpurgatory
 the way a user's checker does: installed (a wheel, or an editable install whose mode
 type checkers can follow, see the Makefile), never through this repository as the
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAM = Path(__file__).with_name("user_program.py")
+PROGRAMS = ["user_program.py", "aio_user_program.py"]
+HERE = Path(__file__).resolve().parent
 README = ROOT / "README.md"
 
 
@@ -46,30 +48,30 @@ def test_user_program_and_readme_example_pass_mypy_strict(tmp_path: Path) -> Non
     """Typed use checks clean, kpurgatory's types are seen (assert_type), each mistake is
     flagged (an ignore that suppresses nothing fails under --strict), and the README's
     example checks without a type argument (DelayedOperationPurgatory's PEP 696 default)."""
-    (tmp_path / "user_program.py").write_text(PROGRAM.read_text(encoding="utf-8"))
+    for name in PROGRAMS:
+        (tmp_path / name).write_text((HERE / name).read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "readme_example.py").write_text(readme_example(), encoding="utf-8")
-    done = run_mypy(tmp_path, "user_program.py", "readme_example.py")
+    done = run_mypy(tmp_path, *PROGRAMS, "readme_example.py")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "no issues found in 2 source files" in done.stdout
+    assert f"no issues found in {len(PROGRAMS) + 1} source files" in done.stdout
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
 def test_mistakes_are_flagged_with_the_expected_codes(tmp_path: Path) -> None:
-    """Without its ignore comments the program has exactly one error per marked line, with
-    the code the comment names (so the clean run above is not clean by accident)."""
-    source = PROGRAM.read_text(encoding="utf-8")
-    marked = {
-        number: code
-        for number, line in enumerate(source.splitlines(), start=1)
-        if (found := re.search(r"# type: ignore\[([\w-]+)\]", line))
-        for code in [found.group(1)]
-    }
-    assert len(marked) >= 10
-    stripped = re.sub(r"  # type: ignore\[[\w-]+\]", "", source)
-    (tmp_path / "user_program.py").write_text(stripped, encoding="utf-8")
-    done = run_mypy(tmp_path, "user_program.py")
+    """Without their ignore comments the programs have exactly one error per marked line,
+    with the code the comment names (so the clean run above is not clean by accident)."""
+    marked: dict[tuple[str, int], str] = {}
+    for name in PROGRAMS:
+        source = (HERE / name).read_text(encoding="utf-8")
+        for number, line in enumerate(source.splitlines(), start=1):
+            if found := re.search(r"# type: ignore\[([\w-]+)\]", line):
+                marked[(name, number)] = found.group(1)
+        stripped = re.sub(r"  # type: ignore\[[\w-]+\]", "", source)
+        (tmp_path / name).write_text(stripped, encoding="utf-8")
+    assert len(marked) >= 20
+    done = run_mypy(tmp_path, *PROGRAMS)
     errors = {
-        int(line.split(":")[1]): line.rsplit("[", 1)[1].rstrip("]")
+        (line.split(":")[0], int(line.split(":")[1])): line.rsplit("[", 1)[1].rstrip("]")
         for line in done.stdout.splitlines()
         if ": error:" in line
     }

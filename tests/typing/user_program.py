@@ -5,7 +5,8 @@ Checked by tests/typing/test_user_program.py with mypy run from outside the repo
 ``mypy --strict kpurgatory tests``. Each deliberate mistake carries a type-ignore
 comment naming the expected error code: under ``--strict`` (``warn_unused_ignores``) an ignore that
 suppresses nothing is itself an error, so a mistake the checker stops flagging fails
-the check. Never run: only type-checked.
+the check. The pyright ignore next to it names pyright's rule for the same mistake
+(tests/typing/test_pyright.py checks them the same way). Never run: only type-checked.
 """
 
 from __future__ import annotations
@@ -67,17 +68,17 @@ def correct_use() -> None:
 
 def mistakes() -> None:
     """Each call is wrong; the user's checker must flag it (the run-time check would too)."""
-    timer = SystemTimer("user", tick_ms="5")  # type: ignore[type-var]
-    SystemTimer(7)  # type: ignore[type-var]
-    SystemTimer("user", start_ms=1.5)  # type: ignore[type-var]
-    Op("500")  # type: ignore[arg-type]
-    Tick("500")  # type: ignore[type-var]
-    timer.advance_clock("100")  # type: ignore[type-var]
-    timer.add("task")  # type: ignore[call-overload]
+    timer = SystemTimer("user", tick_ms="5")  # type: ignore[type-var]  # pyright: ignore[reportArgumentType]
+    SystemTimer(7)  # type: ignore[type-var]  # pyright: ignore[reportArgumentType]
+    SystemTimer("user", start_ms=1.5)  # type: ignore[type-var]  # pyright: ignore[reportArgumentType]
+    Op("500")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    Tick("500")  # type: ignore[type-var]  # pyright: ignore[reportArgumentType]
+    timer.advance_clock("100")  # type: ignore[type-var]  # pyright: ignore[reportArgumentType]
+    timer.add("task")  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]
     purgatory = DelayedOperationPurgatory[Op]("user", timer, reaper_enabled=False)
-    purgatory.advance_clock("100")  # type: ignore[type-var]
-    purgatory.try_complete_else_watch(None, ["k"])  # type: ignore[call-overload]
-    DelayedOperationPurgatory("p", timer="timer")  # type: ignore[type-var]
-    DelayedOperationPurgatory("p", reaper_enabled=1)  # type: ignore[type-var]
-    DelayedOperationPurgatory(3)  # type: ignore[type-var]
-    ManualClock(0).advance("1")  # type: ignore[arg-type]
+    purgatory.advance_clock("100")  # type: ignore[type-var]  # pyright: ignore[reportArgumentType]
+    purgatory.try_complete_else_watch(None, ["k"])  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]
+    DelayedOperationPurgatory("p", timer="timer")  # type: ignore[type-var]  # pyright: ignore[reportArgumentType]
+    DelayedOperationPurgatory("p", reaper_enabled=1)  # type: ignore[type-var]  # pyright: ignore[reportArgumentType]
+    DelayedOperationPurgatory(3)  # type: ignore[type-var]  # pyright: ignore[reportArgumentType]
+    ManualClock(0).advance("1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
