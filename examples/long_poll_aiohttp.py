@@ -4,9 +4,8 @@ The service of ``long_poll_service.py`` behind an aiohttp web application. A cli
 that hangs up abandons its poll only because the server is started with
 ``handler_cancellation=True``: aiohttp then cancels the handler's task when the
 connection is lost, the ``CancelledError`` reaches ``AsyncPurgatory.wait`` and the
-poll leaves the purgatory at once (R47). With aiohttp's default (no cancellation,
-since aiohttp 3.7) the handler would go on waiting until the timeout, answering
-nobody.
+poll leaves the purgatory at once (R47). With aiohttp's default (no cancellation)
+the handler would go on waiting until the timeout, answering nobody.
 
 Run it with ``python -m examples.long_poll_aiohttp --port 8080`` (needs aiohttp: the
 project's dev extra), then ``curl 'localhost:8080/poll?key=k&timeout_ms=30000'`` and,

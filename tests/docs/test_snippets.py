@@ -9,6 +9,9 @@ Rules, which docs/conformance.md and the page sources follow:
 - A block made only of ``--8<--`` includes shows code from a file that has its own
   tests (examples/ is run by tests/examples/); this test checks that the included
   file and section exist, and that the file is one the suite runs.
+- A runnable block imports nothing that only this repository has (``examples``,
+  ``tests``, ...): a reader copies it next to an installed kpurgatory, which has none
+  of them. Show such code by include instead.
 - A block that is intentionally not runnable is preceded, on the line just before its
   fence, by ``<!-- snippet: skip (reason) -->``. Keep these few: the reason is
   required, and the total is capped.
@@ -16,6 +19,7 @@ Rules, which docs/conformance.md and the page sources follow:
 
 from __future__ import annotations
 
+import ast
 import doctest
 import re
 import traceback
@@ -151,6 +155,52 @@ def test_included_code_comes_from_tested_files() -> None:
                 for edge in ("start", "end"):
                     marker = f"--8<-- [{edge}:{section}]"
                     assert marker in text, f"{block.where}: no {marker} in {match['path']}"
+
+
+REPOSITORY_ONLY = frozenset(
+    path.name
+    for path in ROOT.iterdir()
+    if path.name != "kpurgatory" and (path.is_dir() or path.suffix == ".py")
+)
+"""Top-level names importable from a checkout but not from an installed wheel."""
+
+CHECKOUT_PAGES = {
+    "docs/testing-techniques.md": {"tests"},
+    "docs/verification.md": {"tests"},
+}
+"""Pages about the project's own test machinery, read in a checkout: what they may import."""
+
+
+def imported_top_levels(code: str) -> set[str]:
+    """The top-level modules ``code`` imports (absolute imports)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_runnable_blocks_import_only_what_a_wheel_installs() -> None:
+    """A block a reader copies runs next to an installed kpurgatory: it imports neither
+    ``examples`` nor any other folder of this repository (the tutorial's did), except
+    the pages that teach the project's own tests (``CHECKOUT_PAGES``)."""
+    for block in all_blocks():
+        if block.language not in RUNNABLE or block.skip_reason is not None:
+            continue
+        if is_include_only(block):
+            continue
+        allowed = CHECKOUT_PAGES.get(page_id(block.page), set())
+        local = imported_top_levels(block.code) & REPOSITORY_ONLY - allowed
+        assert not local, f"{block.where} imports {sorted(local)}, which no wheel installs"
+
+
+def test_the_import_check_sees_examples() -> None:
+    """The check above knows ``examples`` as repository-only and finds its imports."""
+    assert {"examples", "tests"} <= REPOSITORY_ONLY and "kpurgatory" not in REPOSITORY_ONLY
+    code = "import json\nfrom examples.long_poll_server import TopicLog\nimport kpurgatory.aio\n"
+    assert imported_top_levels(code) & REPOSITORY_ONLY == {"examples"}
 
 
 def test_skipped_blocks_are_few_and_explained() -> None:

@@ -20,6 +20,9 @@ TESTED_ELSEWHERE = {
     "long_poll_server.py": "tests/examples/test_long_poll.py",
     "long_poll_client.py": "tests/examples/test_long_poll.py",
     "long_poll_aio_server.py": "tests/examples/test_long_poll_aio.py",
+    "long_poll_service.py": "tests/examples/test_long_poll_frameworks.py",
+    "long_poll_aiohttp.py": "tests/examples/test_long_poll_frameworks.py",
+    "long_poll_starlette.py": "tests/examples/test_long_poll_frameworks.py",
 }
 
 EXPECTED: dict[str, list[str]] = {
