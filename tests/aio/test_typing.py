@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import assert_type
 
-from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome, run
+import pytest
+
+from kpurgatory import optimized, reference
+from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome, ReferenceDelayedOperation, run
 from kpurgatory.clock import ManualClock
 
 
@@ -40,7 +43,7 @@ async def user_program() -> tuple[Outcome, str | None, list[Fetch]]:
         outcome = await purgatory.wait(fetch, ["topic"])
         assert_type(outcome, Outcome)
         task = asyncio.get_running_loop().create_task(purgatory.wait(Fetch(10, 1), ["t"]))
-        assert_type(task, asyncio.Task[Outcome])  # the Waiter is typed as a coroutine too
+        assert_type(task, asyncio.Task[Outcome])  # wait is a coroutine function
         assert_type(await task, Outcome)
         left = purgatory.cancel_for_key("topic")
         assert_type(left, list[Fetch])
@@ -52,3 +55,28 @@ def test_r46_outcome_and_operation_types_are_inferred() -> None:
     assert outcome is Outcome.COMPLETED
     assert answer == "1/1"
     assert left == []
+
+
+async def wrapped_program() -> None:
+    bare = AsyncPurgatory("bare")  # the PEP 696 default: no annotation needed
+    assert_type(bare, AsyncPurgatory[DelayedOperation])
+    assert_type(bare.purgatory, optimized.DelayedOperationPurgatory[DelayedOperation])
+    assert_type(bare.timer, optimized.SystemTimer)
+    refs = AsyncPurgatory[ReferenceDelayedOperation]("refs", implementation="reference")
+    assert_type(refs.purgatory, reference.DelayedOperationPurgatory[ReferenceDelayedOperation])
+    assert_type(refs.timer, reference.SystemTimer)
+    for purgatory, module in ((bare, optimized), (refs, reference)):
+        wrapped, timer = purgatory.purgatory, purgatory.timer
+        assert type(wrapped) is module.DelayedOperationPurgatory
+        assert type(timer) is module.SystemTimer and timer is wrapped.timer
+        for name in ("purgatory", "timer"):
+            with pytest.raises(AttributeError, match=f"AsyncPurgatory.{name} is read-only"):
+                setattr(purgatory, name, None)
+        assert (purgatory.purgatory, purgatory.timer) == (wrapped, timer)
+        purgatory.shutdown()
+
+
+def test_r46_purgatory_and_timer_are_the_wrapped_ones_typed_and_read_only() -> None:
+    """``purgatory`` and ``timer`` return the wrapped implementation's objects, typed
+    by the operation type (checked by mypy on this file), and cannot be replaced."""
+    run(wrapped_program(), ManualClock(0))
