@@ -31,7 +31,7 @@ from kpurgatory.aio.operation import (
 )
 from kpurgatory.aio.outcome import Outcome
 from kpurgatory.aio.virtual import VirtualTimeLoop
-from kpurgatory.clock import ManualClock, MonotonicClock
+from kpurgatory.clock import ManualClock, MonotonicClock, deadline_reader
 from kpurgatory.spec.protocols import Clock
 
 __all__ = ["AsyncPurgatory", "PurgatoryImplementation"]
@@ -126,7 +126,7 @@ class AsyncPurgatory(Generic[T]):
         """Operation classes checked for ``try_complete_else_watch`` (any of the wrapped
         implementation)."""
         self._try_complete_else_watch = self._purgatory.try_complete_else_watch
-        self._now_ms = clock.now_ms
+        self._now_ms = deadline_reader(clock)  # as the timer counts a deadline (R60)
         self._timer: Any = timer
 
     # -- read-only state -------------------------------------------------------------

@@ -605,6 +605,19 @@ RULES: tuple[Rule, ...] = (
         "driver's call_at and the waiter's set_result always run on the loop thread. A "
         "waiter told from another thread is settled through call_soon_threadsafe.",
     ),
+    # ---- real clocks ---------------------------------------------------------------
+    Rule(
+        "R60",
+        "timer",
+        "Never early on a real clock",
+        "A clock that truncates a finer real time offers deadline_base_ms(), its reading "
+        "rounded up, and a timer counts a new task's expiration from it (from now_ms on a "
+        "clock without it, such as ManualClock, which stays exact). Drains still read "
+        "now_ms. So on MonotonicClock with tick_ms 1 no task or operation is handed over "
+        "before delay_ms of real time has passed since the call that added it; with a "
+        "coarser tick R1's allowance of up to tick_ms - 1 ms early remains. Kafka truncates "
+        "(kafka-early-expiry): a task may run up to 1 ms early.",
+    ),
 )
 
 _BY_ID = {r.id: r for r in RULES}
