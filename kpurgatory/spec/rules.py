@@ -618,6 +618,19 @@ RULES: tuple[Rule, ...] = (
         "coarser tick R1's allowance of up to tick_ms - 1 ms early remains. Kafka truncates "
         "(kafka-early-expiry): a task may run up to 1 ms early.",
     ),
+    Rule(
+        "R62",
+        "aio",
+        "One rule for misuse",
+        "Every AsyncPurgatory call (wait, submit, try_complete_else_watch, "
+        "check_and_complete, cancel_for_key, abandon) is refused the same way: "
+        "RuntimeError when not made on the purgatory's loop in its thread (checked first), "
+        "then RuntimeError naming the purgatory once it is shut down (by shutdown, its "
+        "context manager, or the wrapped purgatory's own shutdown). Refused calls change "
+        "nothing. shutdown itself is idempotent, and the read-only properties always "
+        "answer. (The threaded purgatory keeps R32: there check_and_complete and "
+        "cancel_for_key still work after shutdown.)",
+    ),
 )
 
 _BY_ID = {r.id: r for r in RULES}
