@@ -619,6 +619,18 @@ RULES: tuple[Rule, ...] = (
         "(kafka-early-expiry): a task may run up to 1 ms early.",
     ),
     Rule(
+        "R61",
+        "purgatory",
+        "Finished operations are let go",
+        "The purgatory counts its unfinished operations: those that reached the watching "
+        "step of R22 and have not completed, expired, been abandoned or been rolled back. "
+        "When that count drops to zero (the winning force_complete of a watched operation, "
+        "after its timer entry is cancelled and before on_complete; an abandon; a "
+        "rollback), the purgatory at once unlinks every finished operation from every "
+        "watcher list (dropping emptied lists, R26), sets the estimate to num_delayed and "
+        "adds the pairs unlinked to num_purged, as a purge does (R30). So once every "
+        "operation has finished, watched is 0 and the purgatory holds none of them. Kafka "
+        "purges only every purge_interval completions (kafka-lazy-purge).",
         "R62",
         "aio",
         "One rule for misuse",
