@@ -631,6 +631,8 @@ RULES: tuple[Rule, ...] = (
         "adds the pairs unlinked to num_purged, as a purge does (R30). So once every "
         "operation has finished, watched is 0 and the purgatory holds none of them. Kafka "
         "purges only every purge_interval completions (kafka-lazy-purge).",
+    ),
+    Rule(
         "R62",
         "aio",
         "One rule for misuse",
