@@ -127,9 +127,17 @@ def test_r46_an_early_publish_answers_the_poll(name: str) -> None:
     run_against(name, scenario)
 
 
-def test_r4_a_timeout_answers_expired_never_before_timeout_ms(name: str) -> None:
-    """R4, R46: with no publish each poll answers EXPIRED, and not before its
-    ``timeout_ms`` of the client's monotonic clock (late is allowed, early never)."""
+def test_r60_a_timeout_answers_expired_never_before_timeout_ms(name: str) -> None:
+    """R60, R46: with no publish each poll answers EXPIRED, and not before its
+    ``timeout_ms`` on the client's monotonic clock (late is allowed, early never).
+
+    The polls go one after another on one kept-alive connection, warmed first, so
+    that little but the timeout lies between the client's clock readings; a batch of
+    concurrent polls follows (each on its own connection). Seen from the client, an
+    expiry early by less than the loop's usual lateness hides behind it: planted in
+    the service, polls 3 ms early failed this test in 8 of 8 runs, 2 ms early in 1 of
+    3. The sub-millisecond bound is measured on the server side, in
+    tests/test_never_early.py."""
 
     async def timed_poll(client: Any, key: str, timeout_ms: int) -> float:
         started = time.monotonic()
@@ -139,11 +147,15 @@ def test_r4_a_timeout_answers_expired_never_before_timeout_ms(name: str) -> None
         return elapsed
 
     async def scenario(service: RunningService, client: Any) -> None:
-        timeouts = [0, 1, 5, 37, 120, 250, 250, 400]
-        elapsed = await asyncio.gather(
-            *(timed_poll(client, f"quiet-{i % 3}", t) for i, t in enumerate(timeouts))
+        async with client.get("/stats") as response:  # opens the connection
+            assert response.status == 200
+        one_by_one = [3, 7, 10, 13, 20, 3, 7, 10, 13, 20]
+        elapsed = [await timed_poll(client, "quiet", t) for t in one_by_one]
+        together = [0, 1, 5, 37, 120, 250, 250]
+        elapsed += await asyncio.gather(
+            *(timed_poll(client, f"quiet-{i % 3}", t) for i, t in enumerate(together))
         )
-        for timeout_ms, seconds in zip(timeouts, elapsed, strict=True):
+        for timeout_ms, seconds in zip(one_by_one + together, elapsed, strict=True):
             assert seconds >= timeout_ms / 1000, (timeout_ms, seconds)  # never early
             assert seconds < timeout_ms / 1000 + BOUND_S / 2  # answered at all
         assert service.board.polls.waiting == 0
