@@ -224,6 +224,39 @@ def test_r46_force_complete_by_hand_and_zero_delay_expiry(
     assert log == [("complete", "manual", 9), ("complete", "zero", 9), ("expire", "zero", 9)]
 
 
+def test_r1_r3_negative_delays_expire_at_submission_or_the_next_drain(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R1, R3 (docs/tutorial.md, "Negative timeouts"): a negative delay is accepted. Due
+    at or before the timer's current time, it expires within the submitting call;
+    due between that and the clock (the clock moved since the last drain), at the next
+    drain. Neither waits for the clock; a ready operation completes instead."""
+    clock = ManualClock(100)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
+            clock.advance(3)  # the timer still reads 100: it has not drained since
+            past = op(-5, "past", log, clock)  # due 98: before the timer's time
+            assert purgatory.submit(past, ["k"]).result() is Outcome.EXPIRED
+            assert log == [("complete", "past", 103), ("expire", "past", 103)]
+            between = op(-1, "between", log, clock)  # due 102: after the timer's 100
+            waiter = purgatory.submit(between, ["k"])
+            assert not waiter.done() and purgatory.purgatory.num_delayed == 1
+            assert await waiter is Outcome.EXPIRED  # at the next drain
+            ready = op(-50, "ready", log, clock, ready=True)
+            assert await purgatory.wait(ready, ["k"]) is Outcome.COMPLETED
+            assert clock.now_ms() == 103  # no time passed for any of them
+
+    run(main(), clock)
+    assert log[2:] == [
+        ("complete", "between", 103),
+        ("expire", "between", 103),
+        ("complete", "ready", 103),
+    ]
+
+
 def test_r46_bad_arguments_raise_and_leave_no_trace(
     implementation: PurgatoryImplementation,
 ) -> None:
