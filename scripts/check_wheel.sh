@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The packaging check (CI job `make wheel-check`): build the pure wheel and sdist with build
 # isolation (pyproject's build requires only: setuptools >= 77, no mypy), install the wheel
-# in a fresh venv, import it, run `kpurgatory --version`, and type-check a typed user program
-# against the installed package with mypy --strict from outside the source tree.
+# in a fresh venv, import it, run `kpurgatory --version`, run the tutorial's code blocks as a
+# reader copies them, and type-check the typed user programs (core and asyncio) against the
+# installed package with mypy --strict from outside the source tree.
 # Also: an editable install in the Makefile's mode (editable_mode=compat) is visible to mypy.
 # Usage: scripts/check_wheel.sh [WORKDIR]  (default: a new folder under /tmp)
 set -euo pipefail
@@ -34,11 +35,22 @@ cd "$WORK/user"   # outside the source tree: only the installed package can be i
 "$WORK/venv/bin/kpurgatory" --version
 "$WORK/venv/bin/kpurgatory" demo > /dev/null
 
+# The tutorial's runnable blocks (not the includes of examples/, which the wheel does not
+# carry), in order, as one program run from here: they need nothing but the wheel.
+"$PYTHON" - "$ROOT/docs/tutorial.md" > "$WORK/user/tutorial_blocks.py" <<'EXTRACT'
+import re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+for block in re.findall(r"^```python\n(.*?)^```", text, re.M | re.S):
+    if "--8<--" not in block:
+        print(block)
+EXTRACT
+"$VPY" tutorial_blocks.py
+
 # Typing as a user sees it: the installed wheel, then an editable install (Makefile mode).
 "$VPY" -m pip install --quiet -c "$ROOT/constraints.txt" mypy
-cp "$ROOT/tests/typing/user_program.py" "$WORK/user/"
-"$VPY" -m mypy --strict --config-file "" user_program.py
+cp "$ROOT/tests/typing/user_program.py" "$ROOT/tests/typing/aio_user_program.py" "$WORK/user/"
+"$VPY" -m mypy --strict --config-file "" user_program.py aio_user_program.py
 "$VPY" -m pip uninstall --quiet --yes kpurgatory
 "$VPY" -m pip install --quiet --config-settings editable_mode=compat -e "$WORK/src"
-"$VPY" -m mypy --strict --config-file "" --no-incremental user_program.py
+"$VPY" -m mypy --strict --config-file "" --no-incremental user_program.py aio_user_program.py
 echo "wheel check passed: $WHEEL"
