@@ -252,6 +252,9 @@ FAULT_SCRIPTS = st.one_of(
 )
 """Per operation: which call of which callback raises (or, for try_complete, knocks)."""
 
+SUBMIT_SITES: tuple[str | None, ...] = (None, None, None, None, "lock", "clock", "executor", "key")
+"""Where a submission's scoped fault is injected (None: nowhere), read when a machine is made."""
+
 MAYBE_KIND = st.one_of(st.none(), st.none(), st.sampled_from(KINDS))
 
 
@@ -344,7 +347,7 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
         @rule(
             name=ops,
             keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=3),
-            site=st.sampled_from([None, None, None, None, "lock", "clock", "executor", "key"]),
+            site=st.sampled_from(SUBMIT_SITES),
             kind=st.sampled_from(KINDS),
         )
         def submit(self, name: str, keys: list[str], site: str | None, kind: str) -> None:
@@ -437,6 +440,32 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
                 f"force_complete({name})",
                 lambda: self.model.force_complete(self.model.ops[name]),
                 self.real[name].force_complete,
+            )
+
+        @rule(name=ops)
+        def safe_try_complete(self, name: str) -> None:
+            """R18/R41 on the operation itself."""
+            self.both(
+                f"safe_try_complete({name})",
+                lambda: self.model.safe_try_complete(self.model.ops[name], submitted_only=False),
+                self.real[name].safe_try_complete,
+            )
+
+        @rule(name=ops, action=st.one_of(st.none(), FAULT_ACTIONS))
+        def safe_try_complete_or_else(self, name: str, action: str | None) -> None:
+            """R19/R41: ``f`` may knock or raise."""
+            op = self.real[name]
+
+            def f() -> None:
+                if action == KNOCK:
+                    op.maybe_try_complete()
+                elif action is not None:
+                    _raise(action, "safe_try_complete_or_else's f")
+
+            self.both(
+                f"safe_try_complete_or_else({name}) with f doing {action}",
+                lambda: self.model.safe_try_complete_or_else(self.model.ops[name], action),
+                lambda: op.safe_try_complete_or_else(f),
             )
 
         @rule(name=ops)

@@ -139,17 +139,31 @@ class LifecycleModel:
         if self.force_complete(op, "expired"):
             self._user(op, "on_expiration")
 
-    def safe_try_complete(self, op: Op) -> bool:
+    def safe_try_complete(self, op: Op, *, submitted_only: bool = True) -> bool:
         """R18 with R41: clear the pending flag, try; retry while a knock came meanwhile.
         The purgatory's paths also skip an operation no longer submitted here (R38)."""
         while True:
-            if op.finished or not op.submitted:
+            if op.finished or (submitted_only and not op.submitted):
                 return False
             op.pending_flag = False
             if self._try_complete(op):
                 return True
             if not op.pending_flag:
                 return False
+
+    def safe_try_complete_or_else(self, op: Op, action: str | None) -> bool:
+        """R19 with R41: try; else run ``f`` (which may knock or raise) and try again; a
+        knock that came meanwhile gets its attempt after the lock is released."""
+        op.pending_flag = False
+        if self._try_complete(op):
+            return True
+        if action == KNOCK:
+            self._knock(op)
+        elif action is not None:
+            raise Raised([action])
+        if self._try_complete(op):
+            return True
+        return op.pending_flag and self.safe_try_complete(op, submitted_only=False)
 
     def maybe_try_complete(self, op: Op) -> bool:
         """R20 with the lock free: take it, try, go round again if someone knocked."""
