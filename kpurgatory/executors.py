@@ -24,9 +24,11 @@ R = TypeVar("R")
 class InlineExecutor(Executor):
     """Runs every submitted callable immediately, in the caller's thread.
 
-    The returned future is already done; an exception raised by the callable is stored
-    in it (as any executor does), not raised from ``submit``. After ``shutdown``,
-    ``submit`` raises ``RuntimeError``.
+    The returned future is already done; an ``Exception`` raised by the callable is
+    stored in it (as any executor does), not raised from ``submit``. Any other
+    ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``, ``CancelledError``) is stored
+    and also raised from ``submit``: the callable ran in the caller's thread, so the
+    caller is who must see it (R52). After ``shutdown``, ``submit`` raises ``RuntimeError``.
     """
 
     def __init__(self) -> None:
@@ -40,8 +42,11 @@ class InlineExecutor(Executor):
         future.set_running_or_notify_cancel()
         try:
             result = fn(*args, **kwargs)
-        except BaseException as exc:  # stored in the future, like ThreadPoolExecutor
+        except Exception as exc:  # stored in the future, like ThreadPoolExecutor
             future.set_exception(exc)
+        except BaseException as exc:  # stored, and the caller's thread sees it (R52)
+            future.set_exception(exc)
+            raise
         else:
             future.set_result(result)
         return future
@@ -102,8 +107,12 @@ def await_termination(executor: Executor, timeout: float | None) -> bool:
 
 
 def run_logged(task: Any, logger: Any) -> None:
-    """Run ``task.run()``, logging (with the task) any exception instead of raising it."""
+    """Run ``task.run()``, logging (with the task) any ``Exception`` instead of raising it
+    (R13); any other ``BaseException`` is logged too and re-raised (R52)."""
     try:
         task.run()
     except Exception:
         logger.exception("timer task %r raised; the timer carries on", task)
+    except BaseException as exc:
+        logger.error("timer task %r raised %r; re-raised after the drain", task, exc)
+        raise

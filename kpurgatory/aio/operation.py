@@ -2,17 +2,16 @@
 
 ``DelayedOperation`` (on the optimized wheel, the default) and
 ``ReferenceDelayedOperation`` (on the reference implementation) behave exactly as their
-bases (R16-R21) and in addition deliver the operation's ``Outcome`` to its ``Waiter``,
-the future ``AsyncPurgatory.wait`` returns (R46): once a ``force_complete`` has won and
-``on_complete`` has returned, the waiter resolves to ``EXPIRED`` when the win came from
-the timer's ``run`` (in the thread running it), else ``COMPLETED``; an ``on_complete``
-that raises hands its exception to the waiter as well as to the caller (R48); an
-abandon resolves it to ``ABANDONED`` (R47). The optimized operation does this natively
-(its ``_waiter`` slot), so ``DelayedOperation`` here overrides nothing; the reference
-operation has no such slot, so ``ReferenceDelayedOperation`` overrides
-``force_complete``, ``run`` and ``cancel``. A waiter is settled directly on the loop
-thread, through ``call_soon_threadsafe`` from any other thread, and dropped if the loop
-is closed (R50).
+bases (R16-R21) and in addition deliver the operation's ``Outcome`` to its ``Waiter``
+(R46): once a ``force_complete`` has won and ``on_complete`` has returned, the waiter
+resolves to ``EXPIRED`` when the win came from the timer's ``run`` (in the thread
+running it), else ``COMPLETED``; an ``on_complete`` that raises anything hands that
+exception to the waiter as well as to the caller (R48); an abandon, however it is made,
+resolves it to ``ABANDONED`` (R47, R58). The optimized operation does this natively (its
+``_waiter`` slot); the reference operation has no such slot, so
+``ReferenceDelayedOperation`` overrides ``force_complete``, ``run`` and the abandon
+hook. A waiter is settled directly on the loop thread, through
+``call_soon_threadsafe`` from any other thread, and dropped if the loop is closed (R50).
 
 Subclass one of these exactly as you would subclass ``kpurgatory.DelayedOperation``:
 implement ``try_complete``, ``on_complete`` and ``on_expiration``.
@@ -22,10 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from _thread import get_ident
-from asyncio import _get_running_loop
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from threading import get_ident
+from typing import Any, Protocol
 
 from kpurgatory import optimized, reference
 from kpurgatory.aio.outcome import Outcome
@@ -38,120 +35,96 @@ _EXPIRED = Outcome.EXPIRED
 _ABANDONED = Outcome.ABANDONED
 
 
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, or None (``asyncio.get_running_loop``)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class _Registry(Protocol):
-    """What a waiter reports to: its ``AsyncPurgatory`` (the awaited operations)."""
+    """What a waiter reports to: its ``AsyncPurgatory``."""
 
-    _waiting: dict[int, Waiter]
+    def _forget(self, waiter: Waiter) -> None: ...
 
-    def _abandon(self, operation: Any) -> bool: ...
+    def _give_up(self, operation: Any) -> None: ...
 
 
-class Waiter(asyncio.Future[Outcome], Coroutine[Any, Any, Outcome]):
-    """The future ``AsyncPurgatory.wait`` returns for one operation: its ``Outcome``.
+class Waiter(asyncio.Future[Outcome]):
+    """The future of one submitted operation's ``Outcome`` (R46).
 
-    An ``asyncio.Future`` of the purgatory's loop, and also a one-step coroutine
-    (``send``/``throw``/``close``), so it can be awaited directly, or handed to
-    ``create_task``, ``TaskGroup.create_task``, ``wait_for`` and ``gather`` exactly as
-    the coroutine of an ``async def wait`` could: ``wait`` is a plain method, with no
-    coroutine frame per call (each one a garbage-collector-tracked object).
-
-    Cancelling it abandons the operation at once (R47): ``cancel`` is what
-    ``Task.cancel`` calls on the future a task awaits, and what a ``wait_for`` timeout
-    or a ``TaskGroup`` calls through that task, so the override here runs the abandon
-    synchronously, before the cancelled task resumes. (A done-callback would cost a
-    callback object per wait and a loop callback per completion.) Cost over a plain
-    loop future: two slots, and a task awaiting it takes asyncio's generic path for
-    future-likes instead of the exact-``Future`` fast path (measured about 0.3 us).
+    ``AsyncPurgatory.submit`` returns one; ``AsyncPurgatory.wait`` awaits one. A plain
+    ``asyncio.Future`` of the purgatory's loop in every respect (await it, pass it to
+    ``asyncio.wait``, ``wait_for``, ``gather`` or ``shield``, add done callbacks) but one:
+    cancelling it abandons its operation at once, inside the ``cancel`` call (R47).
+    ``Task.cancel`` calls ``cancel`` on the future its task awaits, and so do a
+    ``wait_for`` or ``asyncio.timeout`` expiry and a ``TaskGroup`` through the task, so no
+    completion can slip in between the cancellation and the abandon (a done callback
+    would run one loop iteration later). Cost over a plain loop future: two slots, and a
+    task awaiting it takes asyncio's path for future subclasses (measured in
+    docs/performance.md).
     """
 
-    __slots__ = ("_operation", "_registry")
+    __slots__ = ("_operation", "_registry", "_waiter_loop")
 
-    __name__ = "AsyncPurgatory.wait"
-    """How a task running this waiter names its coroutine in its ``repr``."""
-
-    _operation: Any
-    _registry: _Registry
-
-    # No __init__ of its own (one Python frame less per wait): the creator calls
-    # ``Waiter(loop=loop)`` and sets both slots (``AsyncPurgatory.wait``).
+    def __init__(
+        self, registry: _Registry, operation: Any, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        super().__init__(loop=loop)
+        self._registry = registry
+        self._operation = operation
+        self._waiter_loop = loop
 
     def cancel(self, msg: Any | None = None) -> bool:
         """Cancel the future (``Future.cancel``), then abandon its operation (R47).
 
-        False, abandoning nothing, if the outcome had already been set: an operation
-        that finished before the cancellation landed stays finished.
+        Returns what ``Future.cancel`` returns: False, abandoning nothing, if the outcome
+        had already been set (an operation that finished first stays finished).
         """
         if not super().cancel(msg=msg):
             return False
-        self._registry._waiting.pop(id(self), None)
-        self._registry._abandon(self._operation)  # False if it finished meanwhile
+        self._registry._forget(self)
+        self._registry._give_up(self._operation)
         return True
-
-    def send(self, value: None) -> Any:
-        """One step as a coroutine (``Task.__step``): yield this future until it is done,
-        then return its result (raise its exception, or ``CancelledError``)."""
-        if self.done():
-            raise StopIteration(self.result())
-        self._asyncio_future_blocking = True
-        return self
-
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> NoReturn:
-        """Raise what the task throws in (its ``CancelledError``): no step is left to run."""
-        exc = typ if val is None else val
-        if isinstance(exc, type):
-            exc = exc()
-        raise exc
-
-    def close(self) -> None:
-        """Nothing to close: the waiter holds no frame."""
 
     # -- told by the operation (kpurgatory.optimized.operation._Waiter), once ----------
 
     def _completed(self, expired: bool) -> None:
         """A ``force_complete`` won and ``on_complete`` returned: ``EXPIRED`` if the win
-        came from ``run``, else ``COMPLETED`` (R46). The loop-thread path is inlined."""
-        outcome = _EXPIRED if expired else _COMPLETED
-        if _get_running_loop() is self._loop:
-            self._registry._waiting.pop(id(self), None)
-            if not self.done():  # else cancelled by its task meanwhile (R47)
-                self.set_result(outcome)
-        else:
-            self._settle(outcome)
+        came from ``run``, else ``COMPLETED`` (R46)."""
+        self._settle(_EXPIRED if expired else _COMPLETED)
 
-    def _raised(self, exc: Exception) -> None:
-        """``on_complete`` raised ``exc``: the waiter raises it too (R48)."""
+    def _raised(self, exc: BaseException) -> None:
+        """``on_complete`` raised ``exc`` (anything, R48): the waiter raises it too."""
         self._settle(exc)
 
     def _abandoned(self) -> None:
         """Abandoned (R40, R47): ``ABANDONED``."""
         self._settle(_ABANDONED)
 
-    def _settle(self, outcome: Outcome | Exception) -> None:
-        """Deliver ``outcome`` from whichever thread is finishing the operation.
+    def _settle(self, outcome: Outcome | BaseException) -> None:
+        """Deliver ``outcome`` from whichever thread is finishing the operation (R59).
 
-        On the loop's thread (this loop running here): at once. From another thread:
-        ``call_soon_threadsafe``; if that loop is closed, the outcome is dropped (R50).
+        On the loop's own thread (the loop running here): at once. From any other
+        thread: ``call_soon_threadsafe``; if the loop is closed, dropped (R50).
         """
-        if _get_running_loop() is self._loop:
+        loop = self._waiter_loop
+        if running_loop() is loop:
             self._deliver(outcome)
             return
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to wake
-            self._loop.call_soon_threadsafe(self._deliver, outcome)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody left to wake
+            loop.call_soon_threadsafe(self._deliver, outcome)
 
-    def _deliver(self, outcome: Outcome | Exception) -> None:
+    def _deliver(self, outcome: Outcome | BaseException) -> None:
         """On the loop: leave the registry, set ``outcome`` unless already cancelled."""
-        self._registry._waiting.pop(id(self), None)
+        self._registry._forget(self)
         if self.done():  # cancelled by its task meanwhile (R47)
             return
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, BaseException):
             self.set_exception(outcome)
         else:
             self.set_result(outcome)
-
-    if TYPE_CHECKING:
-
-        @property
-        def _loop(self) -> asyncio.AbstractEventLoop: ...
 
 
 class DelayedOperation(optimized.DelayedOperation):
@@ -159,7 +132,7 @@ class DelayedOperation(optimized.DelayedOperation):
 
     Same constructor and rules as ``kpurgatory.DelayedOperation`` (R16-R21). Nothing
     is overridden: the optimized operation tells its waiter natively (slot ``_waiter``,
-    set by ``wait``) how it finished, so awaiting costs no Python-level override per
+    set by ``submit``) how it finished, so awaiting costs no Python-level override per
     operation; this class is what ``AsyncPurgatory`` accepts as awaitable.
     """
 
@@ -171,8 +144,9 @@ class ReferenceDelayedOperation(reference.DelayedOperation):
 
     Same as ``DelayedOperation`` of this module, on ``kpurgatory.reference`` (use it
     with ``AsyncPurgatory(..., implementation="reference")``). The reference operation
-    has no waiter of its own, so this class adds it: ``force_complete``, ``run`` and
-    ``cancel`` tell the waiter as the optimized operation does natively.
+    has no waiter of its own, so this class adds it: ``force_complete``, ``run`` and the
+    abandon that ``purgatory.abandon`` and ``cancel`` make tell the waiter, as the
+    optimized operation does natively.
     """
 
     _waiter: Waiter | None
@@ -187,7 +161,7 @@ class ReferenceDelayedOperation(reference.DelayedOperation):
         """``force_complete`` (R16), then tell the waiter how it finished (R46, R48)."""
         try:
             won: bool = super().force_complete()
-        except Exception as exc:  # raised by on_complete: this call won (R48)
+        except BaseException as exc:  # raised by on_complete (anything): this call won
             waiter, self._waiter = self._waiter, None
             if waiter is not None:
                 waiter._raised(exc)
@@ -204,10 +178,12 @@ class ReferenceDelayedOperation(reference.DelayedOperation):
         self._expiring = get_ident()
         super().run()
 
-    def cancel(self) -> None:
-        """``cancel`` (an abandon once submitted); an abandoned waiter gets ``ABANDONED``."""
-        super().cancel()
-        waiter = self._waiter
-        if waiter is not None and self.is_abandoned:
-            self._waiter = None
+    def _abandon(self) -> bool:
+        """The abandon hook (R40; lock held): an abandoned waiter gets ``ABANDONED``
+        however the abandon was made (``purgatory.abandon``, ``cancel``, R58)."""
+        if not super()._abandon():
+            return False
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
             waiter._abandoned()
+        return True

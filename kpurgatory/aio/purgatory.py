@@ -1,32 +1,35 @@
-"""``AsyncPurgatory``: the purgatory on an asyncio event loop, with no thread (R45-R50).
+"""``AsyncPurgatory``: the purgatory on an asyncio event loop, with no thread (R45-R51, R57-R59).
 
 Wraps a ``DelayedOperationPurgatory`` of either implementation (default: optimized)
 whose timer runs due tasks inline on the loop (``LoopExecutor``) and has no reaper; a
-``LoopTimerDriver`` advances that timer on the loop with one ``call_at`` (R45). An
-operation is awaited with ``wait``: it is submitted exactly as by
-``try_complete_else_watch`` (R22), at the call, and the ``Waiter`` returned resolves to
-its ``Outcome`` (R46). Cancelling the awaiting task (or the waiter) abandons the
-operation (R47). ``check_and_complete`` and ``force_complete`` called from loop code
-complete waiters on the loop thread. ``try_complete_else_watch`` submits without a
-waiter (Kafka's own call, on the loop).
-
-Everything runs on the loop thread: ``try_complete``, ``on_complete`` and
-``on_expiration`` too, so they must not block (R50). The purgatory's own counters
+``LoopTimerDriver`` advances that timer on the loop with one ``call_at`` (R45).
+``await purgatory.wait(op, keys)`` submits the operation when its coroutine first runs
+(exactly as ``try_complete_else_watch``, R22) and returns its ``Outcome`` (R46);
+``submit`` submits at the call and returns the ``Waiter`` future. Giving up on the wait
+(cancelling the task or the waiter) abandons the operation (R47, R57). Every call is made
+on the loop, in its thread (R50, R59); ``try_complete``, ``on_complete`` and
+``on_expiration`` run there too, so they must not block. The purgatory's own counters
 (``watched``, ``num_delayed``, ...) are read through ``purgatory``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from asyncio import _get_running_loop
 from collections.abc import Hashable, Iterable
 from typing import Any, Generic, Literal, TypeVar
 
 from kpurgatory import optimized, reference
 from kpurgatory._checks import require_str
+from kpurgatory._sweep import raise_collected
 from kpurgatory.aio.driver import LoopTimerDriver
 from kpurgatory.aio.executor import LoopExecutor
-from kpurgatory.aio.operation import DelayedOperation, ReferenceDelayedOperation, Waiter
+from kpurgatory.aio.operation import (
+    DelayedOperation,
+    ReferenceDelayedOperation,
+    Waiter,
+    running_loop,
+)
+from kpurgatory.aio.outcome import Outcome
 from kpurgatory.aio.virtual import VirtualTimeLoop
 from kpurgatory.clock import ManualClock, MonotonicClock
 from kpurgatory.spec.protocols import Clock
@@ -165,30 +168,47 @@ class AsyncPurgatory(Generic[T]):
 
     # -- operations ------------------------------------------------------------------
 
-    def wait(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
-        """Submit ``operation`` on ``watch_keys``; return its ``Waiter`` to await (R46).
+    async def wait(self, operation: T, watch_keys: Iterable[Hashable]) -> Outcome:
+        """Submit ``operation`` on ``watch_keys`` and return how it finished (R46).
 
-        ``outcome = await purgatory.wait(op, keys)``. The submission is
-        ``try_complete_else_watch`` (R22), made at this call; the waiter resolves to how
-        the operation finished: ``COMPLETED``, ``EXPIRED`` or ``ABANDONED`` (by
-        ``abandon`` or ``shutdown``). Not a coroutine function, so no coroutine frame
-        per call: the ``Waiter`` is an ``asyncio.Future`` that is also a coroutine, so
-        ``create_task``, ``TaskGroup.create_task``, ``wait_for`` and ``gather`` take it
-        as they would a coroutine. If the task awaiting it is cancelled first (or the
-        waiter itself), the operation is abandoned and the ``CancelledError``
-        propagates (R47). If ``on_complete`` raises, so does the waiter (R48), and this
-        call itself when the operation completes at once. Raises as
+        ``outcome = await purgatory.wait(op, keys)``: when this coroutine first runs it
+        submits the operation (``submit``: ``try_complete_else_watch``, R22), then waits
+        for its ``Outcome``: ``COMPLETED``, ``EXPIRED`` or ``ABANDONED`` (by ``abandon`` or
+        ``shutdown``). Giving up abandons the operation (R47, R57): cancelled before its
+        first step, the coroutine never submitted it; cancelled while waiting (the task,
+        a ``wait_for`` or ``asyncio.timeout`` expiry, a ``TaskGroup``), it is abandoned in
+        that ``cancel`` call and the ``CancelledError`` propagates; closed while waiting,
+        it is abandoned too. If ``on_complete`` raises, so does this (R48). Raises as
+        ``submit`` does on bad arguments, off the loop or after ``shutdown``.
+        """
+        waiter = self._submit(operation, watch_keys, "wait")
+        try:
+            return await waiter
+        finally:
+            if not waiter.done():  # closed while suspended (GeneratorExit): give up (R57)
+                self._forget(waiter)  # the future itself is left alone: its loop may be
+                self._give_up(operation)  # closed, and nobody awaits it any more
+
+    def submit(self, operation: T, watch_keys: Iterable[Hashable]) -> Waiter:
+        """Submit ``operation`` on ``watch_keys`` now; return its ``Waiter`` future (R46).
+
+        For code that submits many operations without a task each: the ``Waiter`` is an
+        ``asyncio.Future`` of the ``Outcome``; cancelling it abandons the operation
+        (R47). The submission is ``try_complete_else_watch`` (R22). If ``on_complete``
+        raises when the operation completes at once, this call raises it (R48). Raises as
         ``try_complete_else_watch`` on bad arguments (R34-R36, leaving no trace),
         ``ValueError`` if the operation is already awaited, ``RuntimeError`` after
-        ``shutdown``, on another loop, or from another thread while the purgatory's
-        loop runs (R50). Cost over ``try_complete_else_watch``: the waiter, a dict
-        entry until it is settled, and at most one ``call_at``.
+        ``shutdown`` or when not called on the purgatory's loop in its thread (R50).
+        Cost over ``try_complete_else_watch``: the waiter, a dict entry until it is
+        settled, and at most one ``call_at``.
         """
-        waiter = Waiter(loop=self._check_call(operation))
+        return self._submit(operation, watch_keys, "submit")
+
+    def _submit(self, operation: T, watch_keys: Iterable[Hashable], method: str) -> Waiter:
+        self._check_call(operation, method)
         if operation._waiter is not None:
             raise ValueError(f"operation {operation!r} is already awaited")
-        waiter._operation = operation
-        waiter._registry = self
+        waiter = Waiter(self, operation, self._loop)
         operation._waiter = waiter
         try:
             self._try_complete_else_watch(operation, watch_keys)
@@ -209,11 +229,11 @@ class AsyncPurgatory(Generic[T]):
                         self._arm_for(operation)
         return waiter
 
-    submit = wait
-    """``wait`` under the name of code that submits many operations without awaiting
-    each (R46): the same ``Waiter``; cancelling it abandons the operation (R47)."""
-
-    def try_complete_else_watch(self, operation: Any, watch_keys: Iterable[Hashable]) -> bool:
+    def try_complete_else_watch(
+        self,
+        operation: optimized.DelayedOperation | reference.DelayedOperation,
+        watch_keys: Iterable[Hashable],
+    ) -> bool:
         """``try_complete_else_watch`` of the wrapped purgatory (R22, R23), on the loop.
 
         Kafka's own call: no waiter, the outcome is whatever ``on_complete`` and
@@ -221,15 +241,16 @@ class AsyncPurgatory(Generic[T]):
         ``operation`` may be any operation of the wrapped implementation (the aio
         ``DelayedOperation`` included; one that is awaited elsewhere is refused with
         ``ValueError``). ``shutdown`` leaves such an operation as the wrapped
-        purgatory's ``shutdown`` does (R32): nobody awaits it. Same errors as ``wait``.
+        purgatory's ``shutdown`` does (R32): nobody awaits it. Same errors as ``submit``.
         Cost: the wrapped call plus the driver check (one clock reading).
         """
         if (
             type(operation) not in self._known_any_types
-            or _get_running_loop() is not self._loop
+            or running_loop() is not self._loop
             or self._closed
+            or self._timer.closed
         ):  # the checks of _check_call, skipped on the common path (a known class, here)
-            self._check_call(operation, any_operation=True)
+            self._check_call(operation, "try_complete_else_watch", any_operation=True)
         if getattr(operation, "_waiter", None) is not None:
             raise ValueError(f"operation {operation!r} is already awaited")
         completed: bool = self._try_complete_else_watch(operation, watch_keys)
@@ -238,16 +259,19 @@ class AsyncPurgatory(Generic[T]):
         return completed
 
     def check_and_complete(self, key: Hashable) -> int:
-        """``check_and_complete`` (R25): completes (and wakes) every ready waiter on ``key``."""
+        """``check_and_complete`` (R25) on the loop: completes (and wakes) every ready
+        waiter on ``key``; if callbacks raise, every operation is tried first (R53)."""
+        self._check_loop("check_and_complete")
         completed: int = self._purgatory.check_and_complete(key)
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:
-        """``cancel_for_key`` (R29): the operations stop waiting on ``key`` and in the timer.
+        """``cancel_for_key`` (R29, R55): the operations stop waiting on ``key`` and in the timer.
 
         They are neither completed nor expired, so their waiters keep waiting for a
         completion through another key or a ``force_complete``.
         """
+        self._check_loop("cancel_for_key")
         operations: list[T] = self._purgatory.cancel_for_key(key)
         return operations
 
@@ -257,25 +281,43 @@ class AsyncPurgatory(Generic[T]):
         True iff this call abandoned a pending operation (``abandon`` of the wrapped
         purgatory: unwatched, out of the timer, never completed later).
         """
-        return self._abandon(operation)
+        self._check_loop("abandon")
+        abandoned: bool = self._purgatory.abandon(operation)
+        return abandoned
 
     def shutdown(self) -> None:
         """Stop the driver, abandon every awaited operation, shut the purgatory down (R49).
 
-        Idempotent, and callable from any callback running on the loop. Each awaited
+        Idempotent, and callable from any callback running on the loop, or from a thread
+        with no running loop once the loop has stopped or closed (R50). Each awaited
         operation still pending (submitted with ``wait`` or ``submit``, its waiter not
-        settled) is abandoned and its waiter resolves to ``ABANDONED``; pending
-        operations nobody awaits (``try_complete_else_watch``) are left as
+        settled) is abandoned and its waiter resolves to ``ABANDONED``, every one even if
+        an abandon raises (a supplied lock: R53, raised at the end); pending operations
+        nobody awaits (``try_complete_else_watch``) are left as
         ``DelayedOperationPurgatory.shutdown`` leaves them (R32). Later calls raise
         ``RuntimeError``.
         """
         if self._closed:
             return
+        running = running_loop()
+        if running is not self._loop and (running is not None or self._loop.is_running()):
+            raise RuntimeError(
+                "AsyncPurgatory.shutdown must be called on its event loop's thread, or once "
+                "that loop has stopped (from another thread: loop.call_soon_threadsafe)"
+            )
         self._closed = True
         self._driver.stop()
+        errors: list[BaseException] = []
         for waiter in list(self._waiting.values()):
-            self._abandon(waiter._operation)
-        self._purgatory.shutdown()
+            try:
+                self._purgatory.abandon(waiter._operation)  # tells the waiter (R58)
+            except BaseException as exc:  # the other waiters are settled first (R53)
+                errors.append(exc)
+        try:
+            self._purgatory.shutdown()
+        except BaseException as exc:
+            errors.append(exc)
+        raise_collected(errors, f"the shutdown of {self._purgatory.purgatory_name!r}")
 
     async def __aenter__(self) -> AsyncPurgatory[T]:
         return self
@@ -291,18 +333,25 @@ class AsyncPurgatory(Generic[T]):
 
     # -- internals -------------------------------------------------------------------
 
-    def _check_call(
-        self, operation: Any, *, any_operation: bool = False
-    ) -> asyncio.AbstractEventLoop:
-        """Refuse a call with the wrong operation type, off the loop, or after shutdown.
+    def _check_loop(self, method: str) -> None:
+        """``RuntimeError`` unless called on the purgatory's loop, in its thread (R50).
 
-        Returns the loop. ``any_operation``: also accept an operation of the wrapped
-        implementation that is not awaitable. The call must come from the loop (running
-        here) or, before the loop runs, from a thread with no running loop (R50).
-        """
+        The check holds for the whole synchronous call (R59): the loop cannot start or
+        move to another thread before the call returns."""
+        if running_loop() is not self._loop:
+            raise RuntimeError(
+                f"AsyncPurgatory.{method} must be called on the purgatory's loop, in the thread "
+                "running it (from another thread: loop.call_soon_threadsafe)"
+            )
+
+    def _check_call(self, operation: Any, method: str, *, any_operation: bool = False) -> None:
+        """Refuse a submission with the wrong operation type, off the loop, or after
+        shutdown (R35, R50). ``any_operation``: also accept an operation of the wrapped
+        implementation that is not awaitable. A wrapped purgatory shut down directly
+        shuts this one down first (R58)."""
         cls = type(operation)
-        if cls not in (self._known_any_types if any_operation else self._known_types):
-            # one set lookup instead of an ABC isinstance
+        known = self._known_any_types if any_operation else self._known_types
+        if cls not in known:  # one set lookup instead of an ABC isinstance
             allowed = self._base_type if any_operation else self._operation_type
             if not isinstance(operation, allowed):
                 wanted = (
@@ -311,16 +360,13 @@ class AsyncPurgatory(Generic[T]):
                     else f"kpurgatory.aio.{self._operation_type.__name__}"
                 )
                 raise TypeError(f"operation must be a {wanted}, not {cls.__name__}")
-            known = self._known_any_types if any_operation else self._known_types
             if len(known) < _KNOWN_TYPES_LIMIT:
                 known.add(cls)
-        loop = self._loop
-        running = _get_running_loop()
-        if running is not loop and (running is not None or loop.is_running()):
-            raise RuntimeError("AsyncPurgatory.wait must be called on the purgatory's loop")
+        self._check_loop(method)
+        if not self._closed and self._timer.closed:
+            self.shutdown()  # the wrapped purgatory was shut down directly (R58)
         if self._closed:
             raise RuntimeError(f"purgatory {self._purgatory.purgatory_name!r} is shut down")
-        return loop
 
     def _arm_for(self, operation: Any) -> None:
         """Make sure the driver wakes by ``operation``'s due time (R45).
@@ -339,15 +385,37 @@ class AsyncPurgatory(Generic[T]):
         if armed is None or due < armed:
             self._driver.schedule(due)
 
-    def _abandon(self, operation: T) -> bool:
-        abandoned: bool = self._purgatory.abandon(operation)
-        if abandoned:  # the optimized operation has told its waiter itself (natively)
-            waiter, operation._waiter = operation._waiter, None
-            if waiter is not None:
-                waiter._abandoned()
-        return abandoned
+    def _forget(self, waiter: Waiter) -> None:
+        """A waiter settled or cancelled: no longer one ``shutdown`` must abandon."""
+        self._waiting.pop(id(waiter), None)
+
+    def _give_up(self, operation: Any) -> None:
+        """A waiter was cancelled (R47): abandon its operation, inside that ``cancel``.
+
+        False from the abandon means the operation finished first; it stays finished. An
+        error (a supplied lock failing) cannot propagate through ``Task.cancel`` without
+        breaking asyncio's own bookkeeping: it goes to the loop's exception handler, as
+        an error in a loop callback does, except ``KeyboardInterrupt``/``SystemExit``."""
+        try:
+            self._purgatory.abandon(operation)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            self._loop.call_exception_handler(
+                {
+                    "message": f"abandoning {operation!r} for a cancelled wait raised",
+                    "exception": exc,
+                }
+            )
 
     def _advance(self) -> None:
-        """One firing of the driver: drain what is due, then purge if due (R30, R45)."""
-        if not self._closed:
-            self._purgatory.advance_clock(0)
+        """One firing of the driver: drain what is due, then purge if due (R30, R45).
+
+        A wrapped purgatory shut down directly shuts this one down instead (R58): its
+        closed timer still reports its tasks as due, and re-arming for them would spin."""
+        if self._closed:
+            return
+        if self._timer.closed:
+            self.shutdown()
+            return
+        self._purgatory.advance_clock(0)

@@ -24,8 +24,8 @@ Python-level override of ``force_complete``, ``run`` or ``__init__``.
 from __future__ import annotations
 
 import abc
-from _thread import get_ident
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any, Protocol
 
 from kpurgatory import sync
@@ -51,7 +51,7 @@ bytecodes at most."""
 class _Owner(Protocol):
     """The purgatory an operation was submitted to (what ``cancel`` delegates to)."""
 
-    def abandon(self, operation: Any) -> bool: ...
+    def _abandon_submitted(self, operation: Any) -> bool: ...
 
     def _count_expired(self) -> None: ...
 
@@ -65,7 +65,7 @@ class _Waiter(Protocol):
 
     def _completed(self, expired: bool) -> None: ...
 
-    def _raised(self, exc: Exception) -> None: ...
+    def _raised(self, exc: BaseException) -> None: ...
 
     def _abandoned(self) -> None: ...
 
@@ -135,14 +135,15 @@ class DelayedOperation(TimerTask):
         """Abandon the operation if it was submitted to a purgatory, else unschedule it (R40).
 
         On a submitted operation this is ``purgatory.abandon(self)``; on one never
-        submitted, ``TimerTask.cancel``. Reference equivalent: ``DelayedOperation.cancel``.
+        submitted, or whose submission was rolled back meanwhile, ``TimerTask.cancel``: it
+        never raises (R56). Reference equivalent: ``DelayedOperation.cancel``.
         """
         with self._lock:  # a submission claims before it locks: decide under the lock
             owner = self._owner
             if owner is None:
                 TimerTask.cancel(self)
                 return
-        owner.abandon(self)
+        owner._abandon_submitted(self)  # False if rolled back meanwhile: nothing scheduled
 
     def force_complete(self) -> bool:
         """Complete the operation if nobody has yet (R16).
@@ -175,7 +176,7 @@ class DelayedOperation(TimerTask):
             self._waiter = None
             try:
                 self.on_complete()
-            except Exception as exc:
+            except BaseException as exc:  # anything, CancelledError included (R48, R58)
                 waiter._raised(exc)
                 raise
             waiter._completed(self._expiring == get_ident())

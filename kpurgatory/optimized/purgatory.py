@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import typing
 from collections.abc import Hashable, Iterable
 from typing import Generic, cast, overload
@@ -55,6 +54,8 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
+from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
+from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import BoolArg, IntArg, StrArg, TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.optimized._mypyc import mypyc_attr
@@ -66,8 +67,6 @@ __all__ = ["DEFAULT_SHARDS", "REAPER_STEP_MS", "DelayedOperationPurgatory", "Wat
 
 logger = logging.getLogger(__name__)
 
-REAPER_STEP_MS = 200
-"""How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
 
 DEFAULT_SHARDS = 512
 """Kafka's ``Shards``: the number of watcher-list shards."""
@@ -386,16 +385,31 @@ class DelayedOperationPurgatory(Generic[T]):
             except BaseException as exc:
                 if operation._completed:
                     raise  # on_complete ran: the operation stays completed and submitted
-                self._unwatch_keys(operation, keys[:watched])
-                if counted:
-                    with self._counters_lock:
-                        self._estimated_total_operations -= 1
-                operation._release_submission()
+                self._roll_back(operation, keys[:watched], counted)
                 if isinstance(exc, RuntimeError) and self._is_shut_down:
                     raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
                 raise
-        # A maybe_try_complete that found the lock held left its attempt to us (R41).
-        return operation._try_complete_pending and operation._safe_try_complete_for(self)
+        # A maybe_try_complete that found the lock held left its attempt to us (R41). The
+        # attempt is part of the submission: if it raises, it is rolled back too (R54).
+        if not operation._try_complete_pending:
+            return False
+        try:
+            return operation._safe_try_complete_for(self)
+        except BaseException:
+            with operation._lock:
+                if not operation._completed and operation._owner is self:
+                    self._roll_back(operation, keys[:watched], counted)
+            raise
+
+    def _roll_back(self, operation: T, watched: tuple[Hashable, ...], counted: bool) -> None:
+        """Undo a submission that raised (R38, R54); the operation's lock is held.
+        Reference equivalent: ``_roll_back`` (same steps)."""
+        self._unwatch_keys(operation, watched)
+        if counted:
+            with self._counters_lock:
+                self._estimated_total_operations -= 1
+        TimerTask.cancel(operation)
+        operation._release_submission()
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watched on ``key``; return how many this call completed.
@@ -414,15 +428,25 @@ class DelayedOperationPurgatory(Generic[T]):
                 return 0
             snapshot = list(watchers.ops.values())
         completed = 0
+        errors: list[BaseException] | None = None
         for operation in snapshot:
-            if operation._completed:
-                self._unwatch(shard, watchers, operation)
-            elif operation._safe_try_complete_for(self):
-                completed += 1
-                self._unwatch(shard, watchers, operation)
+            try:
+                if operation._completed:
+                    self._unwatch(shard, watchers, operation)
+                elif operation._safe_try_complete_for(self):
+                    completed += 1
+                    self._unwatch(shard, watchers, operation)
+            except BaseException as exc:  # the other operations are tried first (R53)
+                if errors is None:
+                    errors = []
+                errors.append(exc)
+                if operation._completed:  # its on_complete raised: unlinked as completed
+                    self._unwatch(shard, watchers, operation)
         if completed:
             with self._counters_lock:
                 self._num_completed += completed
+        if errors is not None:
+            raise_collected(errors, f"check_and_complete({key!r})")
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:
@@ -441,9 +465,20 @@ class DelayedOperationPurgatory(Generic[T]):
             operations = list(watchers.ops.values())
             watchers.ops.clear()
             shard.count -= len(operations)
+        errors: list[BaseException] | None = None
         for operation in operations:
-            with operation._lock:
-                TimerTask.cancel(operation)
+            try:
+                with operation._lock:
+                    TimerTask.cancel(operation)
+                # A maybe_try_complete that found the lock held left its attempt here (R55).
+                if operation._try_complete_pending and not operation._completed:
+                    operation._safe_try_complete_for(self)
+            except BaseException as exc:  # the other operations are handled first (R53)
+                if errors is None:
+                    errors = []
+                errors.append(exc)
+        if errors is not None:
+            raise_collected(errors, f"cancel_for_key({key!r})")
         return operations
 
     @overload  # type: ignore[misc]  # callers' signature; see "Typed signatures" above
@@ -467,6 +502,11 @@ class DelayedOperationPurgatory(Generic[T]):
         operation = cast(T, operation)  # checked above
         if operation._owner is not self:
             raise ValueError(f"operation {operation!r} was not submitted to {self._name!r}")
+        return self._abandon_submitted(operation)
+
+    def _abandon_submitted(self, operation: T) -> bool:
+        """``abandon`` without the argument checks (``cancel`` calls it, R56): False if the
+        operation is finished or, by the time its lock is held, not submitted here."""
         with operation._lock:
             if operation._owner is not self or not operation._abandon():
                 return False
@@ -518,18 +558,7 @@ class DelayedOperationPurgatory(Generic[T]):
         True iff both have; False at once before ``shutdown``, and from the reaper or
         executor thread itself. Reference equivalent: same.
         """
-        if not self._is_shut_down:
-            return False
-        deadline = None if timeout is None else time.monotonic() + timeout
-        reaper = self._reaper
-        if reaper is not None:
-            if reaper is threading.current_thread():
-                return False
-            reaper.join(timeout)
-            if reaper.is_alive():
-                return False
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return self._timer.await_termination(remaining)
+        return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
@@ -698,13 +727,10 @@ class DelayedOperationPurgatory(Generic[T]):
         return purged
 
     def _reap(self) -> None:
-        while not self._stop_reaper.is_set():
-            try:
-                if self._timer.closed:  # closed under us: idle instead of spinning
-                    self._stop_reaper.wait(REAPER_STEP_MS / 1000)
-                    continue
-                self._timer.advance_clock(REAPER_STEP_MS)
-                self._purge_if_due()
-            except Exception:
-                logger.exception("expiration reaper of %r failed a step; it carries on", self._name)
-                self._stop_reaper.wait(REAPER_STEP_MS / 1000)
+        run_reaper(self._stop_reaper, self._timer, self._reaper_step, self._name, logger)
+
+    def _reaper_step(self) -> None:
+        """One iteration of the reaper loop (R31): wait up to 200 ms for due tasks, then
+        purge. Reference equivalent: ``_reaper_step``."""
+        self._timer.advance_clock(REAPER_STEP_MS)
+        self._purge_if_due()

@@ -60,6 +60,7 @@ from kpurgatory._checks import (
     require_str,
     unimplemented,
 )
+from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory._typing import IntArg, StrArg
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
@@ -493,6 +494,7 @@ class SystemTimer:
         finally:
             lock.release()
         handed_over = False
+        errors: list[BaseException] | None = None
         submit = self._executor.submit
         for entry in collected:
             if entry._entry_list is not marker:
@@ -504,7 +506,13 @@ class SystemTimer:
                 logger.error(
                     "timer %r could not hand over %r: executor is shut down", self._name, task
                 )
+            except BaseException as exc:  # the other tasks are handed over first (R53)
+                if errors is None:
+                    errors = []
+                errors.append(not_handed_over(exc, task))
             handed_over = True
+        if errors is not None:
+            raise_collected(errors, f"the drain of timer {self._name!r}")
         return handed_over
 
     def wakeup(self) -> None:
@@ -601,3 +609,6 @@ class SystemTimer:
             self._executor.submit(run_logged, task, logger)
         except RuntimeError:
             logger.error("timer %r could not hand over %r: executor is shut down", self._name, task)
+        except BaseException as exc:
+            not_handed_over(exc, task)
+            raise

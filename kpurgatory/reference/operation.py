@@ -27,7 +27,7 @@ __all__ = ["DelayedOperation"]
 class _Owner(Protocol):
     """The purgatory an operation was submitted to (what ``cancel`` delegates to)."""
 
-    def abandon(self, operation: Any) -> bool: ...
+    def _abandon_submitted(self, operation: Any) -> bool: ...
 
 
 class DelayedOperation(TimerTask):
@@ -72,14 +72,15 @@ class DelayedOperation(TimerTask):
 
         On a submitted operation this is ``purgatory.abandon(self)``: it leaves every
         watcher list and the timer and never completes. On an operation never submitted
-        it is ``TimerTask.cancel`` (a plain timer task added to a timer by hand).
+        it is ``TimerTask.cancel`` (a plain timer task added to a timer by hand), and so
+        it is on one whose submission was rolled back meanwhile: it never raises (R56).
         """
         with self._lock:  # a submission claims before it locks: decide under the lock
             owner = self._owner
             if owner is None:
                 self._unschedule()
                 return
-        owner.abandon(self)
+        owner._abandon_submitted(self)  # False if rolled back meanwhile: nothing scheduled
 
     def force_complete(self) -> bool:
         """Complete the operation if nobody has yet (R16).

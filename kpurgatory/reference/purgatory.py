@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Hashable, Iterable
 from typing import ClassVar, Generic
 
@@ -25,6 +24,8 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
+from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
+from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.reference.operation import DelayedOperation
@@ -34,8 +35,6 @@ __all__ = ["REAPER_STEP_MS", "DelayedOperationPurgatory"]
 
 logger = logging.getLogger(__name__)
 
-REAPER_STEP_MS = 200
-"""How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
 
 T = TypeVar("T", bound=DelayedOperation, default=DelayedOperation)
 """The operations a purgatory holds; ``DelayedOperationPurgatory(...)`` alone means any."""
@@ -211,17 +210,31 @@ class DelayedOperationPurgatory(Generic[T]):
             except BaseException as exc:
                 if operation._is_finished():
                     raise  # on_complete ran: the operation stays completed and submitted
-                for key in watched:
-                    self._unwatch(key, operation)
-                if counted:
-                    with self._lock:
-                        self._estimated_total_operations -= 1
-                operation._release_submission()
+                self._roll_back(operation, watched, counted)
                 if isinstance(exc, RuntimeError) and self._is_shut_down:
                     raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
                 raise
-        # A maybe_try_complete that found the lock held left its attempt to us (R41).
-        return operation._knocked() and operation._safe_try_complete_for(self)
+        # A maybe_try_complete that found the lock held left its attempt to us (R41). The
+        # attempt is part of the submission: if it raises, it is rolled back too (R54).
+        if not operation._knocked():
+            return False
+        try:
+            return operation._safe_try_complete_for(self)
+        except BaseException:
+            with operation.lock:
+                if not operation._is_finished() and operation._owner is self:
+                    self._roll_back(operation, watched, counted)
+            raise
+
+    def _roll_back(self, operation: T, watched: list[Hashable], counted: bool) -> None:
+        """Undo a submission that raised (R38, R54); the operation's lock is held."""
+        for key in watched:
+            self._unwatch(key, operation)
+        if counted:
+            with self._lock:
+                self._estimated_total_operations -= 1
+        operation._unschedule()
+        operation._release_submission()
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watched on ``key``; return how many this call completed.
@@ -235,15 +248,22 @@ class DelayedOperationPurgatory(Generic[T]):
         with self._lock:
             snapshot = list(self._watchers.get(key, ()))
         completed = 0
+        errors: list[BaseException] = []
         for operation in snapshot:
-            if operation._is_finished():
-                self._unwatch(key, operation)
-            elif operation._safe_try_complete_for(self):
-                completed += 1
-                self._unwatch(key, operation)
+            try:
+                if operation._is_finished():
+                    self._unwatch(key, operation)
+                elif operation._safe_try_complete_for(self):
+                    completed += 1
+                    self._unwatch(key, operation)
+            except BaseException as exc:  # the other operations are tried first (R53)
+                errors.append(exc)
+                if operation._is_finished():  # its on_complete raised: unlinked as completed
+                    self._unwatch(key, operation)
         if completed:
             with self._lock:
                 self._num_completed_by_purgatory += completed
+        raise_collected(errors, f"check_and_complete({key!r})")
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:
@@ -257,9 +277,17 @@ class DelayedOperationPurgatory(Generic[T]):
         require_hashable("key", key)
         with self._lock:
             operations = self._watchers.pop(key, [])
+        errors: list[BaseException] = []
         for operation in operations:
-            with operation.lock:
-                operation._unschedule()
+            try:
+                with operation.lock:
+                    operation._unschedule()
+                # A maybe_try_complete that found the lock held left its attempt here (R55).
+                if operation._knocked() and not operation._is_finished():
+                    operation._safe_try_complete_for(self)
+            except BaseException as exc:  # the other operations are handled first (R53)
+                errors.append(exc)
+        raise_collected(errors, f"cancel_for_key({key!r})")
         return operations
 
     def abandon(self, operation: T) -> bool:
@@ -279,6 +307,11 @@ class DelayedOperationPurgatory(Generic[T]):
             )
         if operation._owner is not self:
             raise ValueError(f"operation {operation!r} was not submitted to {self._name!r}")
+        return self._abandon_submitted(operation)
+
+    def _abandon_submitted(self, operation: T) -> bool:
+        """``abandon`` without the argument checks (``cancel`` calls it, R56): False if the
+        operation is finished or, by the time its lock is held, not submitted here."""
         with operation.lock:
             if operation._owner is not self or not operation._abandon():
                 return False
@@ -329,18 +362,7 @@ class DelayedOperationPurgatory(Generic[T]):
         True iff both have; False at once before ``shutdown``. From the reaper or the
         executor thread it cannot wait for that thread itself and returns False.
         """
-        if not self._is_shut_down:
-            return False
-        deadline = None if timeout is None else time.monotonic() + timeout
-        reaper = self._reaper
-        if reaper is not None:
-            if reaper is threading.current_thread():
-                return False
-            reaper.join(timeout)
-            if reaper.is_alive():
-                return False
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return self._timer.await_termination(remaining)
+        return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
@@ -395,15 +417,7 @@ class DelayedOperationPurgatory(Generic[T]):
         return purged
 
     def _reap(self) -> None:
-        while not self._stop_reaper.is_set():
-            try:
-                if self._timer.closed:  # closed under us: idle instead of spinning
-                    self._stop_reaper.wait(REAPER_STEP_MS / 1000)
-                    continue
-                self._reaper_step()
-            except Exception:
-                logger.exception("expiration reaper of %r failed a step; it carries on", self._name)
-                self._stop_reaper.wait(REAPER_STEP_MS / 1000)
+        run_reaper(self._stop_reaper, self._timer, self._reaper_step, self._name, logger)
 
     def _reaper_step(self) -> None:
         """One iteration of the reaper loop (R31): wait up to 200 ms for due tasks, then purge."""

@@ -17,6 +17,7 @@ from concurrent.futures import Executor
 
 from kpurgatory import sync
 from kpurgatory._checks import refuse_override, require_at_least, require_int, require_str
+from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory.clock import MonotonicClock
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
 from kpurgatory.spec.arithmetic import (
@@ -241,13 +242,18 @@ class SystemTimer:
                 del self._pending[entry]
             self._current_time = next_current_time(self._current_time, now, self._tick_ms)
         handed_over = False
+        errors: list[BaseException] = []
         for entry in due_entries:
             with _STATE_LOCK:
                 if entry.task._entry is not entry:
                     continue  # cancelled or re-added before its turn (R11)
                 entry.task._entry = None
-            self._hand_over(entry.task)
+            try:
+                self._hand_over(entry.task)
+            except BaseException as exc:  # the other tasks are handed over first (R53)
+                errors.append(exc)
             handed_over = True
+        raise_collected(errors, f"the drain of timer {self._name!r}")
         return handed_over
 
     def wakeup(self) -> None:
@@ -309,3 +315,6 @@ class SystemTimer:
             self._executor.submit(run_logged, task, logger)
         except RuntimeError:
             logger.error("timer %r could not hand over %r: executor is shut down", self._name, task)
+        except BaseException as exc:
+            not_handed_over(exc, task)
+            raise

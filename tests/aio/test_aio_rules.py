@@ -10,6 +10,7 @@ reference purgatory. Operations are ``tests.aio.support.recording_operation``: t
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 from typing import Any
@@ -268,7 +269,7 @@ def test_r45_try_complete_else_watch_names_the_wrapped_implementation_it_accepts
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
             wanted = rf"^operation must be a kpurgatory\.{implementation}\.DelayedOperation"
             with pytest.raises(TypeError, match=wanted):
-                purgatory.try_complete_else_watch(object(), ["k"])
+                purgatory.try_complete_else_watch(object(), ["k"])  # type: ignore[arg-type]
             assert purgatory.purgatory.watched == 0
 
     run(main(), clock)
@@ -618,7 +619,7 @@ def test_r50_completion_on_another_thread_reaches_the_waiter(
             waiting = spawn(purgatory.wait(operation, ["k"]))
             await settle()
             operation.ready = True
-            worker = threading.Thread(target=purgatory.check_and_complete, args=("k",))
+            worker = threading.Thread(target=purgatory.purgatory.check_and_complete, args=("k",))
             worker.start()
             outcome = await asyncio.wait_for(waiting, 10)
             worker.join(10)
@@ -647,7 +648,9 @@ def test_r50_loop_closed_with_operations_pending(implementation: PurgatoryImplem
     finally:
         loop.close()  # with the wait still pending
     operation.ready = True
-    assert purgatory.check_and_complete("k") == 1  # completes; nobody to wake
+    with pytest.raises(RuntimeError, match="purgatory's loop"):  # R59: no loop runs here
+        purgatory.check_and_complete("k")
+    assert purgatory.purgatory.check_and_complete("k") == 1  # completes; nobody to wake
     assert log == [("complete", "a", 10)]
     purgatory.shutdown()
     assert purgatory.closed
@@ -712,26 +715,31 @@ def test_r47_task_cancel_abandons_before_the_task_resumes(
     assert log == []
 
 
-def test_r46_wait_submits_at_the_call_and_its_waiter_is_a_future_and_a_coroutine(
+def test_r46_wait_is_a_coroutine_function_and_submit_returns_a_plain_future(
     implementation: PurgatoryImplementation,
 ) -> None:
-    """R46: wait submits when called (no coroutine to start first); the Waiter is an
-    asyncio.Future that create_task and gather take as a coroutine; a task names it."""
+    """R46, R57: wait is an async def (it submits when its coroutine first runs); submit
+    submits at the call and returns a Future that is not a coroutine, so asyncio.wait,
+    gather and create_task take each as they take any future or coroutine."""
     clock = ManualClock(0)
     log: list[Event] = []
     op = recording_operation(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            waiter = purgatory.wait(op(100, "a", log, clock), ["k"])
-            assert purgatory.purgatory.watched == 1 and purgatory.waiting == 1
-            assert isinstance(waiter, asyncio.Future) and asyncio.iscoroutine(waiter)
-            task = asyncio.get_running_loop().create_task(waiter)
+            assert inspect.iscoroutinefunction(type(purgatory).wait)
+            coroutine = purgatory.wait(op(100, "a", log, clock), ["k"])
+            assert asyncio.iscoroutine(coroutine)
+            assert purgatory.purgatory.watched == 0 and purgatory.waiting == 0
+            task = asyncio.get_running_loop().create_task(coroutine)
             await settle()
-            assert "AsyncPurgatory.wait" in repr(task)
-            both = asyncio.gather(task, purgatory.wait(op(50, "b", log, clock), ["k"]))
-            assert list(await both) == [Outcome.EXPIRED, Outcome.EXPIRED]
-            assert type(purgatory).submit is type(purgatory).wait
+            assert purgatory.purgatory.watched == 1 and purgatory.waiting == 1
+            waiter = purgatory.submit(op(50, "b", log, clock), ["k"])
+            assert isinstance(waiter, asyncio.Future) and not asyncio.iscoroutine(waiter)
+            assert purgatory.purgatory.watched == 2 and purgatory.waiting == 2
+            done, pending = await asyncio.wait([waiter])  # a coroutine face would be refused
+            assert done == {waiter} and not pending
+            assert list(await asyncio.gather(task, waiter)) == [Outcome.EXPIRED, Outcome.EXPIRED]
 
     run(main(), clock)
     assert [name for kind, name, _ in log if kind == "expire"] == ["b", "a"]
@@ -751,7 +759,11 @@ def test_r50_wait_from_another_thread_while_the_loop_runs_raises(
 
             def call() -> None:
                 try:
-                    purgatory.wait(operation, ["k"])
+                    purgatory.submit(operation, ["k"])
+                except RuntimeError as exc:
+                    errors.append(exc)
+                try:  # the coroutine on a loop of this thread: another loop (R50)
+                    asyncio.run(purgatory.wait(operation, ["k"]))
                 except RuntimeError as exc:
                     errors.append(exc)
 
@@ -761,7 +773,7 @@ def test_r50_wait_from_another_thread_while_the_loop_runs_raises(
             assert purgatory.purgatory.watched == 0 and purgatory.waiting == 0
 
     asyncio.run(main())
-    assert len(errors) == 1 and "purgatory's loop" in str(errors[0])
+    assert len(errors) == 2 and all("purgatory's loop" in str(error) for error in errors)
 
 
 def test_r45_try_complete_else_watch_on_the_loop_arms_the_driver_without_a_waiter(
@@ -783,11 +795,11 @@ def test_r45_try_complete_else_watch_on_the_loop_arms_the_driver_without_a_waite
         assert purgatory.driver.armed_due == 10
         assert purgatory.try_complete_else_watch(op(5, "now", log, clock, ready=True), ["k"])
         awaited = op(100, "awaited", log, clock)
-        waiter = purgatory.wait(awaited, ["k"])
+        waiter = purgatory.submit(awaited, ["k"])
         with pytest.raises(ValueError, match="already awaited"):
             purgatory.try_complete_else_watch(awaited, ["k"])
         with pytest.raises(TypeError, match="operation must be"):
-            purgatory.try_complete_else_watch(object(), ["k"])
+            purgatory.try_complete_else_watch(object(), ["k"])  # type: ignore[arg-type]
         await asyncio.sleep(0.05)
         left = op(100, "left", log, clock)
         assert purgatory.try_complete_else_watch(left, ["k"]) is False

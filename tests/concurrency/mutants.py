@@ -247,8 +247,8 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-for-key-outside-op-lock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory.cancel_for_key",
-        "        with operation._lock:\n            TimerTask.cancel(operation)",
-        "        TimerTask.cancel(operation)",
+        "            with operation._lock:\n                TimerTask.cancel(operation)",
+        "            TimerTask.cancel(operation)",
         "Bug 1: cancel_for_key cancels without the operation lock, so it can run between a "
         "submission's watch and its timer add: the returned operation still expires (R29).",
     ),
@@ -311,7 +311,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-is-plain-cancel",
         f"{_O}.operation",
         "DelayedOperation.cancel",
-        "owner.abandon(self)",
+        "owner._abandon_submitted(self)",
         "TimerTask.cancel(self)",
         "Bug 7: cancel() on a submitted operation only unschedules it: it stays watched "
         "forever and a later check completes it (R40).",

@@ -4,9 +4,9 @@ Runs ``tests.machines.equivalence.make_timer_machine`` under the active Hypothes
 profile (``ci`` by default, ``HYPOTHESIS_PROFILE=deep`` for the nightly-style run) and
 then checks that the generated runs really went deep: tasks scheduled three or more
 wheel levels up were handed over by ``advance_clock``, and tasks were handed over after
-living at three or more distinct levels (a real level-by-level cascade). Before
-``kpurgatory.optimized`` exists the machine compares the reference with a second
-instance of itself, which still checks the rules the machine asserts on each side.
+living at three or more distinct levels (a real level-by-level cascade). The other side
+is the optimized package; where it cannot be found, ``other_implementation`` falls back
+to a second reference, which still checks the rules the machine asserts on each side.
 """
 
 from __future__ import annotations

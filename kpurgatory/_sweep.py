@@ -1,0 +1,30 @@
+"""Sweeps that finish before they raise (R53).
+
+A call that runs user code for several operations or tasks (``check_and_complete``, the
+hand-over of a drain, ``cancel_for_key``'s knock attempts, an asyncio shutdown) handles
+every one of them, collecting what they raise, and raises once at the end: one error as
+it is, several as one ``BaseExceptionGroup`` (an ``ExceptionGroup`` when all are
+``Exception``s). Both implementations and the aio layer use these two functions.
+"""
+
+from __future__ import annotations
+
+__all__ = ["not_handed_over", "raise_collected"]
+
+
+def raise_collected(errors: list[BaseException] | None, what: str) -> None:
+    """Raise what a sweep collected: nothing if ``errors`` is empty or None, the one error
+    as it is, or a ``BaseExceptionGroup`` of all of them in the order raised."""
+    if not errors:
+        return
+    if len(errors) == 1:
+        raise errors[0]
+    raise BaseExceptionGroup(f"{len(errors)} callbacks raised during {what}", errors)
+
+
+def not_handed_over(exc: BaseException, task: object) -> BaseException:
+    """``exc`` raised by an executor's ``submit`` (not by the task: ``run_logged`` keeps a
+    task's ``Exception`` to itself), with a note naming the task that did not run."""
+    if isinstance(exc, Exception):
+        exc.add_note(f"the executor's submit raised: timer task {task!r} was not handed over")
+    return exc

@@ -1,0 +1,273 @@
+"""Seeded bugs in the aio layer, each caught by the test that pins the behaviour.
+
+The loop driver and the aio purgatory had behaviours no test pinned (a sampled mutation
+run killed 16 of 23 mutants there): these mutants plant each one back, through the same
+``applied`` patching as ``tests/mutants``, and assert that the named test fails under it.
+The unmutated code passes the same tests in the ordinary run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+from tests.aio import test_cancellation as cancellation
+from tests.aio.test_cancellation_machine import make_machine
+from tests.mutants.catalog import Mutant, applied
+
+_PURGATORY = "kpurgatory.aio.purgatory"
+_DRIVER = "kpurgatory.aio.driver"
+_OPERATION = "kpurgatory.aio.operation"
+_OPTIMIZED_OPERATION = "kpurgatory.optimized.operation"
+
+Check = Callable[[], None]
+
+
+def _on(test: Callable[[Any], None], implementation: str) -> Check:
+    return lambda: test(implementation)
+
+
+def _machine(implementation: str) -> Check:
+    """The cancellation machine on a fixed, derandomized budget (no shrinking)."""
+
+    def check() -> None:
+        machine = make_machine(implementation)  # type: ignore[arg-type]
+        machine.TestCase.settings = settings(
+            max_examples=60,
+            stateful_step_count=30,
+            derandomize=True,
+            phases=[Phase.explicit, Phase.generate],
+            database=None,
+            deadline=None,
+            report_multiple_bugs=False,
+            print_blob=False,
+            suppress_health_check=list(HealthCheck),
+        )
+        machine.TestCase().runTest()
+
+    return check
+
+
+AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
+    (
+        Mutant(
+            "waiter-cancel-does-not-abandon",
+            _OPERATION,
+            "Waiter.cancel",
+            "self._registry._give_up(self._operation)",
+            "pass",
+            "R47: cancelling the wait leaves the operation watched and timed.",
+        ),
+        _machine("optimized"),
+    ),
+    (
+        Mutant(
+            "reference-waiter-not-told-of-base-exception",
+            _OPERATION,
+            "ReferenceDelayedOperation.force_complete",
+            "except BaseException as exc:  # raised by on_complete (anything): this call won",
+            "except Exception as exc:",
+            "R58: a CancelledError from on_complete leaves the reference's waiter pending.",
+        ),
+        _machine("reference"),
+    ),
+    (
+        Mutant(
+            "loop-check-accepts-no-running-loop",
+            _PURGATORY,
+            "AsyncPurgatory._check_loop",
+            "if running_loop() is not self._loop:",
+            "if running_loop() not in (self._loop, None):",
+            "R59: a call from a thread with no running loop is accepted (checked once, "
+            "used later).",
+        ),
+        _on(
+            cancellation.test_r59_a_call_before_the_loop_runs_is_refused_with_no_trace, "optimized"
+        ),
+    ),
+    (
+        Mutant(
+            "driver-ignores-wrapped-shutdown",
+            _PURGATORY,
+            "AsyncPurgatory._advance",
+            "if self._timer.closed:",
+            "if False:",
+            "R58: a wrapped purgatory shut down directly makes the driver spin.",
+        ),
+        _on(
+            cancellation.test_r58_the_wrapped_purgatory_shut_down_directly_ends_the_driver_and_the_waiters,
+            "optimized",
+        ),
+    ),
+    (
+        Mutant(
+            "reference-abandon-silent",
+            _OPERATION,
+            "ReferenceDelayedOperation._abandon",
+            "waiter._abandoned()",
+            "pass",
+            "R58: purgatory.abandon on the reference never settles the waiter.",
+        ),
+        _on(cancellation.test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter, "reference"),
+    ),
+    (
+        Mutant(
+            "reference-abandon-without-waiter",
+            _OPERATION,
+            "ReferenceDelayedOperation._abandon",
+            "if waiter is not None:",
+            "if True:",
+            "R40: cancel on a reference operation submitted without a waiter fails.",
+        ),
+        _on(cancellation.test_aio_purgatory_small_contracts, "reference"),
+    ),
+    (
+        Mutant(
+            "base-exception-not-told",
+            _OPTIMIZED_OPERATION,
+            "DelayedOperation.force_complete",
+            "except BaseException as exc:  # anything, CancelledError included (R48, R58)",
+            "except Exception as exc:",
+            "R58: a CancelledError from on_complete leaves the waiter pending.",
+        ),
+        lambda: cancellation.test_r58_a_waiter_settles_whatever_on_complete_raises(
+            "optimized", asyncio.CancelledError("x")
+        ),
+    ),
+    (
+        Mutant(
+            "user-clock-inverted",
+            _DRIVER,
+            "LoopTimerDriver._loop_time_of",
+            "(due - self._clock.now_ms()) / 1000",
+            "(self._clock.now_ms() - due) / 1000",
+            "R45: a user's clock mapped to loop time backwards (fires early).",
+        ),
+        cancellation.test_r45_the_driver_maps_a_users_clock_to_loop_time,
+    ),
+    (
+        Mutant(
+            "user-clock-multiplied",
+            _DRIVER,
+            "LoopTimerDriver._loop_time_of",
+            "(due - self._clock.now_ms()) / 1000",
+            "(due - self._clock.now_ms()) * 1000",
+            "R45: a user's clock mapped with the wrong unit (never fires).",
+        ),
+        cancellation.test_r45_the_driver_maps_a_users_clock_to_loop_time,
+    ),
+    (
+        Mutant(
+            "user-clock-none",
+            _DRIVER,
+            "LoopTimerDriver._loop_time_of",
+            "return self._loop.time() + (due - self._clock.now_ms()) / 1000",
+            "return None  # type: ignore[return-value]",
+            "R45: no loop time for a user's clock.",
+        ),
+        cancellation.test_r45_the_driver_maps_a_users_clock_to_loop_time,
+    ),
+    (
+        Mutant(
+            "waiter-cancel-returns-false",
+            _OPERATION,
+            "Waiter.cancel",
+            "\n    return True",
+            "\n    return False",
+            "R47: Waiter.cancel breaks Future.cancel's return contract.",
+        ),
+        lambda: cancellation.test_r57_cancelled_while_suspended_abandons_through_every_composition(
+            "optimized", "asyncio.wait"
+        ),
+    ),
+    (
+        Mutant(
+            "loop-argument-unchecked",
+            _PURGATORY,
+            "AsyncPurgatory.__init__",
+            "elif not isinstance(loop, asyncio.AbstractEventLoop):",
+            "elif False:",
+            "R35: a loop that is not an event loop is accepted.",
+        ),
+        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+    ),
+    (
+        Mutant(
+            "armed-for-a-completed-operation",
+            _PURGATORY,
+            "AsyncPurgatory.try_complete_else_watch",
+            "if not completed and self._timer_enabled:",
+            "if self._timer_enabled:",
+            "R45: the driver is armed for an operation that completed at once.",
+        ),
+        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+    ),
+    (
+        Mutant(
+            "armed-with-timer-disabled",
+            _PURGATORY,
+            "AsyncPurgatory._submit",
+            "if self._timer_enabled:  # _arm_for's first test inlined",
+            "if True:  # _arm_for's first test inlined",
+            "R33, R45: the driver is armed though nothing is ever timed.",
+        ),
+        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+    ),
+    (
+        Mutant(
+            "armed-due-kept-after-stop",
+            _DRIVER,
+            "LoopTimerDriver.stop",
+            "self._armed_due = None",
+            "pass",
+            "R49: armed_due still reports a handle after shutdown.",
+        ),
+        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+    ),
+    (
+        Mutant(
+            "default-wheel-size",
+            _PURGATORY,
+            "AsyncPurgatory.__init__",
+            "impl.SystemTimer(name, tick_ms, wheel_size,",
+            "impl.SystemTimer(name, tick_ms, 16,",
+            "R15: the aio purgatory's timer does not get the default wheel size.",
+        ),
+        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+    ),
+    (
+        Mutant(
+            "purgatory-repr",
+            _PURGATORY,
+            "AsyncPurgatory.__repr__",
+            "waiting={len(self._waiting)}",
+            "waiting={len(self._waiting) + 1}",
+            "The repr misreports the waiting count.",
+        ),
+        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+    ),
+    (
+        Mutant(
+            "driver-repr",
+            _DRIVER,
+            "LoopTimerDriver.__repr__",
+            'f"armed_due={self._armed_due}"',
+            'f"armed={self._armed_due}"',
+            "The driver's repr misnames its state.",
+        ),
+        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+    ),
+)
+
+
+@pytest.mark.parametrize(("mutant", "check"), AIO_MUTANTS, ids=[m.name for m, _ in AIO_MUTANTS])
+def test_aio_mutant_is_caught(mutant: Mutant, check: Check) -> None:
+    """Under the mutant the named test fails (an assertion, an error, or a timeout of
+    the virtual-time wait it bounds itself with)."""
+    with applied(mutant), pytest.raises(BaseException) as caught:
+        check()
+    assert not isinstance(caught.value, KeyboardInterrupt)
