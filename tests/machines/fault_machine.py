@@ -31,26 +31,35 @@ from concurrent.futures import Future
 from types import ModuleType
 from typing import Any, TypeVar
 
-from hypothesis import event
+from hypothesis import currently_in_test_context, event
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
+    MultipleResults,
     RuleBasedStateMachine,
     initialize,
     invariant,
+    multiple,
     precondition,
     rule,
 )
 
 from kpurgatory import InlineExecutor, ManualClock
-from tests.machines.lifecycle_model import CALLBACKS, EXCEPTION, KNOCK, LifecycleModel, Raised
+from tests.machines.lifecycle_model import CALLBACKS, EXCEPTION, KNOCK, CallError, LifecycleModel
 
-__all__ = ["ERRORS", "KEYS", "Boom", "Runaway", "make_lifecycle_machine"]
+__all__ = [
+    "CHECKED_SITES",
+    "ERRORS",
+    "KEYS",
+    "InjectedError",
+    "Runaway",
+    "make_lifecycle_machine",
+]
 
 R = TypeVar("R")
 
 
-class Boom(Exception):
+class InjectedError(Exception):
     """An ordinary failure of user code."""
 
 
@@ -59,7 +68,7 @@ class Runaway(BaseException):
 
 
 ERRORS: dict[str, type[BaseException]] = {
-    EXCEPTION: Boom,
+    EXCEPTION: InjectedError,
     "KeyboardInterrupt": KeyboardInterrupt,
     "SystemExit": SystemExit,
     "CancelledError": asyncio.CancelledError,
@@ -215,7 +224,7 @@ def _label(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def check_raised(actual: BaseException | None, expected: Raised | None, what: str) -> None:
+def check_raised(actual: BaseException | None, expected: CallError | None, what: str) -> None:
     """``actual`` is what ``expected`` says: nothing, one error as is, or a group (R53)."""
     if expected is None:
         assert actual is None, f"{what} raised {actual!r}; the model expects no error"
@@ -239,8 +248,16 @@ def check_raised(actual: BaseException | None, expected: Raised | None, what: st
 
 
 FAULT_ACTIONS = st.sampled_from((KNOCK, *KINDS))
+
+
+def _knock_then_raise(first: int, gap: int, kind: str) -> dict[tuple[str, int], str]:
+    """A knock on one try_complete and a raise on a later one: the R41 retry that fails."""
+    return {("try_complete", first): KNOCK, ("try_complete", first + gap): kind}
+
+
 FAULT_SCRIPTS = st.one_of(
     st.just({}),
+    st.builds(_knock_then_raise, st.integers(1, 2), st.integers(1, 2), st.sampled_from(KINDS)),
     st.dictionaries(
         st.one_of(
             st.tuples(st.just("try_complete"), st.integers(1, 4)),
@@ -255,11 +272,26 @@ FAULT_SCRIPTS = st.one_of(
 SUBMIT_SITES: tuple[str | None, ...] = (None, None, None, None, "lock", "clock", "executor", "key")
 """Where a submission's scoped fault is injected (None: nowhere), read when a machine is made."""
 
+OPEN_SPEC_VIOLATIONS: tuple[str, ...] = ("lock",)
+"""Submission fault sites the quick machines leave out while the spec violation they find
+is open: an operation lock whose ``acquire`` raises fails the submission but keeps its
+claim, so the operation cannot be submitted again (R54; a strict xfail in
+test_lifecycle_model.py pins it, and turns red once it is fixed)."""
+
+CHECKED_SITES = tuple(site for site in SUBMIT_SITES if site not in OPEN_SPEC_VIOLATIONS)
+
+DELAYS = st.one_of(st.integers(-3, 12), st.integers(-3, 40))
+"""Operation delays: mostly near, so that several fall due in one drain."""
+
 MAYBE_KIND = st.one_of(st.none(), st.none(), st.sampled_from(KINDS))
 
 
-def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
-    """The lifecycle-versus-model machine for the implementation package ``impl``."""
+def make_lifecycle_machine(
+    impl: ModuleType, submit_sites: tuple[str | None, ...] | None = None
+) -> type[RuleBasedStateMachine]:
+    """The lifecycle-versus-model machine for the implementation package ``impl``;
+    ``submit_sites`` replaces ``SUBMIT_SITES`` (where a submission's fault may be)."""
+    sites = SUBMIT_SITES if submit_sites is None else submit_sites
     operation_class = fault_operation_class(impl)
 
     class LifecycleVersusModel(RuleBasedStateMachine):
@@ -279,7 +311,9 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
             purge_interval=st.sampled_from([0, 1, 3, 1000]),
             timer_enabled=st.sampled_from([True, True, True, False]),
         )
-        def setup(self, tick: int, wheel_size: int, purge_interval: int, timer_enabled: bool) -> None:
+        def setup(
+            self, tick: int, wheel_size: int, purge_interval: int, timer_enabled: bool
+        ) -> None:
             timer = impl.SystemTimer(
                 "lifecycle", tick, wheel_size, 0, clock=self.clock, executor=self.executor
             )
@@ -296,12 +330,12 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
 
         def both(self, what: str, model_call: Callable[[], R], real_call: Callable[[], R]) -> None:
             """Run the call on the model and the implementation; compare result or error."""
-            expected: Raised | None = None
+            expected: CallError | None = None
             model_result: object = None
             try:
                 model_result = model_call()
-            except Raised as raised:
-                expected = raised
+            except CallError as failed:
+                expected = failed
             actual: BaseException | None = None
             real_result: object = None
             try:
@@ -310,7 +344,9 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
                 actual = exc
             finally:
                 self.disarm()
-            event(f"{what.split('(')[0]}: {'raised ' + ','.join(expected.errors) if expected else 'ok'}")
+            outcome = "raised " + ",".join(expected.errors) if expected else "ok"
+            if currently_in_test_context():  # also replayed by hand in regression tests
+                event(f"{what.split('(')[0]}: {outcome}")
             check_raised(actual, expected, what)
             if expected is None:
                 assert real_result == model_result, (what, real_result, model_result)
@@ -325,8 +361,12 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
 
         # -- rules ---------------------------------------------------------------------
 
-        @rule(target=ops, delay=st.integers(-3, 40), faults=FAULT_SCRIPTS)
+        @rule(target=ops, delay=DELAYS, faults=FAULT_SCRIPTS)
         def new_operation(self, delay: int, faults: dict[tuple[str, int], str]) -> str:
+            """A new operation with its fault script, not submitted yet."""
+            return self.create(delay, faults)
+
+        def create(self, delay: int, faults: dict[tuple[str, int], str]) -> str:
             name = f"op{len(self.real)}"
             self.real[name] = operation_class(name, delay, dict(faults))
             self.model.new_op(name, delay, faults)
@@ -334,20 +374,36 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
 
         @rule(
             target=ops,
-            delay=st.integers(-3, 40),
+            delay=DELAYS,
             faults=FAULT_SCRIPTS,
             keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=3),
         )
-        def submit_new(self, delay: int, faults: dict[tuple[str, int], str], keys: list[str]) -> str:
+        def submit_new(
+            self, delay: int, faults: dict[tuple[str, int], str], keys: list[str]
+        ) -> str:
             """A new operation, submitted at once (most operations live this way)."""
-            name = self.new_operation(delay, faults)
+            name = self.create(delay, faults)
             self.submit(name, keys, None, EXCEPTION)
             return name
 
         @rule(
+            target=ops,
+            scripts=st.lists(st.tuples(DELAYS, FAULT_SCRIPTS), min_size=2, max_size=4),
+            key=st.sampled_from(KEYS),
+        )
+        def submit_batch(
+            self, scripts: list[tuple[int, dict[tuple[str, int], str]]], key: str
+        ) -> MultipleResults[str]:
+            """Several operations on one key, so that sweeps meet more than one (R53)."""
+            names = [self.create(delay, faults) for delay, faults in scripts]
+            for name in names:
+                self.submit(name, [key], None, EXCEPTION)
+            return multiple(*names)
+
+        @rule(
             name=ops,
             keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=3),
-            site=st.sampled_from(SUBMIT_SITES),
+            site=st.sampled_from(sites),
             kind=st.sampled_from(KINDS),
         )
         def submit(self, name: str, keys: list[str], site: str | None, kind: str) -> None:
@@ -385,18 +441,30 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
             """The operation's condition now holds (seen at its next try_complete)."""
             self.real[name].ready = self.model.ops[name].ready = True
 
-        @rule(key=st.sampled_from(KEYS), fail=st.one_of(st.none(), st.tuples(ops, st.sampled_from(KINDS))))
-        def check_and_complete(self, key: str, fail: tuple[str, str] | None) -> None:
-            """R25, R26, R53: every operation on the key is tried, errors come after."""
-            if fail is not None:
-                self.real[fail[0]].scripted_lock.fail_next = fail[1]
+        @rule(
+            key=st.sampled_from(KEYS),
+            which=st.sampled_from([None, None, "first", "every"]),
+            kind=st.sampled_from(KINDS),
+        )
+        def check_and_complete(self, key: str, which: str | None, kind: str) -> None:
+            """R25, R26, R53: every operation on the key is tried, errors come after. The
+            lock of the first pending operation on the key, or of every one, may fail."""
+            pending = [op.name for op in self.model.watchers.get(key, ()) if not op.finished]
+            failing = {name: kind for name in pending[: 1 if which == "first" else None]}
+            if which is None:
+                failing = {}
+            for name in failing:
+                self.real[name].scripted_lock.fail_next = kind
             self.both(
-                f"check_and_complete({key!r}) with lock fault {fail}",
-                lambda: self.model.check_and_complete(key, lock_fails=dict([fail]) if fail else None),
+                f"check_and_complete({key!r}) with the locks of {failing} failing",
+                lambda: self.model.check_and_complete(key, lock_fails=failing),
                 lambda: self.purgatory.check_and_complete(key),
             )
 
-        @rule(kind=st.sampled_from(KINDS), call=st.sampled_from(["check_and_complete", "cancel_for_key"]))
+        @rule(
+            kind=st.sampled_from(KINDS),
+            call=st.sampled_from(["check_and_complete", "cancel_for_key"]),
+        )
         def poison_key_call(self, kind: str, call: str) -> None:
             """R54: a key whose hash raises on its first read fails the call with no trace."""
             method = getattr(self.purgatory, call)
@@ -416,12 +484,15 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
 
         @rule(name=ops, via_cancel=st.booleans(), lock_kind=MAYBE_KIND)
         def abandon(self, name: str, via_cancel: bool, lock_kind: str | None) -> None:
-            """R40, R56: abandon or cancel(); a failing lock (only on a submitted one) leaves no trace."""
+            """R40, R56: abandon or cancel(); a lock that fails (armed only on a submitted
+            operation, where the spec says it is taken) leaves no trace (R54)."""
             op, model_op = self.real[name], self.model.ops[name]
             if not model_op.submitted:
                 lock_kind = None
             op.scripted_lock.fail_next = lock_kind
-            real: Callable[[], object] = op.cancel if via_cancel else lambda: self.purgatory.abandon(op)
+            real: Callable[[], object] = (
+                op.cancel if via_cancel else lambda: self.purgatory.abandon(op)
+            )
 
             def model() -> object:
                 result = self.model.abandon(model_op, via_cancel=via_cancel, lock_fails=lock_kind)
@@ -479,24 +550,39 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
 
         @rule(
             data=st.data(),
-            mode=st.sampled_from(["zero", "tick", "to due", "to due", "random"]),
+            mode=st.sampled_from(["zero", "tick", "to due", "to due", "random", "past all"]),
             wait_kind=st.one_of(st.none(), st.none(), st.none(), st.sampled_from(KINDS)),
             executor_faults=st.dictionaries(ops, st.sampled_from(KINDS), max_size=2),
+            executor_all=st.one_of(st.none(), st.none(), st.none(), st.sampled_from(KINDS)),
         )
         def advance_clock(
-            self, data: st.DataObject, mode: str, wait_kind: str | None, executor_faults: dict[str, str]
+            self,
+            data: st.DataObject,
+            mode: str,
+            wait_kind: str | None,
+            executor_faults: dict[str, str],
+            executor_all: str | None,
         ) -> None:
-            """R2-R8, R13, R30, R52-R54: drain, hand every due task over, then raise, then purge."""
+            """R2-R8, R13, R30, R52-R54: drain, hand every due task over, then raise, then
+            purge. The executor's submit may raise for chosen tasks, or for every one due."""
+            dues = [op.due for op in self.model.ops.values() if op.due is not None]
             if mode == "zero":
                 amount = 0
             elif mode == "tick":
                 amount = self.model.tick_ms
             elif mode == "to due":
-                dues = [op.due for op in self.model.ops.values() if op.due is not None]
                 target = min(dues, default=self.model.now) - self.model.now
                 amount = max(0, target + data.draw(st.integers(-1, 1), label="nudge"))
+            elif mode == "past all":
+                amount = max(0, max(dues, default=self.model.now) - self.model.now)
             else:
                 amount = data.draw(st.integers(0, 60), label="amount")
+            if executor_all is not None:
+                executor_faults = {
+                    op.name: executor_all
+                    for op in self.model.ops.values()
+                    if op.due is not None and op.due <= self.model.now + amount
+                }
             self.clock.fail_wait = wait_kind
             for name, kind in executor_faults.items():
                 self.executor.fail_for[id(self.real[name])] = kind
@@ -553,10 +639,7 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
             """Drain far enough, end what is left, and find every counter back at zero."""
             if self.purgatory is None:
                 return
-            self.disarm()
-            for name, op in self.real.items():
-                op.faults.clear()
-                self.model.ops[name].faults.clear()
+            self.disarm()  # the operations keep their scripts: the final drain is a sweep too
             if not self.model.shut_down:
                 dues = [op.due for op in self.model.ops.values() if op.due is not None]
                 if dues:
@@ -583,7 +666,11 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
                     functools.partial(self.purgatory.check_and_complete, key),
                 )
             self.same_state()
-            assert (self.purgatory.watched, self.purgatory.watched_keys, self.purgatory.num_delayed) == (0, 0, 0)
+            assert (
+                self.purgatory.watched,
+                self.purgatory.watched_keys,
+                self.purgatory.num_delayed,
+            ) == (0, 0, 0)
             for op in self.real.values():
                 assert op.is_completed or op.is_abandoned or not self.model.ops[op.name].submitted
             self.both("final shutdown()", self.model.shutdown, self.purgatory.shutdown)
@@ -596,4 +683,4 @@ def make_lifecycle_machine(impl: ModuleType) -> type[RuleBasedStateMachine]:
 
 def _fail(kind: str) -> None:
     """What the model says of a call whose first read of a key raised: that error, no trace."""
-    raise Raised([kind])
+    raise CallError([kind])

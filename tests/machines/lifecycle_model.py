@@ -10,7 +10,7 @@ operation's callbacks) is simulated by ``Op.faults``, a script of what its n-th 
 State is spec-level only: per operation, whether it is submitted, its keys, its due time
 while it is in the timer, its outcome and its callback counts; per purgatory, the watcher
 lists, the purge estimate and whether it is shut down; per timer, the clock reading and
-the current time (R1-R3). A call that fails raises ``Raised`` with the labels of what the
+the current time (R1-R3). A call that fails raises ``CallError`` with the labels of what the
 implementation must raise, in order (R53).
 """
 
@@ -29,7 +29,7 @@ EXCEPTION = "Exception"
 CALLBACKS = ("try_complete", "on_complete", "on_expiration")
 
 
-class Raised(Exception):
+class CallError(Exception):
     """A model call failed: ``errors`` are the labels of what the call raises, in the order
     raised (one: raised as is; several: a group, R53). ``ordered`` is False when the
     spec leaves their order open (hand-overs with the same due time, R6)."""
@@ -111,7 +111,7 @@ class LifecycleModel:
         if action == KNOCK:
             self._knock(op)
         elif action is not None:
-            raise Raised([action])
+            raise CallError([action])
 
     def _knock(self, op: Op) -> None:
         """R20 with the lock held elsewhere: the knocker sets the pending flag and leaves
@@ -160,7 +160,7 @@ class LifecycleModel:
         if action == KNOCK:
             self._knock(op)
         elif action is not None:
-            raise Raised([action])
+            raise CallError([action])
         if self._try_complete(op):
             return True
         return op.pending_flag and self.safe_try_complete(op, submitted_only=False)
@@ -183,21 +183,21 @@ class LifecycleModel:
         goes on to the caller."""
         try:
             self._expire(op)
-        except Raised as raised:
-            kept = [label for label in raised.errors if label != EXCEPTION]
+        except CallError as failed:
+            kept = [label for label in failed.errors if label != EXCEPTION]
             if kept:
-                raise Raised(kept) from None
+                raise CallError(kept) from None
 
     def _timer_add(self, op: Op, clock_fails: str | None, executor_fails: str | None) -> None:
         """R1/R3: schedule at round_down(now + delay), or hand over within the add."""
         if clock_fails is not None:
-            raise Raised([clock_fails])
+            raise CallError([clock_fails])
         due = self._round_down(self.now + op.delay_ms)
         if due > self.current:
             op.due = due
             return
         if executor_fails is not None:
-            raise Raised([executor_fails])
+            raise CallError([executor_fails])
         self._hand_over(op)
 
     # -- purgatory (R22-R41, R52-R56) ------------------------------------------------------
@@ -227,11 +227,11 @@ class LifecycleModel:
     ) -> bool:
         """``try_complete_else_watch``: R22 under the lock, R38/R54 rollback, R41 retry."""
         if self.shut_down:
-            raise Raised(["RuntimeError"])  # R32
+            raise CallError(["RuntimeError"])  # R32
         if op.submitted:
-            raise Raised(["ValueError"])  # R34
+            raise CallError(["ValueError"])  # R34
         if lock_fails is not None:
-            raise Raised([lock_fails])  # R54: before anything changed
+            raise CallError([lock_fails])  # R54: before anything changed
         op.submitted = True
         watched: list[str] = []
         counted = False
@@ -251,7 +251,7 @@ class LifecycleModel:
                 return True
             if self.timer_enabled and not op.finished:
                 self._timer_add(op, clock_fails, executor_fails)
-        except Raised:
+        except CallError:
             if not op.finished:
                 self._roll_back(op, watched, counted)
             raise
@@ -259,7 +259,7 @@ class LifecycleModel:
             return False
         try:  # R41: the attempt a knocker left; part of the submission (R54)
             return self.safe_try_complete(op)
-        except Raised:
+        except CallError:
             if not op.finished and op.submitted:
                 self._roll_back(op, watched, counted)
             raise
@@ -275,16 +275,16 @@ class LifecycleModel:
                     self._unwatch(key, op)
                     continue
                 if op.name in lock_fails:
-                    raise Raised([lock_fails[op.name]])
+                    raise CallError([lock_fails[op.name]])
                 if self.safe_try_complete(op):
                     completed += 1
                     self._unwatch(key, op)
-            except Raised as raised:
-                errors += raised.errors
+            except CallError as failed:
+                errors += failed.errors
                 if op.finished:  # its on_complete raised: unlinked like any completed one
                     self._unwatch(key, op)
         if errors:
-            raise Raised(errors)
+            raise CallError(errors)
         return completed
 
     def cancel_for_key(self, key: str, *, knocked: frozenset[str] = frozenset()) -> list[str]:
@@ -299,10 +299,10 @@ class LifecycleModel:
             try:
                 if op.pending_flag and not op.finished and op.submitted:
                     self.safe_try_complete(op)
-            except Raised as raised:
-                errors += raised.errors
+            except CallError as failed:
+                errors += failed.errors
         if errors:
-            raise Raised(errors)
+            raise CallError(errors)
         return [op.name for op in ops]
 
     def abandon(self, op: Op, *, via_cancel: bool = False, lock_fails: str | None = None) -> bool:
@@ -311,9 +311,9 @@ class LifecycleModel:
             if via_cancel:
                 op.due = None  # the plain task cancel (R9): never raises
                 return False
-            raise Raised(["ValueError"])
+            raise CallError(["ValueError"])
         if lock_fails is not None:
-            raise Raised([lock_fails])
+            raise CallError([lock_fails])
         if op.finished:
             return False
         op.finished, op.outcome, op.due = True, "abandoned", None
@@ -331,9 +331,9 @@ class LifecycleModel:
         """R7/R2/R4-R6 then R30: let time pass, hand over what is due (R53: every task,
         then raise), move the current time, purge if due."""
         if self.shut_down:
-            raise Raised(["RuntimeError"])
+            raise CallError(["RuntimeError"])
         if wait_fails is not None:
-            raise Raised([wait_fails])  # R54: the clock did not move
+            raise CallError([wait_fails])  # R54: the clock did not move
         executor_fails = executor_fails or {}
         self.now += timeout_ms
         due = sorted(
@@ -350,10 +350,10 @@ class LifecycleModel:
                 continue
             try:
                 self._hand_over(op)
-            except Raised as raised:
-                errors += raised.errors
+            except CallError as failed:
+                errors += failed.errors
         if errors:
-            raise Raised(errors, ordered=False)  # same-due order is open (R6)
+            raise CallError(errors, ordered=False)  # same-due order is open (R6)
         self._purge_if_due()
 
     def _purge_if_due(self) -> None:

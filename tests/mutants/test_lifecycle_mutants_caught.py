@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.machines.fault_machine import make_lifecycle_machine
+from tests.machines.fault_machine import CHECKED_SITES, make_lifecycle_machine
 from tests.mutants.catalog import applied, mutated_source
 from tests.mutants.lifecycle_catalog import SHARED_BUGS, SharedBug, all_applied
 from tests.support import implementation_names, load
@@ -61,7 +61,9 @@ def _implementations(bug: SharedBug) -> list[ModuleType]:
 
 def _caught(impl: ModuleType) -> bool:
     try:
-        run_state_machine_as_test(make_lifecycle_machine(impl), settings=LIFECYCLE_MUTANT_SETTINGS)
+        run_state_machine_as_test(
+            make_lifecycle_machine(impl, CHECKED_SITES), settings=LIFECYCLE_MUTANT_SETTINGS
+        )
     except Exception:  # any failure of the machine counts as caught
         return True
     return False
@@ -88,4 +90,6 @@ def test_shared_bug_is_caught_on_each_implementation(bug: SharedBug) -> None:
 @pytest.mark.parametrize("impl_name", ["reference", "optimized"])
 def test_unmutated_code_passes_the_same_budget(impl_name: str) -> None:
     """Without a planted bug the same budget passes: a caught bug is real."""
-    run_state_machine_as_test(make_lifecycle_machine(load(impl_name)), settings=LIFECYCLE_MUTANT_SETTINGS)
+    run_state_machine_as_test(
+        make_lifecycle_machine(load(impl_name), CHECKED_SITES), settings=LIFECYCLE_MUTANT_SETTINGS
+    )
