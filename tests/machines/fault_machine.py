@@ -45,7 +45,15 @@ from hypothesis.stateful import (
 )
 
 from kpurgatory import InlineExecutor, ManualClock
-from tests.machines.lifecycle_model import CALLBACKS, EXCEPTION, KNOCK, CallError, LifecycleModel
+from tests.machines.lifecycle_model import (
+    CALLBACKS,
+    CANCEL,
+    EXCEPTION,
+    KNOCK,
+    SHUTDOWN,
+    CallError,
+    LifecycleModel,
+)
 
 __all__ = [
     "CHECKED_SITES",
@@ -189,6 +197,7 @@ def fault_operation_class(impl: ModuleType) -> type[Any]:
             self.faults = faults
             self.ready = False
             self.calls: Counter[str] = Counter()
+            self.purgatory: Any = None  # what a SHUTDOWN action shuts down
 
         def _user(self, callback: str) -> None:
             self.calls[callback] += 1
@@ -198,6 +207,10 @@ def fault_operation_class(impl: ModuleType) -> type[Any]:
             action = self.faults.get((callback, count))
             if action == KNOCK:
                 self.maybe_try_complete()
+            elif action == CANCEL:
+                self.cancel()
+            elif action == SHUTDOWN:
+                self.purgatory.shutdown()
             elif action is not None:
                 _raise(action, f"{self.name}.{callback} call {count}")
 
@@ -248,6 +261,14 @@ def check_raised(actual: BaseException | None, expected: CallError | None, what:
 
 
 FAULT_ACTIONS = st.sampled_from((KNOCK, *KINDS))
+TRY_ACTIONS = st.one_of(
+    st.sampled_from((KNOCK, *KINDS)),
+    st.sampled_from((KNOCK, *KINDS)),
+    st.sampled_from((KNOCK, *KINDS)),
+    st.sampled_from((CANCEL, CANCEL, CANCEL, SHUTDOWN)),
+)
+"""What try_complete may do besides raise: knock, cancel its own operation, or shut the
+purgatory down (the single-threaded forms of the submission races of tests/concurrency)."""
 
 
 def _knock_then_raise(first: int, gap: int, kind: str) -> dict[tuple[str, int], str]:
@@ -255,19 +276,18 @@ def _knock_then_raise(first: int, gap: int, kind: str) -> dict[tuple[str, int], 
     return {("try_complete", first): KNOCK, ("try_complete", first + gap): kind}
 
 
+_SCRIPT_ENTRY = st.one_of(
+    st.tuples(st.tuples(st.just("try_complete"), st.integers(1, 4)), TRY_ACTIONS),
+    st.tuples(st.tuples(st.sampled_from(CALLBACKS[1:]), st.just(1)), st.sampled_from(KINDS)),
+)
+
 FAULT_SCRIPTS = st.one_of(
     st.just({}),
     st.builds(_knock_then_raise, st.integers(1, 2), st.integers(1, 2), st.sampled_from(KINDS)),
-    st.dictionaries(
-        st.one_of(
-            st.tuples(st.just("try_complete"), st.integers(1, 4)),
-            st.tuples(st.sampled_from(CALLBACKS[1:]), st.just(1)),
-        ),
-        FAULT_ACTIONS,
-        max_size=3,
-    ).map(lambda script: {k: v for k, v in script.items() if v != KNOCK or k[0] == "try_complete"}),
+    st.lists(_SCRIPT_ENTRY, max_size=3).map(dict),
 )
-"""Per operation: which call of which callback raises (or, for try_complete, knocks)."""
+"""Per operation: which call of which callback raises (try_complete may also knock,
+cancel its operation or shut the purgatory down)."""
 
 SUBMIT_SITES: tuple[str | None, ...] = (None, None, None, None, "lock", "clock", "executor", "key")
 """Where a submission's scoped fault is injected (None: nowhere), read when a machine is made."""
@@ -369,6 +389,7 @@ def make_lifecycle_machine(
         def create(self, delay: int, faults: dict[tuple[str, int], str]) -> str:
             name = f"op{len(self.real)}"
             self.real[name] = operation_class(name, delay, dict(faults))
+            self.real[name].purgatory = self.purgatory
             self.model.new_op(name, delay, faults)
             return name
 

@@ -26,6 +26,12 @@ EXCEPTION = "Exception"
 """The label of an ordinary ``Exception`` raised by user code; other labels name
 ``BaseException`` classes (``KeyboardInterrupt``, ``SystemExit``, ``CancelledError``)."""
 
+CANCEL = "cancel"
+"""A fault-script action for try_complete: the operation cancels itself (R40, R56)."""
+
+SHUTDOWN = "shutdown"
+"""A fault-script action for try_complete: it shuts the purgatory down (R32, R38)."""
+
 CALLBACKS = ("try_complete", "on_complete", "on_expiration")
 
 
@@ -110,6 +116,10 @@ class LifecycleModel:
         action = op.faults.get((callback, op.calls[callback]))
         if action == KNOCK:
             self._knock(op)
+        elif action == CANCEL:
+            self.abandon(op, via_cancel=True)
+        elif action == SHUTDOWN:
+            self.shutdown()
         elif action is not None:
             raise CallError([action])
 
@@ -159,6 +169,10 @@ class LifecycleModel:
             return True
         if action == KNOCK:
             self._knock(op)
+        elif action == CANCEL:
+            self.abandon(op, via_cancel=True)
+        elif action == SHUTDOWN:
+            self.shutdown()
         elif action is not None:
             raise CallError([action])
         if self._try_complete(op):
@@ -190,6 +204,8 @@ class LifecycleModel:
 
     def _timer_add(self, op: Op, clock_fails: str | None, executor_fails: str | None) -> None:
         """R1/R3: schedule at round_down(now + delay), or hand over within the add."""
+        if self.shut_down:
+            raise CallError(["RuntimeError"])  # R38: closed by a shutdown during the call
         if clock_fails is not None:
             raise CallError([clock_fails])
         due = self._round_down(self.now + op.delay_ms)

@@ -22,8 +22,8 @@ from tests.mutants.lifecycle_catalog import SHARED_BUGS, SharedBug, all_applied
 from tests.support import implementation_names, load
 
 LIFECYCLE_MUTANT_SETTINGS = settings(
-    max_examples=60,
-    stateful_step_count=40,
+    max_examples=100,
+    stateful_step_count=50,
     derandomize=True,
     phases=[Phase.explicit, Phase.generate],
     database=None,
@@ -32,7 +32,7 @@ LIFECYCLE_MUTANT_SETTINGS = settings(
     print_blob=False,
     suppress_health_check=list(HealthCheck),
 )
-"""The budget: 60 derandomized examples of 40 steps, no shrinking (detection only)."""
+"""The budget: 100 derandomized examples of 50 steps, no shrinking (detection only)."""
 
 
 def _pure_python() -> bool:
