@@ -113,7 +113,10 @@ class LifecycleModel:
     def _user(self, op: Op, callback: str) -> None:
         """The next call of ``op``'s ``callback``: counted, then it knocks or raises as scripted."""
         op.calls[callback] += 1
-        action = op.faults.get((callback, op.calls[callback]))
+        self._act(op, op.faults.get((callback, op.calls[callback])))
+
+    def _act(self, op: Op, action: str | None) -> None:
+        """What scripted user code does: nothing, knock, cancel, shut down, or raise."""
         if action == KNOCK:
             self._knock(op)
         elif action == CANCEL:
@@ -167,14 +170,7 @@ class LifecycleModel:
         op.pending_flag = False
         if self._try_complete(op):
             return True
-        if action == KNOCK:
-            self._knock(op)
-        elif action == CANCEL:
-            self.abandon(op, via_cancel=True)
-        elif action == SHUTDOWN:
-            self.shutdown()
-        elif action is not None:
-            raise CallError([action])
+        self._act(op, action)  # f
         if self._try_complete(op):
             return True
         return op.pending_flag and self.safe_try_complete(op, submitted_only=False)

@@ -13,26 +13,16 @@ import importlib
 from types import ModuleType
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.machines.fault_machine import CHECKED_SITES, make_lifecycle_machine
 from tests.mutants.catalog import applied, mutated_source
 from tests.mutants.lifecycle_catalog import SHARED_BUGS, SharedBug, all_applied
+from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
 from tests.support import implementation_names, load
 
-LIFECYCLE_MUTANT_SETTINGS = settings(
-    max_examples=100,
-    stateful_step_count=50,
-    derandomize=True,
-    phases=[Phase.explicit, Phase.generate],
-    database=None,
-    deadline=None,
-    report_multiple_bugs=False,
-    print_blob=False,
-    suppress_health_check=list(HealthCheck),
-)
-"""The budget: 100 derandomized examples of 50 steps, no shrinking (detection only)."""
+LIFECYCLE_MUTANT_SETTINGS = MUTANT_SETTINGS
+"""The seeded mutants' budget: 100 derandomized examples of 50 steps, no shrinking."""
 
 
 def _pure_python() -> bool:
