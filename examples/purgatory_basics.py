@@ -68,10 +68,11 @@ def run() -> list[str]:
         members.add("m3")
         count = joins.check_and_complete("group-g")
         out.append(f"check_and_complete(group-g) -> {count}")
-        # R27: still watched on their member keys, though completed; R28: timer empty.
+        # R61: completed, they would linger on their member keys (R27), but nothing is
+        # left unfinished, so the purgatory unlinked them all at once; R28: timer empty.
         out.append(f"after: watched={joins.watched}, delayed={joins.num_delayed}")
 
-        # R30: the next advance_clock purges them (estimate 2 - delayed 0 > interval 0).
+        # R30: the periodic purge (estimate 2 - delayed 0 > interval 0) finds nothing left.
         joins.advance_clock(0)
         out.append(f"after purge: watched={joins.watched}, purged={joins.num_purged}")
 

@@ -1,7 +1,8 @@
 """Clocks: a monotonic real-time clock and a manual clock for deterministic tests.
 
-Both satisfy ``kpurgatory.spec.protocols.Clock``. A timer reads ``now_ms`` when a task
-is added and lets time pass through ``wait`` inside ``advance_clock`` (rule R7).
+Both satisfy ``kpurgatory.spec.protocols.Clock``. A timer reads the clock when a task
+is added (``deadline_base_ms`` where a clock has it, else ``now_ms``: R60) and lets
+time pass through ``wait`` inside ``advance_clock`` (rule R7).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 from kpurgatory._checks import require_at_least, require_int
 
-__all__ = ["ManualClock", "MonotonicClock"]
+__all__ = ["ManualClock", "MonotonicClock", "deadline_reader"]
 
 
 class MonotonicClock:
@@ -23,6 +24,16 @@ class MonotonicClock:
     def now_ms(self) -> int:
         """The current reading, in whole milliseconds (truncated)."""
         return time.monotonic_ns() // 1_000_000
+
+    def deadline_base_ms(self) -> int:
+        """The reading a deadline counts from: rounded up to a whole millisecond (R60).
+
+        A task added at 10.9 ms with a 5 ms delay is due at 16, not 15: the truncated
+        reading would make it due 0.1 ms after it was added plus 4.1 ms, up to a
+        millisecond early. Timers read this when they add a task; drains still read
+        ``now_ms`` (truncated), so a task is handed over only once its due time has
+        really passed."""
+        return -(-time.monotonic_ns() // 1_000_000)
 
     def wait(
         self,
@@ -107,3 +118,12 @@ class ManualClock:
 
     def __repr__(self) -> str:
         return f"ManualClock(now_ms={self._now})"
+
+
+def deadline_reader(clock: object) -> Callable[[], int]:
+    """The clock's ``deadline_base_ms`` if it has one, else its ``now_ms`` (R60)."""
+    reader = getattr(clock, "deadline_base_ms", None)
+    if callable(reader):
+        return reader  # type: ignore[no-any-return]
+    now_ms: Callable[[], int] = clock.now_ms  # type: ignore[attr-defined]
+    return now_ms

@@ -79,6 +79,16 @@ def make_purgatory(
     )
 
 
+def keep_busy(purg: Any, impl: ModuleType, recorder: Recorder) -> Any:
+    """Submit one operation that never completes on key "busy" (delay 10**6), so the
+    purgatory is never idle and finished operations linger as R23-R30 describe (R61
+    unlinks them all once nothing is unfinished). It adds 1 to watched, watched_keys,
+    num_delayed and the estimate."""
+    keeper = operation_class(impl)(10**6, "busy", recorder)
+    assert purg.try_complete_else_watch(keeper, ["busy"]) is False
+    return keeper
+
+
 @pytest.fixture
 def ops(impl: ModuleType, recorder: Recorder) -> Callable[..., Any]:
     """Factory: ``ops(delay_ms, name)`` builds a FlagOperation of ``impl`` on the recorder."""
@@ -139,15 +149,16 @@ def test_r22_r23_completed_on_second_try_stays_watched_untimed(
             self.ready = True  # becomes true right after the first check
             return bool(result)
 
+    keep_busy(purg, impl, recorder)
     op = FlipsOnFirstCall(100, "second-try", recorder)
     assert purg.try_complete_else_watch(op, ["a", "b"]) is True
     assert op.try_calls == 2 and op.is_completed
-    assert (purg.watched, purg.watched_keys, purg.num_delayed) == (2, 2, 0)
-    assert purg.estimated_total_operations == 1
+    assert (purg.watched, purg.watched_keys, purg.num_delayed) == (3, 3, 1)
+    assert purg.estimated_total_operations == 2
     assert recorder.names(OperationCompleted) == ["second-try"]
     # it lingers until check_and_complete unlinks it (not counted, R25)
     assert purg.check_and_complete("a") == 0
-    assert (purg.watched, purg.watched_keys) == (1, 1)
+    assert (purg.watched, purg.watched_keys) == (2, 2)
 
 
 def test_r22_tries_watching_and_timer_add_all_hold_the_lock(
@@ -180,6 +191,7 @@ def test_r22_watching_stops_once_completed(impl: ModuleType, purg: Any, recorder
     The second try still runs; the result is False (not completed by its own try,
     R23), and the operation is not added to the timer.
     """
+    keep_busy(purg, impl, recorder)
     op = operation_class(impl)(100, "stopped", recorder)
     trigger = SpyKey("trigger")
     trigger.on_hash = lambda: op.force_complete() if op.try_calls >= 1 else None
@@ -187,9 +199,9 @@ def test_r22_watching_stops_once_completed(impl: ModuleType, purg: Any, recorder
     after = [f"after{i}" for i in range(5)]
     assert purg.try_complete_else_watch(op, [*before, trigger, *after, before[0]]) is False
     assert op.try_calls == 2 and op.is_completed
-    assert purg.num_delayed == 0
-    assert purg.estimated_total_operations == 1
-    assert purg.watched in (5, 6)  # the trigger key itself may or may not be linked
+    assert purg.num_delayed == 1
+    assert purg.estimated_total_operations == 2
+    assert purg.watched in (6, 7)  # the trigger key itself may or may not be linked
     assert all(purg.cancel_for_key(k) == [] for k in after)
     assert all(purg.cancel_for_key(k) == [op] for k in before)
 
@@ -216,17 +228,22 @@ def test_r22_completed_during_timer_add_is_cancelled(impl: ModuleType, recorder:
 
 
 def test_r22_already_due_operation_expires_inside_the_call(
-    purg: Any, ops: Callable[..., Any], recorder: Recorder
+    impl: ModuleType, purg: Any, ops: Callable[..., Any], recorder: Recorder
 ) -> None:
     """R22/R3/R17: delay 0 pending: the timer step hands it over at once and it expires.
 
-    It stays linked in its watcher list as a completed operation (R27).
+    It stays linked in its watcher list as a completed operation (R27) while another
+    operation is unfinished; alone, R61 unlinks it at once.
     """
     op = ops(0, "due-now")
     assert purg.try_complete_else_watch(op, ["k"]) is False
     assert op.is_completed and op.try_calls == 2
     assert recorder.names(OperationExpired) == ["due-now"]
-    assert (purg.watched, purg.num_delayed) == (1, 0)
+    assert (purg.watched, purg.num_delayed) == (0, 0)  # R61: nothing unfinished
+    keep_busy(purg, impl, recorder)
+    again = ops(0, "due-now-too")
+    assert purg.try_complete_else_watch(again, ["k"]) is False
+    assert (purg.watched, purg.num_delayed) == (2, 1)
 
 
 def test_r22_pending_operation_expires_at_its_due_time(
@@ -381,19 +398,20 @@ def test_r25_holds_the_op_lock_and_never_creates_a_key(
 
 
 def test_r26_empty_watcher_lists_are_dropped_and_recreated(
-    purg: Any, ops: Callable[..., Any]
+    impl: ModuleType, purg: Any, ops: Callable[..., Any], recorder: Recorder
 ) -> None:
     """R26: a list emptied by check_and_complete is dropped; the next watch creates it again."""
+    keep_busy(purg, impl, recorder)
     op = ops(100, "one")
     purg.try_complete_else_watch(op, ["k", "j"])
-    assert purg.watched_keys == 2
+    assert purg.watched_keys == 3
     op.ready = True
     assert purg.check_and_complete("k") == 1
-    assert purg.watched_keys == 1  # "j" still holds the completed op (R27)
+    assert purg.watched_keys == 2  # "j" still holds the completed op (R27)
     assert purg.check_and_complete("j") == 0
-    assert purg.watched_keys == 0
+    assert purg.watched_keys == 1
     purg.try_complete_else_watch(ops(100, "two"), ["k"])
-    assert (purg.watched_keys, purg.watched) == (1, 1)
+    assert (purg.watched_keys, purg.watched) == (2, 2)
 
 
 def test_r27_watched_counts_completed_but_linked(purg: Any, ops: Callable[..., Any]) -> None:
@@ -468,21 +486,22 @@ def test_r30_purge_needs_strictly_more_than_purge_interval(
 ) -> None:
     """R30: estimate - num_delayed == purge_interval does not purge; one more does."""
     with make_purgatory(impl, clock, purge_interval=2) as purg:
+        keep_busy(purg, impl, Recorder(clock))  # never idle: finished ones linger (R61)
         a, b = ops(100, "a"), ops(100, "b")
         purg.try_complete_else_watch(a, ["k"])
         purg.try_complete_else_watch(b, ["k"])
         a.force_complete()
         b.force_complete()
-        purg.advance_clock(0)  # 2 - 0 == 2: no purge
-        assert (purg.num_purged, purg.watched, purg.estimated_total_operations) == (0, 2, 2)
+        purg.advance_clock(0)  # 3 - 1 == 2: no purge
+        assert (purg.num_purged, purg.watched, purg.estimated_total_operations) == (0, 3, 3)
         c = ops(100, "c")
         purg.try_complete_else_watch(c, ["k"])
-        purg.advance_clock(0)  # 3 - 1 == 2: no purge
-        assert (purg.num_purged, purg.watched) == (0, 3)
+        purg.advance_clock(0)  # 4 - 2 == 2: no purge
+        assert (purg.num_purged, purg.watched) == (0, 4)
         c.force_complete()
-        purg.advance_clock(0)  # 3 - 0 > 2: purge
-        assert (purg.num_purged, purg.watched, purg.watched_keys) == (3, 0, 0)
-        assert purg.estimated_total_operations == 0
+        purg.advance_clock(0)  # 4 - 1 > 2: purge
+        assert (purg.num_purged, purg.watched, purg.watched_keys) == (3, 1, 1)
+        assert purg.estimated_total_operations == 1
 
 
 def test_r30_estimate_is_reset_to_num_delayed_and_pending_ops_stay(

@@ -31,7 +31,7 @@ from kpurgatory.aio.operation import (
 )
 from kpurgatory.aio.outcome import Outcome
 from kpurgatory.aio.virtual import VirtualTimeLoop
-from kpurgatory.clock import ManualClock, MonotonicClock
+from kpurgatory.clock import ManualClock, MonotonicClock, deadline_reader
 from kpurgatory.spec.protocols import Clock
 
 __all__ = ["AsyncPurgatory", "PurgatoryImplementation"]
@@ -126,7 +126,7 @@ class AsyncPurgatory(Generic[T]):
         """Operation classes checked for ``try_complete_else_watch`` (any of the wrapped
         implementation)."""
         self._try_complete_else_watch = self._purgatory.try_complete_else_watch
-        self._now_ms = clock.now_ms
+        self._now_ms = deadline_reader(clock)  # as the timer counts a deadline (R60)
         self._timer: Any = timer
 
     # -- read-only state -------------------------------------------------------------
@@ -260,8 +260,9 @@ class AsyncPurgatory(Generic[T]):
 
     def check_and_complete(self, key: Hashable) -> int:
         """``check_and_complete`` (R25) on the loop: completes (and wakes) every ready
-        waiter on ``key``; if callbacks raise, every operation is tried first (R53)."""
-        self._check_loop("check_and_complete")
+        waiter on ``key``; if callbacks raise, every operation is tried first (R53).
+        ``RuntimeError`` off the loop or after ``shutdown`` (R62)."""
+        self._check_open("check_and_complete")
         completed: int = self._purgatory.check_and_complete(key)
         return completed
 
@@ -271,7 +272,7 @@ class AsyncPurgatory(Generic[T]):
         They are neither completed nor expired, so their waiters keep waiting for a
         completion through another key or a ``force_complete``.
         """
-        self._check_loop("cancel_for_key")
+        self._check_open("cancel_for_key")
         operations: list[T] = self._purgatory.cancel_for_key(key)
         return operations
 
@@ -281,7 +282,7 @@ class AsyncPurgatory(Generic[T]):
         True iff this call abandoned a pending operation (``abandon`` of the wrapped
         purgatory: unwatched, out of the timer, never completed later).
         """
-        self._check_loop("abandon")
+        self._check_open("abandon")
         abandoned: bool = self._purgatory.abandon(operation)
         return abandoned
 
@@ -344,6 +345,16 @@ class AsyncPurgatory(Generic[T]):
                 "running it (from another thread: loop.call_soon_threadsafe)"
             )
 
+    def _check_open(self, method: str) -> None:
+        """The one misuse rule of every call (R62): ``RuntimeError`` off the loop's thread
+        (R50, R59), then ``RuntimeError`` once shut down (a wrapped purgatory shut down
+        directly shuts this one down first, R58)."""
+        self._check_loop(method)
+        if not self._closed and self._timer.closed:
+            self.shutdown()
+        if self._closed:
+            raise RuntimeError(f"purgatory {self._purgatory.purgatory_name!r} is shut down")
+
     def _check_call(self, operation: Any, method: str, *, any_operation: bool = False) -> None:
         """Refuse a submission with the wrong operation type, off the loop, or after
         shutdown (R35, R50). ``any_operation``: also accept an operation of the wrapped
@@ -362,11 +373,7 @@ class AsyncPurgatory(Generic[T]):
                 raise TypeError(f"operation must be a {wanted}, not {cls.__name__}")
             if len(known) < _KNOWN_TYPES_LIMIT:
                 known.add(cls)
-        self._check_loop(method)
-        if not self._closed and self._timer.closed:
-            self.shutdown()  # the wrapped purgatory was shut down directly (R58)
-        if self._closed:
-            raise RuntimeError(f"purgatory {self._purgatory.purgatory_name!r} is shut down")
+        self._check_open(method)
 
     def _arm_for(self, operation: Any) -> None:
         """Make sure the driver wakes by ``operation``'s due time (R45).

@@ -57,6 +57,8 @@ class _Owner(Protocol):
 
     def _note_completed(self, operation: Any) -> None: ...
 
+    def _left_watching(self) -> None: ...
+
 
 class _Waiter(Protocol):
     """Told once how an operation finished (``kpurgatory.aio.Waiter``): by a winning
@@ -162,13 +164,15 @@ class DelayedOperation(TimerTask):
             won = not self._completed
             self._completed = True
         if won:
-            owner = self._owner
-            if owner is not None and self._watch_keys is not None:
+            owner = self._owner if self._watch_keys is not None else None
+            if owner is not None:
                 # A purge candidate (R30) before the timer entry goes: a purge that took the
                 # candidates before this line read a timer size still counting the
                 # operation, so its estimate keeps the next purge due.
                 owner._note_completed(self)
             TimerTask.cancel(self)
+            if owner is not None:
+                owner._left_watching()  # the last unfinished one: unlink them all (R61)
             waiter = self._waiter
             if waiter is None:
                 self.on_complete()

@@ -215,6 +215,8 @@ class DelayedOperationPurgatory(Generic[T]):
         self._shards: tuple[_Shard[T], ...] = tuple(_Shard() for _ in range(self._num_shards))
         self._counters_lock = sync.new_lock()
         self._estimated_total_operations = 0
+        self._unfinished = 0  # reached the watching step, not finished (R61)
+        self._purge_when_idle = True  # R61 (False: Kafka's lazy purge only)
         self._num_purged = 0
         self._num_completed = 0
         self._num_expired = 0
@@ -349,7 +351,7 @@ class DelayedOperationPurgatory(Generic[T]):
         num_shards = self._num_shards
         op_id = id(operation)
         watched = 0
-        counted = False
+        counted = entered = False
         with operation._lock:
             try:
                 if operation._abandoned:  # abandoned between the claim and the lock (R40)
@@ -359,6 +361,9 @@ class DelayedOperationPurgatory(Generic[T]):
                         operation._try_complete_pending = False
                 if operation.try_complete():
                     return True
+                with self._counters_lock:  # counted before its keys are set (R61)
+                    self._unfinished += 1
+                entered = True
                 operation._watch_keys = keys
                 for key in keys:
                     if operation._completed:
@@ -385,7 +390,7 @@ class DelayedOperationPurgatory(Generic[T]):
             except BaseException as exc:
                 if operation._completed:
                     raise  # on_complete ran: the operation stays completed and submitted
-                self._roll_back(operation, keys[:watched], counted)
+                self._roll_back(operation, keys[:watched], counted, entered)
                 if isinstance(exc, RuntimeError) and self._is_shut_down:
                     raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
                 raise
@@ -398,10 +403,12 @@ class DelayedOperationPurgatory(Generic[T]):
         except BaseException:
             with operation._lock:
                 if not operation._completed and operation._owner is self:
-                    self._roll_back(operation, keys[:watched], counted)
+                    self._roll_back(operation, keys[:watched], counted, entered)
             raise
 
-    def _roll_back(self, operation: T, watched: tuple[Hashable, ...], counted: bool) -> None:
+    def _roll_back(
+        self, operation: T, watched: tuple[Hashable, ...], counted: bool, entered: bool
+    ) -> None:
         """Undo a submission that raised (R38, R54); the operation's lock is held.
         Reference equivalent: ``_roll_back`` (same steps)."""
         self._unwatch_keys(operation, watched)
@@ -410,6 +417,23 @@ class DelayedOperationPurgatory(Generic[T]):
                 self._estimated_total_operations -= 1
         TimerTask.cancel(operation)
         operation._release_submission()
+        if entered:
+            self._left_watching()
+
+    def _left_watching(self) -> None:
+        """One fewer unfinished operation (a watched operation's winning
+        ``force_complete``, an abandon, a rollback); at none, unlink every finished one
+        at once (R61): O(keys) per candidate, amortized O(1) per operation. Reference
+        equivalent: ``_left_watching`` (a scan of every list)."""
+        with self._counters_lock:
+            self._unfinished -= 1
+            if self._unfinished or not self._purge_when_idle:
+                return
+            self._estimated_total_operations = self._timer.size
+        purged = self._purge_scan() if self._scan_all else self._purge_candidates()
+        if purged:
+            with self._counters_lock:
+                self._num_purged += purged
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watched on ``key``; return how many this call completed.
@@ -513,6 +537,7 @@ class DelayedOperationPurgatory(Generic[T]):
             keys = operation._watch_keys
             if keys is not None:
                 self._unwatch_keys(operation, keys)
+                self._left_watching()
         return True
 
     def advance_clock(self, timeout_ms: IntArg) -> None:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import abc
 import logging
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Final, overload
 
@@ -62,7 +63,7 @@ from kpurgatory._checks import (
 )
 from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory._typing import IntArg, StrArg
-from kpurgatory.clock import MonotonicClock
+from kpurgatory.clock import MonotonicClock, deadline_reader
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.bucket import (
@@ -238,6 +239,7 @@ class SystemTimer:
                 f"executor must be a concurrent.futures.Executor, not {type(executor).__name__}"
             )
         self._clock: Clock = MonotonicClock() if clock is None else clock
+        self._deadline_base: Callable[[], int] = deadline_reader(self._clock)
         start = self._clock.now_ms() if start_ms is None else require_int("start_ms", start_ms)
         self._owns_executor = executor is None
         self._executor: Executor = (
@@ -357,7 +359,7 @@ class SystemTimer:
                 raise RuntimeError(f"timer {self._name!r} is closed; cannot add {checked!r}")
             # Inlined spec arithmetic (one interpreted call less each in the mypyc build):
             # the definitions of expiration_ms(now, delay) and due_time(expiration, tick).
-            expiration = self._clock.now_ms() + checked._delay_ms  # expiration_ms(now, delay)
+            expiration = self._deadline_base() + checked._delay_ms  # expiration_ms(now, delay)
             due = expiration - expiration % self._tick_ms  # due_time: round_down(exp, tick)
             old = checked._entry_list
             if old is not None:

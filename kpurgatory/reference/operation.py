@@ -29,6 +29,8 @@ class _Owner(Protocol):
 
     def _abandon_submitted(self, operation: Any) -> bool: ...
 
+    def _finished_watched(self, operation: Any) -> None: ...
+
 
 class DelayedOperation(TimerTask):
     """An operation that completes when its condition holds or its delay runs out.
@@ -92,6 +94,9 @@ class DelayedOperation(TimerTask):
         """
         if self._completed.compare_and_set(False, True):
             self._unschedule()
+            owner = self._owner
+            if owner is not None and self._watch_keys:
+                owner._finished_watched(self)  # may unlink every finished one (R61)
             self.on_complete()
             return True
         return False

@@ -85,6 +85,11 @@ class DelayedOperationPurgatory(Generic[T]):
         self._lock = sync.new_lock()
         self._watchers: dict[Hashable, list[T]] = {}
         self._estimated_total_operations = 0
+        self._unfinished = 0
+        """Operations that reached the watching step and have not finished (R61)."""
+        self._purge_when_idle = True
+        """R61: at no unfinished operation, unlink every finished one at once (a variant
+        that behaves as Kafka, purging lazily, sets it False)."""
         self._num_purged = 0
         self._num_completed_by_purgatory = 0
         self._is_shut_down = False
@@ -183,7 +188,7 @@ class DelayedOperationPurgatory(Generic[T]):
     def _submit(self, operation: T, keys: list[Hashable]) -> bool:
         """R22 under the operation's lock, rolled back if it raises (R38); then R41's retry."""
         watched: list[Hashable] = []
-        counted = False
+        counted = entered = False
         with operation.lock:
             try:
                 if operation._abandoned:  # abandoned between the claim and the lock (R40)
@@ -191,6 +196,9 @@ class DelayedOperationPurgatory(Generic[T]):
                 operation._clear_pending()
                 if operation.try_complete():
                     return True
+                with self._lock:  # counted before its keys are set: a finish sees it (R61)
+                    self._unfinished += 1
+                entered = True
                 operation._watch_keys = tuple(keys)
                 for key in keys:
                     if operation._is_finished():
@@ -210,7 +218,7 @@ class DelayedOperationPurgatory(Generic[T]):
             except BaseException as exc:
                 if operation._is_finished():
                     raise  # on_complete ran: the operation stays completed and submitted
-                self._roll_back(operation, watched, counted)
+                self._roll_back(operation, watched, counted, entered)
                 if isinstance(exc, RuntimeError) and self._is_shut_down:
                     raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
                 raise
@@ -223,10 +231,12 @@ class DelayedOperationPurgatory(Generic[T]):
         except BaseException:
             with operation.lock:
                 if not operation._is_finished() and operation._owner is self:
-                    self._roll_back(operation, watched, counted)
+                    self._roll_back(operation, watched, counted, entered)
             raise
 
-    def _roll_back(self, operation: T, watched: list[Hashable], counted: bool) -> None:
+    def _roll_back(
+        self, operation: T, watched: list[Hashable], counted: bool, entered: bool
+    ) -> None:
         """Undo a submission that raised (R38, R54); the operation's lock is held."""
         for key in watched:
             self._unwatch(key, operation)
@@ -235,6 +245,24 @@ class DelayedOperationPurgatory(Generic[T]):
                 self._estimated_total_operations -= 1
         operation._unschedule()
         operation._release_submission()
+        if entered:
+            self._left_watching()
+
+    def _finished_watched(self, operation: T) -> None:
+        """An operation that reached the watching step finished (its winning
+        ``force_complete``, or an abandon): one fewer unfinished (R61)."""
+        self._left_watching()
+
+    def _left_watching(self) -> None:
+        """One fewer unfinished operation; at none, unlink every finished one (R61)."""
+        with self._lock:
+            self._unfinished -= 1
+            if self._unfinished or not self._purge_when_idle:
+                return
+            self._estimated_total_operations = self._timer.size
+            purged = self._purge_watchers()
+        if purged:
+            logger.debug("purgatory %r purged %d finished operations when idle", self._name, purged)
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watched on ``key``; return how many this call completed.
@@ -317,6 +345,8 @@ class DelayedOperationPurgatory(Generic[T]):
                 return False
             for key in operation._watch_keys:
                 self._unwatch(key, operation)
+            if operation._watch_keys:
+                self._finished_watched(operation)
         return True
 
     def advance_clock(self, timeout_ms: int) -> None:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import abc
 import logging
+from collections.abc import Callable
 from concurrent.futures import Executor
 
 from kpurgatory import sync
 from kpurgatory._checks import refuse_override, require_at_least, require_int, require_str
 from kpurgatory._sweep import not_handed_over, raise_collected
-from kpurgatory.clock import MonotonicClock
+from kpurgatory.clock import MonotonicClock, deadline_reader
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
 from kpurgatory.spec.arithmetic import (
     due_time,
@@ -131,6 +132,7 @@ class SystemTimer:
                 f"executor must be a concurrent.futures.Executor, not {type(executor).__name__}"
             )
         self._clock: Clock = MonotonicClock() if clock is None else clock
+        self._deadline_base: Callable[[], int] = deadline_reader(self._clock)
         start = self._clock.now_ms() if start_ms is None else require_int("start_ms", start_ms)
         self._current_time = round_down(start, self._tick_ms)
         self._owns_executor = executor is None
@@ -204,7 +206,7 @@ class SystemTimer:
         with _STATE_LOCK:
             if self._closed:
                 raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
-            due = due_time(expiration_ms(self._clock.now_ms(), task.delay_ms), self._tick_ms)
+            due = due_time(expiration_ms(self._deadline_base(), task.delay_ms), self._tick_ms)
             old = task._entry
             if old is not None:
                 old.timer._pending.pop(old, None)

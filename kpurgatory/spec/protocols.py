@@ -55,6 +55,11 @@ class Clock(Protocol):
     reading at which the timer then drains. A real clock blocks on ``condition`` (which
     the timer notifies when an earlier task arrives or it is woken); a virtual clock
     moves itself forward by exactly ``timeout_ms`` and never blocks.
+
+    Optional: ``deadline_base_ms()``, the reading a new task's deadline counts from. A
+    clock that truncates a finer real time (``MonotonicClock``) returns it rounded up,
+    so no task is due before its delay has really passed (R60); a timer uses
+    ``now_ms`` when a clock has no such method (a ``ManualClock`` needs none).
     """
 
     def now_ms(self) -> int: ...

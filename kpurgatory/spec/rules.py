@@ -605,6 +605,46 @@ RULES: tuple[Rule, ...] = (
         "driver's call_at and the waiter's set_result always run on the loop thread. A "
         "waiter told from another thread is settled through call_soon_threadsafe.",
     ),
+    # ---- real clocks ---------------------------------------------------------------
+    Rule(
+        "R60",
+        "timer",
+        "Never early on a real clock",
+        "A clock that truncates a finer real time offers deadline_base_ms(), its reading "
+        "rounded up, and a timer counts a new task's expiration from it (from now_ms on a "
+        "clock without it, such as ManualClock, which stays exact). Drains still read "
+        "now_ms. So on MonotonicClock with tick_ms 1 no task or operation is handed over "
+        "before delay_ms of real time has passed since the call that added it; with a "
+        "coarser tick R1's allowance of up to tick_ms - 1 ms early remains. Kafka truncates "
+        "(kafka-early-expiry): a task may run up to 1 ms early.",
+    ),
+    Rule(
+        "R61",
+        "purgatory",
+        "Finished operations are let go",
+        "The purgatory counts its unfinished operations: those that reached the watching "
+        "step of R22 and have not completed, expired, been abandoned or been rolled back. "
+        "When that count drops to zero (the winning force_complete of a watched operation, "
+        "after its timer entry is cancelled and before on_complete; an abandon; a "
+        "rollback), the purgatory at once unlinks every finished operation from every "
+        "watcher list (dropping emptied lists, R26), sets the estimate to num_delayed and "
+        "adds the pairs unlinked to num_purged, as a purge does (R30). So once every "
+        "operation has finished, watched is 0 and the purgatory holds none of them. Kafka "
+        "purges only every purge_interval completions (kafka-lazy-purge).",
+    ),
+    Rule(
+        "R62",
+        "aio",
+        "One rule for misuse",
+        "Every AsyncPurgatory call (wait, submit, try_complete_else_watch, "
+        "check_and_complete, cancel_for_key, abandon) is refused the same way: "
+        "RuntimeError when not made on the purgatory's loop in its thread (checked first), "
+        "then RuntimeError naming the purgatory once it is shut down (by shutdown, its "
+        "context manager, or the wrapped purgatory's own shutdown). Refused calls change "
+        "nothing. shutdown itself is idempotent, and the read-only properties always "
+        "answer. (The threaded purgatory keeps R32: there check_and_complete and "
+        "cancel_for_key still work after shutdown.)",
+    ),
 )
 
 _BY_ID = {r.id: r for r in RULES}

@@ -538,3 +538,40 @@ def test_aio_purgatory_small_contracts(implementation: PurgatoryImplementation) 
     run(main(), clock)
     with pytest.raises(TypeError, match="loop"):
         AsyncPurgatory[Any]("p", loop=object())  # type: ignore[arg-type]
+
+
+# ---- R62: one rule for misuse ----------------------------------------------------------------
+
+
+def test_r62_every_call_after_shutdown_is_refused_the_same_way(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R62: on the loop, after shutdown, every acting call raises RuntimeError naming
+    the purgatory and changes nothing; shutdown again is fine; properties answer."""
+    clock = ManualClock(0)
+    log: list[Event] = []
+    op = recording_operation(implementation)
+
+    async def main() -> None:
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any]("shut", implementation=implementation)
+        left = op(50, "left", log, clock)
+        purgatory.try_complete_else_watch(left, ["k"])
+        purgatory.shutdown()
+        fresh = op(50, "fresh", log, clock)
+        with pytest.raises(RuntimeError, match="'shut' is shut down"):
+            await purgatory.wait(fresh, ["k"])
+        calls: dict[str, Callable[[], Any]] = {
+            "submit": lambda: purgatory.submit(fresh, ["k"]),
+            "try_complete_else_watch": lambda: purgatory.try_complete_else_watch(fresh, ["k"]),
+            "check_and_complete": lambda: purgatory.check_and_complete("k"),
+            "cancel_for_key": lambda: purgatory.cancel_for_key("k"),
+            "abandon": lambda: purgatory.abandon(left),
+        }
+        for call in calls.values():
+            with pytest.raises(RuntimeError, match="'shut' is shut down"):
+                call()
+        assert purgatory.purgatory.watched == 1 and not left.is_abandoned
+        purgatory.shutdown()
+        assert purgatory.closed and purgatory.waiting == 0
+
+    run(main(), clock)
