@@ -62,6 +62,8 @@ class Op:
     outcome: str | None = None
     """None while pending, else "completed", "expired" or "abandoned"."""
     pending_flag: bool = False
+    unfinished: bool = False
+    """Counted among the purgatory's unfinished operations (R61)."""
     calls: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -84,6 +86,8 @@ class LifecycleModel:
         self.current = 0
         self.watchers: dict[str, list[Op]] = {}
         self.estimate = 0
+        self.num_purged = 0
+        self.unfinished = 0
         self.shut_down = False
         self.ops: dict[str, Op] = {}
 
@@ -144,6 +148,7 @@ class LifecycleModel:
         if op.finished:
             return False
         op.finished, op.outcome, op.due = True, outcome, None
+        self._let_go(op)
         self._user(op, "on_complete")
         return True
 
@@ -227,6 +232,18 @@ class LifecycleModel:
             self._unwatch(key, op)
         self.estimate -= counted
         op.due, op.submitted, op.keys = None, False, ()
+        self._let_go(op)
+
+    def _let_go(self, op: Op) -> None:
+        """R61: an operation counted as unfinished finished or was rolled back; when none
+        is left, every finished operation is unlinked at once, as a purge does (R30)."""
+        if not op.unfinished:
+            return
+        op.unfinished = False
+        self.unfinished -= 1
+        if not self.unfinished:
+            self.estimate = self.num_delayed
+            self._unlink_finished()
 
     def submit(
         self,
@@ -251,6 +268,9 @@ class LifecycleModel:
             op.pending_flag = False
             if self._try_complete(op):
                 return True
+            if not op.finished:  # R61: it reached the watching step unfinished
+                op.unfinished = True
+                self.unfinished += 1
             op.keys = tuple(dict.fromkeys(keys))  # R24: distinct, first-occurrence order
             for key in op.keys:
                 if op.finished:
@@ -331,6 +351,7 @@ class LifecycleModel:
         op.finished, op.outcome, op.due = True, "abandoned", None
         for key in op.keys:
             self._unwatch(key, op)
+        self._let_go(op)
         return True
 
     def advance_clock(
@@ -374,8 +395,13 @@ class LifecycleModel:
         if self.estimate - delayed <= self.purge_interval:
             return
         self.estimate = delayed
+        self._unlink_finished()
+
+    def _unlink_finished(self) -> None:
+        """Unlink every finished operation, dropping emptied lists; count them (R30, R61)."""
         for key in list(self.watchers):
             pending = [op for op in self.watchers[key] if not op.finished]
+            self.num_purged += len(self.watchers[key]) - len(pending)
             if pending:
                 self.watchers[key] = pending
             else:
