@@ -47,6 +47,15 @@ def test_r52_r53_r54_lifecycle_with_failing_user_code_matches_the_model(impl_nam
     run_state_machine_as_test(machine, settings=settings())
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r52_r53_r54_lifecycle_model_deeper(impl_name: str) -> None:
+    """The same machine, 1000 examples of 100 steps (``make slow``)."""
+    machine = make_lifecycle_machine(load(impl_name), leave_out_open=True)
+    deeper = settings(settings(), max_examples=1000, stateful_step_count=100)
+    run_state_machine_as_test(machine, settings=deeper)
+
+
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
