@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 from kpurgatory import reference
 from kpurgatory._checks import watch_key_list
@@ -146,6 +147,11 @@ def kafka_like(names: str = "kafka") -> types.ModuleType:
         """The reference purgatory with the purgatory differences in ``on``."""
 
         _timer_type = KafkaLikeTimer
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if "kafka-lazy-purge" in on:
+                self._purge_when_idle = False  # only R30's periodic purge, as Kafka
 
         def try_complete_else_watch(
             self, operation: reference.DelayedOperation, watch_keys: Iterable[Hashable]
