@@ -130,6 +130,28 @@ def operation_class(impl: ModuleType) -> type[Any]:
     return FlagOperation
 
 
+class DelegatingLock:
+    """A lock that wraps ``inner`` (an ``RLock`` by default) and is a context manager
+    through its own ``acquire``/``release``: subclasses override those two to watch,
+    gate or break the lock (they satisfy ``AbstractLock``)."""
+
+    def __init__(self, inner: Any = None) -> None:
+        self._lock = threading.RLock() if inner is None else inner
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got: bool = self._lock.acquire(blocking, timeout)
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
 class TrackingLock:
     """A re-entrant lock that knows which thread holds it (to check "holds the lock").
 

@@ -19,7 +19,7 @@ import pytest
 
 from kpurgatory import ManualClock
 from kpurgatory.executors import InlineExecutor
-from tests.support import Recorder, operation_class, task_class
+from tests.support import DelegatingLock, Recorder, operation_class, task_class
 
 
 def make_purgatory(impl: ModuleType, clock: ManualClock, **kwargs: Any) -> Any:
@@ -241,28 +241,19 @@ def test_r54_the_r41_retry_that_raises_rolls_the_submission_back(
 # ---- R55: cancel_for_key honours a knock ---------------------------------------------------
 
 
-class HookLock:
+class HookLock(DelegatingLock):
     """A non-reentrant lock that runs ``on_acquire`` once, right after an acquisition."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        super().__init__(threading.Lock())
         self.on_acquire: Callable[[], None] | None = None
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        got = self._lock.acquire(blocking, timeout)
+        got = super().acquire(blocking, timeout)
         hook, self.on_acquire = self.on_acquire, None
         if got and hook is not None:
             hook()
         return got
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 def test_r55_a_knock_during_cancel_for_key_is_honoured(
@@ -303,12 +294,12 @@ def test_r29_without_a_knock_cancel_for_key_runs_no_callback(
 # ---- R56: cancel never fails on a valid operation ------------------------------------------
 
 
-class GateLock:
+class GateLock(DelegatingLock):
     """Forces cancel's first lock section between a submission's claim and its lock, and
     the submission's rollback before cancel's abandon (each wait bounded by 5 s)."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        super().__init__()
         self.submitter = -1
         self.canceller = -1
         self.cancel_read = threading.Event()
@@ -317,22 +308,16 @@ class GateLock:
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if threading.get_ident() == self.submitter:
             assert self.cancel_read.wait(5)
-        return self._lock.acquire(blocking, timeout)
+        return super().acquire(blocking, timeout)
 
     def release(self) -> None:
-        self._lock.release()
+        super().release()
         me = threading.get_ident()
         if me == self.canceller and not self.cancel_read.is_set():
             self.cancel_read.set()
             assert self.rolled_back.wait(5)
         elif me == self.submitter:
             self.rolled_back.set()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 def test_r56_cancel_racing_a_rolled_back_submission_does_not_raise(

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 
 from tests.aio import test_cancellation as cancellation
 from tests.aio.test_cancellation_machine import make_machine
 from tests.mutants.catalog import Mutant, applied
+from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
 
 _PURGATORY = "kpurgatory.aio.purgatory"
 _DRIVER = "kpurgatory.aio.driver"
@@ -38,15 +39,7 @@ def _machine(implementation: str) -> Check:
     def check() -> None:
         machine = make_machine(implementation)  # type: ignore[arg-type]
         machine.TestCase.settings = settings(
-            max_examples=60,
-            stateful_step_count=30,
-            derandomize=True,
-            phases=[Phase.explicit, Phase.generate],
-            database=None,
-            deadline=None,
-            report_multiple_bugs=False,
-            print_blob=False,
-            suppress_health_check=list(HealthCheck),
+            MUTANT_SETTINGS, max_examples=60, stateful_step_count=30
         )
         machine.TestCase().runTest()
 

@@ -12,7 +12,6 @@ implementations.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ from kpurgatory.aio import (
 )
 from kpurgatory.clock import ManualClock
 from tests.aio.support import Event, recording_operation
+from tests.support import DelegatingLock
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -392,24 +392,13 @@ def test_r53_asyncio_shutdown_settles_every_waiter_even_if_an_abandon_raises(
     log: list[Event] = []
     op = recording_operation(implementation)
 
-    class BrokenLock:
-        def __init__(self) -> None:
-            self._lock = threading.RLock()
-            self.broken = False
+    class BrokenLock(DelegatingLock):
+        broken = False
 
         def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
             if self.broken:
                 raise OSError("lock service down")
-            return self._lock.acquire(blocking, timeout)
-
-        def release(self) -> None:
-            self._lock.release()
-
-        def __enter__(self) -> bool:
-            return self.acquire()
-
-        def __exit__(self, *exc_info: object) -> None:
-            self.release()
+            return super().acquire(blocking, timeout)
 
     async def main() -> None:
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any]("p", implementation=implementation)
