@@ -57,11 +57,6 @@ def test_r52_r53_r54_lifecycle_model_deeper(impl_name: str) -> None:
     run_state_machine_as_test(machine, settings=deeper)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="open: a submission whose operation lock raises in acquire keeps its claim (R54)",
-)
 @pytest.mark.parametrize("impl_name", implementation_names())
 def test_r54_submission_whose_lock_fails_to_acquire_keeps_no_claim(impl_name: str) -> None:
     """R54: the lock's acquire raises before the submission changed anything, so the
@@ -75,11 +70,6 @@ def test_r54_submission_whose_lock_fails_to_acquire_keeps_no_claim(impl_name: st
     machine.same_state()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="open: an operation finished before its watching step stays counted unfinished (R61)",
-)
 @pytest.mark.parametrize("impl_name", implementation_names())
 @pytest.mark.parametrize("early", ["completed before submission", "cancelled by its first try"])
 def test_r61_operation_finished_before_watching_does_not_hold_finished_ones(
