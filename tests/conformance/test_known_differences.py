@@ -30,6 +30,7 @@ from kpurgatory.conformance.steps import Add, Advance, Init, Shutdown, Step, Wat
 from kpurgatory.spec.known_differences import (
     CONDITIONS,
     KAFKA,
+    KAFKA_NOTES_NOT_OBSERVED,
     KNOWN_DIFFERENCES,
     OBSERVATION_FIELDS,
     known_difference,
@@ -49,7 +50,9 @@ SHOWN_BY_VECTORS: dict[str, list[str]] = {
     "kafka-negative-timeout": ["r35-inputs"],
     "kafka-duplicate-keys": ["r24-keys", "mixed_cancel-tiny-s1-n12"],
     "kafka-after-shutdown": ["r32-shutdown-timer-disabled-resubmit"],
-    "kafka-resubmission": ["r32-shutdown-timer-disabled-resubmit"],
+    "kafka-resubmission": ["r32-shutdown-timer-disabled-resubmit", "repeated-watch"],
+    "kafka-cancel-keeps-watch": ["r40-cancel-submitted"],
+    "kafka-after-close": ["r14-closed-timer", "on-run-stops-at-exception"],
 }
 """Each difference a committed vector shows, with the vectors that show it."""
 
@@ -96,15 +99,46 @@ def test_catalog_uses_known_rules_kinds_fields_and_conditions() -> None:
         assert "\n" not in difference.summary and len(difference.summary) <= 80
 
 
+def _kafka_notes(text: str) -> list[str]:
+    """Every Kafka note of a spec text: a paragraph or a line that starts with
+    ``**Kafka**`` or ``Kafka:`` (the two ways a note has been written)."""
+    notes = [p for p in text.split("\n\n") if p.startswith("**Kafka**")]
+    notes += [line for line in text.splitlines() if line.startswith(("Kafka:", "**Kafka**:"))]
+    return notes
+
+
 def test_every_difference_is_a_kafka_note_under_its_rule_in_spec_md() -> None:
-    """docs/spec.md names each id in a **Kafka** note inside its rule's section."""
+    """Catalogue -> prose: docs/spec.md names each id (a known difference, or a note no run
+    can observe) in a **Kafka** note inside its rule's section."""
     sections = re.split(r"^### ", SPEC, flags=re.MULTILINE)
-    for difference in KNOWN_DIFFERENCES:
-        section = next(s for s in sections if s.startswith(f"{difference.rule} "))
-        notes = [p for p in section.split("\n\n") if p.startswith("**Kafka**")]
-        assert any(f"`{difference.id}`" in note for note in notes), difference.id
+    entries = [(d.id, d.rule) for d in KNOWN_DIFFERENCES]
+    entries += [(note.id, note.rule) for note in KAFKA_NOTES_NOT_OBSERVED]
+    for ident, rule in entries:
+        section = next(s for s in sections if s.startswith(f"{rule} "))
+        assert any(f"`{ident}`" in note for note in _kafka_notes(section)), ident
     cited = set(re.findall(r"`(kafka-[a-z-]+)`", SPEC))
-    assert cited == set(IDS), cited ^ set(IDS)
+    assert cited == {ident for ident, _ in entries}, cited ^ {ident for ident, _ in entries}
+
+
+def test_every_kafka_note_in_spec_md_has_an_id_in_the_catalogue() -> None:
+    """Prose -> catalogue: each **Kafka** note opens with its id, which is a known
+    difference (``--allow`` can accept it) or a note marked "not observable" and listed
+    in ``KAFKA_NOTES_NOT_OBSERVED`` with the reason."""
+    unobserved = {note.id for note in KAFKA_NOTES_NOT_OBSERVED}
+    notes = _kafka_notes(SPEC)
+    assert len(notes) >= len(IDS) + len(unobserved)
+    for note in notes:
+        match = re.match(r"\*\*Kafka\*\* \(`(kafka-[a-z-]+)`(, not observable)?\):", note)
+        assert match is not None, f"a Kafka note without an id: {note[:100]!r}"
+        ident, not_observable = match.group(1), match.group(2) is not None
+        assert ident in (unobserved if not_observable else set(IDS)), ident
+
+
+def test_the_catalogue_rejects_a_note_without_an_id() -> None:
+    """The prose -> catalogue check fails on a note like the one R40 had."""
+    note = "Kafka: has no abandon; `cancel()` on a watched operation removes only its entry."
+    assert _kafka_notes("text\n" + note + "\n") == [note]
+    assert re.match(r"\*\*Kafka\*\* \(`", note) is None
 
 
 def test_observation_fields_are_the_observation_and_state_fields() -> None:
