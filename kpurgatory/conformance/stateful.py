@@ -268,7 +268,7 @@ def make_machine(
                 st.sampled_from(["small", "small", "near", "ticks", "span", "negative", "extreme"])
             )
             if kind == "near":  # one tick either side of a slot or wheel edge from now
-                ticks = data.draw(st.sampled_from([1, 1, 2, self.wheel - 1, self.wheel]))
+                ticks = data.draw(st.sampled_from([0, 1, 1, 2, self.wheel - 1, self.wheel]))
                 return self.tick * ticks + data.draw(st.sampled_from([0, 0, -1, 1]))
             if kind == "extreme":
                 return data.draw(st.sampled_from([LIMIT, -LIMIT, LIMIT - 1, -LIMIT + 1]))
@@ -378,6 +378,32 @@ def make_machine(
             label = f"t{len(self.tasks)}"
             delay = self.delay(data)
             on_run = self.nested(data, label) if data.draw(st.booleans()) else ()
+            self.tasks[label] = (delay, on_run)
+            self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
+
+        @rule(data=st.data())
+        def add_task_acting_on_a_later_one(self, data: st.DataObject) -> None:
+            """A task due no later than an existing one, which its run cancels or re-adds,
+            or which adds a task due at once: what R11 and R2's "current time before the
+            hand-over" are about, made likely rather than left to chance."""
+            if not self.tasks:
+                return
+            target = self.task_label(data)
+            target_delay, target_run = self.tasks[target]
+            label = f"t{len(self.tasks)}"
+            delay = max(-LIMIT, target_delay - self.tick * data.draw(st.sampled_from([0, 0, 1, 2])))
+            acts: list[Step] = [Cancel(target)]
+            if not target_run:
+                acts.append(Add(target, target_delay, data.draw(st.sampled_from(self.timers))))
+            quick = sorted(
+                name
+                for name, (quick_delay, run) in self.tasks.items()
+                if not run and quick_delay <= self.tick
+            )
+            if quick:
+                name = data.draw(st.sampled_from(quick))
+                acts.append(Add(name, self.tasks[name][0], data.draw(st.sampled_from(self.timers))))
+            on_run = tuple(data.draw(st.permutations(acts))[: data.draw(st.integers(1, 2))])
             self.tasks[label] = (delay, on_run)
             self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 

@@ -18,6 +18,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -291,3 +292,100 @@ def test_the_reference_needs_no_known_difference(capsys: pytest.CaptureFixture[s
     code, out = conformance(capsys, "--adapter", adapter, "--allow", KAFKA)
     assert code == 0
     assert out.count("never needed") == len(IDS)
+
+
+# ---- two differences on one step, consequences, and the stateful search under --allow -----
+
+
+def test_two_differences_on_one_step_are_both_recorded() -> None:
+    """A resubmission after a shutdown: the shutdown's difference explains the step alone,
+    and the resubmission is recorded as well, so its later effects are accepted too."""
+    steps: list[Step] = [Init(), Watch("op", 5, ("k",)), Shutdown(), Watch("op", 5, ("k",))]
+    names = "kafka-after-shutdown,kafka-resubmission,kafka-after-close"
+    expected = _observations(steps, None)
+    actual = _observations(steps, names)
+    judge = Judge(resolve(names))
+    verdicts = [judge.judge(s, e, a) for s, e, a in zip(steps, expected, actual, strict=True)]
+    assert verdicts[3][0] is None
+    # the closed timer timing the watch is a third one (kafka-after-close)
+    assert set(verdicts[3][1]) == set(names.split(","))
+    assert judge.shown == set(names.split(","))
+
+
+def test_an_always_difference_is_not_recorded_where_another_explains_the_step() -> None:
+    """A watch after shutdown differs in the fields the stale current time could explain
+    too; it is not recorded as shown (nothing says it showed), so it excuses nothing later."""
+    steps: list[Step] = [Init(), Shutdown(), Watch("late", 5, ("k",))]
+    expected = _observations(steps, None)
+    actual = _observations(steps, "kafka-after-shutdown,kafka-after-close")
+    judge = Judge(resolve(KAFKA))
+    verdicts = [judge.judge(s, e, a) for s, e, a in zip(steps, expected, actual, strict=True)]
+    assert verdicts[2][0] is None
+    assert "kafka-stale-current-time" not in judge.shown
+
+
+def test_the_search_draws_no_negative_time_when_kafkas_division_is_allowed() -> None:
+    """Kafka crashes on a negative start time (a negative slot index): under
+    kafka-truncating-division (so under --allow kafka) no run starts below zero; without
+    it the search still draws negative readings."""
+    from tests.support import load
+
+    class Recording(DriverSide):
+        def __init__(self, impl: ModuleType) -> None:
+            super().__init__(impl)
+            self.inits: list[Init] = []
+
+        def execute(self, step: Step) -> Observation:
+            if isinstance(step, Init):
+                self.inits.append(step)
+            return super().execute(step)
+
+    reference = load("reference")
+    for allow, negative in ((resolve(KAFKA), False), ((), True)):
+        side = Recording(reference)
+        failure, _ = run_stateful(side, reference=reference, max_examples=60, seed=5, allow=allow)
+        assert failure is None
+        drew_negative = any(i.clock_ms < 0 or i.start_ms < 0 for i in side.inits)
+        assert drew_negative is negative, allow
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_kafka_like_passes_the_search_only_with_allow_kafka(seed: int) -> None:
+    """Quick tier: one seed of the battery below, 40 runs."""
+    _kafka_like_search(seed, max_examples=40)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", list(range(1, 11)))
+def test_kafka_like_passes_the_default_search_on_the_seed_battery(seed: int) -> None:
+    """Every documented difference at once, through the default search (100 runs of 50
+    steps): accepted on every seed with --allow kafka, and found without it (also with the
+    timer steps alone)."""
+    _kafka_like_search(seed, max_examples=100)
+    _kafka_like_search(seed, max_examples=100, timer_only=True)
+
+
+def _kafka_like_search(seed: int, *, max_examples: int, timer_only: bool = False) -> None:
+    from tests.conformance.kafka_like import kafka_like
+    from tests.support import load
+
+    reference = load("reference")
+    failure, stats = run_stateful(
+        DriverSide(kafka_like(KAFKA)),
+        reference=reference,
+        max_examples=max_examples,
+        seed=seed,
+        allow=resolve(KAFKA),
+        timer_only=timer_only,
+    )
+    assert failure is None, (failure.message, failure.json_lines())
+    assert stats.accepted, "no difference was needed: the variant shows none"
+    failure, _ = run_stateful(
+        DriverSide(kafka_like(KAFKA)),
+        reference=reference,
+        max_examples=max_examples,
+        seed=seed,
+        timer_only=timer_only,
+        shrink=False,
+    )
+    assert failure is not None
