@@ -607,6 +607,11 @@ class DriverSide:
         self.impl = impl
         self._driver: Driver | None = None
 
+    @property
+    def driver(self) -> Driver | None:
+        """The current run's driver (None before the first ``Init``): its world is readable."""
+        return self._driver
+
     def execute(self, step: Step) -> Observation:
         """Run ``step``; an ``Init`` closes the current run and starts a new driver."""
         if isinstance(step, Init):
