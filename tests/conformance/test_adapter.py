@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
+import subprocess
 import sys
 import time
 import types
@@ -577,3 +579,25 @@ def test_the_machine_finds_an_implementation_that_accepts_a_negative_timeout() -
     last = failure.steps[-1]
     assert isinstance(last, Advance | PurgatoryAdvance) and last.ms < 0
     assert failure.message == "raised: expected ValueError, got None"
+
+
+def test_the_search_writes_nothing_into_the_working_directory(tmp_path: Path) -> None:
+    """Hypothesis's files go to a temporary directory unless HYPOTHESIS_STORAGE_DIRECTORY
+    asks for a place; the control run shows the search does write files there."""
+    adapter = shlex.join(
+        [sys.executable, "-m", "kpurgatory.conformance.python_adapter", "--impl", "reference"]
+    )
+    command = [sys.executable, "-m", "kpurgatory", "conformance", "--adapter", adapter]
+    command += ["--stateful", "--search-only", "--max-examples", "5", "--seed", "1"]
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_STORAGE_DIRECTORY"}
+    env["PYTHONPATH"] = str(ROOT)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(work.iterdir()) == []
+    kept = tmp_path / "kept"
+    env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(kept)
+    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(work.iterdir()) == [] and any(kept.iterdir())
