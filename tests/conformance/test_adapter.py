@@ -515,7 +515,7 @@ def test_timer_only_vectors_pass_a_timer_port_and_list_the_rest(
 
 
 def test_timer_only_stateful_sends_timer_steps_only(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--stateful", "--max-examples", "20", "--steps", "20", "--seed", "1"]
+    args = ["--stateful", "--max-examples", "40", "--steps", "20", "--seed", "1"]
     code, out = conformance(
         capsys, "--adapter", broken_adapter("timer-port"), "--timer-only", *args
     )
