@@ -244,6 +244,14 @@ def _stateful(adapter: AdapterProcess, args: argparse.Namespace) -> int:
         search_status = _search(adapter, args)
     if search_status == 2:
         return 2
+    if not args.search_only:  # one verdict for the two halves, as the last line
+        halves = (("vectors", vectors_status), ("search", search_status))
+        verdict = "PASS" if not (vectors_status or search_status) else "FAIL"
+        print(
+            f"\nconformance: {verdict} ("
+            + "; ".join(f"{name}: {'FAIL' if status else 'PASS'}" for name, status in halves)
+            + ")"
+        )
     return max(vectors_status, search_status)
 
 

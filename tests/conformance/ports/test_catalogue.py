@@ -153,6 +153,7 @@ def test_the_port_without_a_bug_passes_the_default_run(capsys: pytest.CaptureFix
     assert code == 0, out
     assert "PASS stateful: no difference from the reference" in out
     assert "summary: " in out and " 0 failed, 0 not consumed" in out
+    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)")
 
 
 @pytest.mark.parametrize("name", QUICK_SAMPLE)
