@@ -433,6 +433,12 @@ def make_machine(
             self.do(Cancel(data.draw(st.sampled_from(labels))))
 
         @rule(data=st.data())
+        def cancel_operation(self, data: st.DataObject) -> None:
+            """``cancel`` on an operation: an abandon while it is pending (R40)."""
+            if self.operations and not timer_only:
+                self.do(Cancel(self.op_label(data)))
+
+        @rule(data=st.data())
         def advance(self, data: st.DataObject) -> None:
             timer = data.draw(st.sampled_from(self.timers))
             self.do(Advance(self.moves(data, timer), timer))
