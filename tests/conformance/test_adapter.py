@@ -121,10 +121,10 @@ def test_python_implementation_passes_the_stateful_machine_through_the_adapter(
 def test_stateful_machine_in_process_finds_no_difference(impl: str) -> None:
     """The same machine, with the other implementation in process (no adapter)."""
     failure, stats = run_stateful(
-        DriverSide(load(impl)), reference=reference, max_examples=40, step_count=30, seed=3
+        DriverSide(load(impl)), reference=reference, max_examples=60, step_count=30, seed=3
     )
     assert failure is None, failure
-    assert stats.runs >= 40
+    assert stats.runs >= 60
     assert set(stats.kinds) == set(STEP_KINDS)
 
 
