@@ -343,7 +343,9 @@ def test_the_search_draws_no_negative_time_when_kafkas_division_is_allowed() -> 
     reference = load("reference")
     for allow, negative in ((resolve(KAFKA), False), ((), True)):
         side = Recording(reference)
-        failure, _ = run_stateful(side, reference=reference, max_examples=60, seed=5, allow=allow)
+        failure, _ = run_stateful(
+            side, reference=reference, max_examples=30, step_count=10, seed=5, allow=allow
+        )
         assert failure is None
         drew_negative = any(i.clock_ms < 0 or i.start_ms < 0 for i in side.inits)
         assert drew_negative is negative, allow
