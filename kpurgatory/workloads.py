@@ -36,7 +36,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kpurgatory.conformance.steps import (
+from kpurgatory.steps import (
     CancelForKey,
     CheckAndComplete,
     ClockAdvance,

@@ -1,6 +1,7 @@
 """Imports run one way: spec imports no implementation, reference never imports optimized,
 the conformance kit (with the workload generator it builds vectors from) and the asyncio
-layer never import the Spark pipeline or the benchmarks.
+layer never import the Spark pipeline or the benchmarks; the step language sits below
+both the kit and the generator, and the generator never imports the kit.
 
 Checked on the source (every ``import`` and ``from ... import`` statement, including
 ones inside functions), because importing any subpackage at run time executes the
@@ -24,7 +25,19 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "optimized": ("kpurgatory.reference", "kpurgatory.pipeline", "kpurgatory.bench"),
     "aio": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.conformance"),
     "conformance": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.replay"),
-    "workloads.py": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.replay"),
+    "workloads.py": (
+        "kpurgatory.pipeline",
+        "kpurgatory.bench",
+        "kpurgatory.replay",
+        "kpurgatory.conformance",
+    ),
+    "steps.py": (
+        "kpurgatory.conformance",
+        "kpurgatory.workloads",
+        "kpurgatory.reference",
+        "kpurgatory.optimized",
+        "kpurgatory.pipeline",
+    ),
 }
 """Layer (a subpackage or a module file) -> module prefixes it must not import."""
 

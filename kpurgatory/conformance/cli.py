@@ -6,8 +6,10 @@ step by step (docs/conformance.md):
 - default: replay every committed vector (``--vectors``, default the vectors shipped
   in the package, or a checkout's ``conformance/vectors``) and report pass/fail per
   vector with the first divergence, then list what the port did not consume;
-- ``--stateful``: let Hypothesis generate step sequences, run each on the in-process
-  reference and on the adapter, and print the shrunk failing sequence as JSON lines;
+- ``--stateful`` (the full check, what a port must pass): first replay the vectors as
+  the default mode does, then let Hypothesis generate step sequences, run each on the
+  in-process reference and on the adapter, and print the shrunk failing sequence as JSON
+  lines (``--search-only`` skips the vectors);
 - ``--replay FILE``: run one JSON-lines step sequence (for example a shrunk one saved
   from ``--stateful``) and report its first divergence.
 
@@ -20,6 +22,10 @@ consumed and do not fail the run).
 Before anything else the adapter is started and sent one ``init``: an adapter that
 cannot start, exits at once or never answers (a buffered stdout) is one error.
 
+Hypothesis keeps its files (``.hypothesis/``) in a temporary directory that is removed
+afterwards, so nothing is written into the working directory, unless the environment
+variable ``HYPOTHESIS_STORAGE_DIRECTORY`` names a place for them.
+
 Exit status: 0 if everything agreed (and every vector sent was consumed), 1 otherwise,
 2 on a usage error or an adapter that never answers.
 """
@@ -27,10 +33,13 @@ Exit status: 0 if everything agreed (and every vector sent was consumed), 1 othe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kpurgatory.conformance.adapter import (
@@ -70,7 +79,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="the adapter command line (split like a shell would, run without a shell)",
     )
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--stateful", action="store_true", help="generate sequences with Hypothesis")
+    mode.add_argument(
+        "--stateful",
+        action="store_true",
+        help="the full check: the vectors, then sequences generated with Hypothesis",
+    )
     mode.add_argument(
         "--replay", type=Path, metavar="FILE", help="run one JSON-lines step sequence"
     )
@@ -80,6 +93,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="append",
         metavar="PATH",
         help=f"vector file or directory (repeatable; default {DEFAULT_VECTORS_DIR})",
+    )
+    parser.add_argument(
+        "--search-only",
+        action="store_true",
+        help="stateful: skip the vectors, only search (a quicker loop while fixing a bug)",
     )
     parser.add_argument(
         "--max-examples", type=int, default=100, metavar="N", help="stateful: runs (100)"
@@ -163,23 +181,31 @@ def _prepare(args: argparse.Namespace) -> Mode:
             raise _UsageError(
                 f"--stateful needs Hypothesis (pip install 'kpurgatory[conformance]'): {exc}"
             ) from None
+        if not args.search_only:
+            args.vector_files = _vector_files(args)
         return _stateful
+    if args.search_only:
+        raise _UsageError("--search-only goes with --stateful")
     if args.replay is not None:
         try:
             args.replay_steps = _read_steps(args.replay)
         except (OSError, ValueError, TypeError) as exc:
             raise _UsageError(f"--replay {args.replay}: {exc}") from None
         return _replay
+    args.vector_files = _vector_files(args)
+    return _vectors
+
+
+def _vector_files(args: argparse.Namespace) -> list[Path]:
     if not args.vectors and not DEFAULT_VECTORS_DIR.is_dir():
         raise _UsageError(
             f"the committed vectors are not installed (no {DEFAULT_VECTORS_DIR}); "
             f"reinstall kpurgatory from a wheel or pass --vectors"
         )
     try:
-        args.vector_files = vector_paths(args.vectors or [DEFAULT_VECTORS_DIR])
+        return vector_paths(args.vectors or [DEFAULT_VECTORS_DIR])
     except ValueError as exc:
         raise _UsageError(str(exc)) from None
-    return _vectors
 
 
 def _vectors(adapter: AdapterProcess, args: argparse.Namespace) -> int:
@@ -189,11 +215,47 @@ def _vectors(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     return 0 if all(result.status == "passed" for result in results if result.sent) else 1
 
 
+@contextlib.contextmanager
+def hypothesis_storage() -> Iterator[None]:
+    """Hypothesis's files go to a temporary directory (removed on exit), not ``.hypothesis/``
+    in the working directory, unless ``HYPOTHESIS_STORAGE_DIRECTORY`` names a place."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    configuration = importlib.import_module("hypothesis.configuration")
+    with tempfile.TemporaryDirectory(prefix="kpurgatory-hypothesis-") as home:
+        configuration.set_hypothesis_home_dir(home)
+        try:
+            yield
+        finally:
+            configuration.set_hypothesis_home_dir(None)
+
+
 def _reference() -> object:
     return importlib.import_module("kpurgatory.reference")
 
 
 def _stateful(adapter: AdapterProcess, args: argparse.Namespace) -> int:
+    vectors_status = 0
+    if not args.search_only:
+        vectors_status = _vectors(adapter, args)
+        print()
+    with hypothesis_storage():
+        search_status = _search(adapter, args)
+    if search_status == 2:
+        return 2
+    if not args.search_only:  # one verdict for the two halves, as the last line
+        halves = (("vectors", vectors_status), ("search", search_status))
+        verdict = "PASS" if not (vectors_status or search_status) else "FAIL"
+        print(
+            f"\nconformance: {verdict} ("
+            + "; ".join(f"{name}: {'FAIL' if status else 'PASS'}" for name, status in halves)
+            + ")"
+        )
+    return max(vectors_status, search_status)
+
+
+def _search(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     stateful = args.stateful_module
     try:
         failure, stats = stateful.run_stateful(

@@ -7,9 +7,10 @@ lets differ: on a step of a kind the difference ``shows_on``, in the circumstanc
 ``when`` names (the judge keeps the facts of the run it needs: a shutdown happened,
 labels watched so far, ...), its ``fields``; on any step after it has shown in this run,
 its ``later`` fields. The judge tries each applicable difference alone first (those
-with a specific circumstance, then the narrowest), then all of them together, and names
-the ones it needed, so a report can list each accepted difference separately. An
-``init`` starts a new run (no difference has shown yet).
+that already showed in the run, then those with a specific circumstance, then the
+narrowest), then all of them together, and names the ones it needed, so a report can
+list each accepted difference separately. An ``init`` starts a new run (no difference
+has shown yet).
 
 ``timer_only`` (``--timer-only``) also ignores the purgatory's state fields, so a port
 of the timer alone may answer them with anything (zeros).
@@ -27,6 +28,7 @@ from kpurgatory.conformance.driver import Observation, compare_observations
 from kpurgatory.conformance.steps import (
     Add,
     Advance,
+    Cancel,
     ClockAdvance,
     Init,
     PurgatoryAdvance,
@@ -91,6 +93,7 @@ class Judge:
         self._watched: set[str] = set()
         self._negative_time = False
         self._nested_add = False
+        self._cancelled_in_runs: set[str] = set()
 
     def judge(
         self,
@@ -118,25 +121,62 @@ class Judge:
         ]
         applicable = sorted(
             ((difference, fields) for difference, fields in applicable if fields),
-            key=lambda pair: (pair[0].when == "always", len(pair[1])),
+            # a difference that already showed in this run first (its later effects),
+            # then those with a specific circumstance, then the narrowest
+            key=lambda pair: (
+                pair[0].id not in self.shown,
+                pair[0].when == "always",
+                len(pair[1]),
+            ),
         )
         for difference, fields in applicable:
             if compare_observations(expected, mask(expected, actual, fields)) is None:
-                self.shown.add(difference.id)
-                return None, (difference.id,)
+                return None, self._record_shown(expected, actual, step.STEP, facts, difference)
         every = frozenset().union(*(fields for _, fields in applicable)) if applicable else None
         if (
             every is not None
             and compare_observations(expected, mask(expected, actual, every)) is None
         ):
-            needed = tuple(
-                difference.id
-                for difference, fields in applicable
-                if _differs(expected, actual, fields)
-            )
-            self.shown.update(needed)
-            return None, needed
+            return None, self._record_shown(expected, actual, step.STEP, facts, None)
         return message + _not_explained(self.allow), ()
+
+    def _record_shown(
+        self,
+        expected: Observation,
+        actual: Observation,
+        kind: str,
+        facts: set[str],
+        explaining: KnownDifference | None,
+    ) -> tuple[str, ...]:
+        """Mark as shown every allowed difference that may have shown on this step, and
+        return the ids the step needed (``explaining`` first if one explained it alone).
+
+        Two differences can show on one step (a resubmission after a shutdown, a
+        duplicate key in a resubmission): each whose specific circumstance holds (not
+        ``always``) and whose own fields differ here is recorded too, so the later
+        effects of every one of them are accepted afterwards, not only those of the
+        first that explained the step. A difference that can show anywhere (``always``)
+        is recorded only when the step needed it: nothing says it showed otherwise.
+        """
+        needed = [] if explaining is None else [explaining.id]
+        for difference in self.allow:
+            if difference.id in needed:
+                continue
+            showing = (
+                kind in difference.shows_on
+                and difference.when in facts
+                and (explaining is None or difference.when != "always")
+                and _differs(expected, actual, difference.fields)
+            )
+            continuing = (
+                explaining is None
+                and difference.id in self.shown
+                and _differs(expected, actual, difference.later)
+            )
+            if showing or continuing:
+                needed.append(difference.id)
+        self.shown.update(needed)
+        return tuple(needed)
 
     def _facts(self, step: Step) -> set[str]:
         """Record what ``step`` tells about the run; return the conditions true for it."""
@@ -146,6 +186,7 @@ class Judge:
             self._watched = set()
             self._negative_time = step.clock_ms < 0 or step.start_ms < 0
             self._nested_add = False
+            self._cancelled_in_runs = set()
         facts = {"always"}
         if self._shut_down:
             facts.add("after_shutdown")
@@ -163,6 +204,15 @@ class Judge:
             self._nested_add = True
         if self._nested_add:
             facts.add("nested_add")
+        if isinstance(step, Add):
+            self._cancelled_in_runs.update(
+                inner.task for inner in step.on_run if isinstance(inner, Cancel)
+            )
+        if (isinstance(step, Cancel) and step.task in self._watched) or (
+            isinstance(step, Add | Advance | PurgatoryAdvance)
+            and self._cancelled_in_runs & self._watched
+        ):
+            facts.add("cancel_watched")
         if isinstance(step, Shutdown):
             self._shut_down = True
         return facts

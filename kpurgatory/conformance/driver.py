@@ -27,7 +27,6 @@ order is unspecified) are compared as a multiset of units.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from collections import Counter
@@ -229,21 +228,14 @@ def _classes(impl: ModuleType) -> tuple[type[Any], type[Any]]:
     class ConformanceOperation(impl.DelayedOperation):  # type: ignore[misc,name-defined]
         """A labelled operation whose condition is the flag ``ready`` (see ``Watch``)."""
 
-        def __init__(
-            self,
-            delay_ms: int,
-            label: str,
-            driver: Driver,
-            ready: bool,
-            ready_on_try: int | None,
-            keys: tuple[Any, ...],
-        ) -> None:
-            super().__init__(delay_ms)
-            self.label = label
+        def __init__(self, watch: Watch, driver: Driver) -> None:
+            super().__init__(watch.delay_ms)
+            self.watch_step = watch  # a repeated watch must equal it (docs/vectors.md)
+            self.label = watch.operation
             self.driver = driver
-            self.ready = ready
-            self.ready_on_try = ready_on_try
-            self.keys = keys
+            self.ready = watch.ready
+            self.ready_on_try = watch.ready_on_try
+            self.keys = watch.keys
             self.tries = 0
 
         def try_complete(self) -> bool:
@@ -500,12 +492,14 @@ class Driver:
             raise StepError(f"watch: {step.operation!r} is a task label")
         op = self.operations.get(step.operation)
         if op is None:
-            op = self._op_cls(
-                step.delay_ms, step.operation, self, step.ready, step.ready_on_try, step.keys
-            )
+            op = self._op_cls(step, self)
             self.operations[step.operation] = op
-        elif (op.delay_ms, op.keys) != (step.delay_ms, step.keys):
-            raise StepError(f"watch: a repeated watch of {step.operation!r} must repeat its fields")
+        elif op.watch_step != step:
+            raise StepError(
+                f"watch: a repeated watch of {step.operation!r} must repeat every field of "
+                f"its first watch (delay_ms, keys, ready, ready_on_try): it submits the same "
+                f"operation again and changes nothing about it"
+            )
         tick = world.timers[world.init.timers[0]].tick_ms
 
         def watch() -> bool:
@@ -569,12 +563,16 @@ class Driver:
         entered = self._enter_unit(task.label)
         try:
             self._record(TaskRan(task.label, self.clock.now_ms()))
+            world = self._require_world()
             for inner in task.on_run:
-                world = self._require_world()
                 call = self._prepare(world, inner)
-                # a nested step's exception is not observed (docs/vectors.md)
-                with contextlib.suppress(*IMPLEMENTATION_ERRORS):
+                try:
                     call()
+                except IMPLEMENTATION_ERRORS:
+                    # The run is one call of user code: a step that raised ends it, like a
+                    # Python function that raised; the later steps do not happen. The
+                    # exception is not observed (docs/vectors.md, "on_run").
+                    break
         finally:
             if entered:
                 self._unit = None
@@ -608,6 +606,11 @@ class DriverSide:
     def __init__(self, impl: ModuleType | Callable[[], ModuleType]) -> None:
         self.impl = impl
         self._driver: Driver | None = None
+
+    @property
+    def driver(self) -> Driver | None:
+        """The current run's driver (None before the first ``Init``): its world is readable."""
+        return self._driver
 
     def execute(self, step: Step) -> Observation:
         """Run ``step``; an ``Init`` closes the current run and starts a new driver."""

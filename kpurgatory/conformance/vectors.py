@@ -75,7 +75,7 @@ FORMAT_VERSION = 1
 WORKLOAD_GENERATOR = "kpurgatory.workloads"
 """The ``provenance.generator`` of the workload vectors (the module that writes their steps)."""
 
-RULE_GENERATOR_VERSION = "2"
+RULE_GENERATOR_VERSION = "3"
 """Version of the hand-written rule vectors below; bump it when one changes."""
 
 
@@ -424,6 +424,99 @@ def _r35_inputs() -> list[Step]:
     ]
 
 
+def _r40_cancel_submitted() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=4, purge_interval=0),
+        Watch("op", 20, ("k", "m")),
+        Watch("other", 20, ("k",)),
+        Cancel("op"),  # an abandon (R40): off both lists and the timer; the estimate stays
+        Cancel("op"),  # abandoned already: nothing changes
+        CheckAndComplete("k"),  # tries other only
+        SetReady("op"),
+        CheckAndComplete("m"),  # m's list was dropped with op: 0, no try
+        PurgatoryAdvance(1),  # estimate 2 - delayed 1 > 0: purge check resets it to 1
+        Advance(30),  # op never expires; other does
+    ]
+
+
+def _r14_closed_timer() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=4, timers=("main", "aux")),
+        Add("t", 10),
+        Watch("op", 20, ("k",)),
+        Add("u", 5, "aux"),
+        Shutdown(),  # closes main: its tasks stay counted and scheduled, never run (R14)
+        NextDueTime(),  # 10, still
+        Advance(50),  # False; the clock does not move (R14)
+        Advance(-1),  # a negative timeout is a ValueError, closed or not (R8)
+        PurgatoryAdvance(-1),  # ValueError before the shutdown's RuntimeError (R35)
+        PurgatoryAdvance(1),  # RuntimeError (R32)
+        Cancel("t"),  # still works on a closed timer: main's size drops
+        Add("t", 10),  # RuntimeError: a closed timer schedules nothing
+        Advance(5, "aux"),  # the other timer is open: u runs
+        NextDueTime(),  # 20 (op)
+    ]
+
+
+def _r22_error_precedence() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=4),
+        Watch("op", 20, ("k",)),
+        Watch("op", 20, ("k",)),  # ValueError: a resubmission (R34)
+        Shutdown(),
+        Watch("empty", 20, ()),  # ValueError: empty keys come first (R36)
+        Watch("late", 20, ("k",)),  # RuntimeError: shut down (R32)
+        Watch("op", 20, ("k",)),  # RuntimeError: the shutdown before the resubmission
+        CheckAndComplete("k"),  # still works after shutdown
+        CancelForKey("k"),
+    ]
+
+
+def _on_run_stops_at_exception() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=4, timers=("main", "aux")),
+        Watch("op", 50, ("k",)),
+        Watch("op2", 50, ("k",)),
+        Add("quiet", 3),
+        Add(
+            "worker",
+            5,
+            "aux",
+            on_run=(
+                Cancel("worker"),  # unscheduling itself changes nothing in its own run
+                ForceComplete("op"),  # recorded in worker's unit, with worker's due time
+                Add("quiet", 3),  # RuntimeError (main is closed): the run ends here
+                ForceComplete("op2"),  # never happens
+            ),
+        ),
+        Shutdown(),
+        Advance(5, "aux"),  # worker runs: op completes, op2 does not
+        CheckAndComplete("k"),  # op unlinked, not counted; op2 tried once
+    ]
+
+
+def _repeated_watch() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=4),
+        Watch("op", 50, ("k",), ready_on_try=3),  # two tries: pending
+        Watch("op", 50, ("k",), ready_on_try=3),  # ValueError (R34): no try, no reset
+        CheckAndComplete("k"),  # the third try: completes
+        Watch("op", 50, ("k",), ready_on_try=3),  # ValueError still
+    ]
+
+
+def _wheel_windows() -> list[Step]:
+    steps: list[Step] = [Init(tick_ms=2, wheel_size=3, start_ms=1, clock_ms=1)]
+    for move in (0, 5, 13, 4):  # place tasks at every level's window edges from here
+        steps.append(Advance(move))
+        for span in (6, 18, 54):  # interval of levels 0, 1, 2 (tick 2, wheel 3)
+            for jitter in (-2, -1, 0, 1, 2):
+                steps.append(Add(f"a{len(steps)}-{span + jitter}", span + jitter))
+    for move in (1, 1, 2, 3, 5, 8, 13, 21, 34, 55):
+        steps.append(Advance(move))
+    return steps
+
+
 def _deep_levels() -> list[Step]:
     steps: list[Step] = [Init(tick_ms=1, wheel_size=2, start_ms=0, clock_ms=0)]
     for delay in (1, 2, 3, 4, 7, 8, 15, 16, 31, 33, 64, 1000, 1023, 1024, 4096):
@@ -525,6 +618,48 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
         "Negative advances raise ValueError; negative delays are due at once.",
         ("R35", "R3"),
         _r35_inputs,
+    ),
+    (
+        "r40-cancel-submitted",
+        "cancel() on a submitted operation abandons it: it leaves its watcher lists and "
+        "the timer, never completes or expires, and the purge estimate stays.",
+        ("R40", "R9", "R26", "R27", "R28", "R30"),
+        _r40_cancel_submitted,
+    ),
+    (
+        "r14-closed-timer",
+        "A closed timer keeps its tasks in size and next_due_time, moves no clock and "
+        "schedules nothing; a negative timeout is a ValueError even there.",
+        ("R14", "R12", "R44", "R8", "R35", "R32"),
+        _r14_closed_timer,
+    ),
+    (
+        "r22-error-precedence",
+        "try_complete_else_watch's errors in order: empty keys, then shut down, then "
+        "resubmission; check_and_complete and cancel_for_key still work after shutdown.",
+        ("R36", "R32", "R34", "R29"),
+        _r22_error_precedence,
+    ),
+    (
+        "on-run-stops-at-exception",
+        "A task's run is one call: a step of its on_run that raises ends the run, the later "
+        "steps do not happen; the unit's events keep the due time of its hand-over.",
+        ("R14", "R16", "R25"),
+        _on_run_stops_at_exception,
+    ),
+    (
+        "repeated-watch",
+        "A repeated watch submits the same operation again: refused, and it resets nothing "
+        "(the try count goes on).",
+        ("R34", "R22", "R23", "R25"),
+        _repeated_watch,
+    ),
+    (
+        "wheel-windows",
+        "Tasks one and two ticks either side of every level's window edge, from an unaligned "
+        "start and after moves that leave the levels mid-window.",
+        ("R1", "R4", "R5", "R6", "R2"),
+        _wheel_windows,
     ),
     (
         "deep-levels",

@@ -57,7 +57,7 @@ class _Owner(Protocol):
 
     def _note_completed(self, operation: Any) -> None: ...
 
-    def _left_watching(self) -> None: ...
+    def _left_watching(self, operation: Any) -> None: ...
 
 
 class _Waiter(Protocol):
@@ -93,6 +93,7 @@ class DelayedOperation(TimerTask):
     __slots__ = (
         "_abandoned",
         "_completed",
+        "_counted",
         "_expiring",
         "_flags",
         "_lock",
@@ -113,6 +114,7 @@ class DelayedOperation(TimerTask):
         self._try_complete_pending = False
         self._submitted = False
         self._abandoned = False
+        self._counted = False  # counted as unfinished by its purgatory (R61; counters lock)
         self._owner: _Owner | None = None
         self._watch_keys: tuple[Any, ...] | None = None
         self._waiter: _Waiter | None = None
@@ -172,7 +174,7 @@ class DelayedOperation(TimerTask):
                 owner._note_completed(self)
             TimerTask.cancel(self)
             if owner is not None:
-                owner._left_watching()  # the last unfinished one: unlink them all (R61)
+                owner._left_watching(self)  # the last unfinished one: unlink them all (R61)
             waiter = self._waiter
             if waiter is None:
                 self.on_complete()

@@ -352,7 +352,13 @@ class DelayedOperationPurgatory(Generic[T]):
         op_id = id(operation)
         watched = 0
         counted = entered = False
-        with operation._lock:
+        lock = operation._lock
+        try:
+            lock.acquire()
+        except BaseException:  # the lock failed before anything changed: no claim (R54)
+            operation._release_submission()
+            raise
+        try:
             try:
                 if operation._abandoned:  # abandoned between the claim and the lock (R40)
                     return False
@@ -363,8 +369,11 @@ class DelayedOperationPurgatory(Generic[T]):
                     return True
                 with self._counters_lock:  # counted before its keys are set (R61)
                     self._unfinished += 1
+                    operation._counted = True
                 entered = True
                 operation._watch_keys = keys
+                if operation._completed:  # finished before it was counted (R61)
+                    self._left_watching(operation)
                 for key in keys:
                     if operation._completed:
                         break
@@ -394,6 +403,8 @@ class DelayedOperationPurgatory(Generic[T]):
                 if isinstance(exc, RuntimeError) and self._is_shut_down:
                     raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
                 raise
+        finally:
+            lock.release()
         # A maybe_try_complete that found the lock held left its attempt to us (R41). The
         # attempt is part of the submission: if it raises, it is rolled back too (R54).
         if not operation._try_complete_pending:
@@ -418,14 +429,19 @@ class DelayedOperationPurgatory(Generic[T]):
         TimerTask.cancel(operation)
         operation._release_submission()
         if entered:
-            self._left_watching()
+            self._left_watching(operation)
 
-    def _left_watching(self) -> None:
-        """One fewer unfinished operation (a watched operation's winning
-        ``force_complete``, an abandon, a rollback); at none, unlink every finished one
-        at once (R61): O(keys) per candidate, amortized O(1) per operation. Reference
-        equivalent: ``_left_watching`` (a scan of every list)."""
+    def _left_watching(self, operation: T) -> None:
+        """``operation`` no longer counts as unfinished, if it did (a watched operation's
+        winning ``force_complete``, an abandon, a rollback, a submission that finds it
+        finished; its flag, under the counters lock, makes them agree on who uncounts
+        it). At none left, unlink every finished one at once (R61): O(keys) per
+        candidate, amortized O(1) per operation. Reference equivalent: ``_left_watching``
+        (a scan of every list)."""
         with self._counters_lock:
+            if not operation._counted:
+                return
+            operation._counted = False
             self._unfinished -= 1
             if self._unfinished or not self._purge_when_idle:
                 return
@@ -537,7 +553,7 @@ class DelayedOperationPurgatory(Generic[T]):
             keys = operation._watch_keys
             if keys is not None:
                 self._unwatch_keys(operation, keys)
-                self._left_watching()
+                self._left_watching(operation)
         return True
 
     def advance_clock(self, timeout_ms: IntArg) -> None:

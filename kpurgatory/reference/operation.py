@@ -53,6 +53,7 @@ class DelayedOperation(TimerTask):
         self._abandoned = False
         self._owner: _Owner | None = None
         self._watch_keys: tuple[object, ...] = ()
+        self._counted = False  # counted as unfinished by its purgatory (R61; its lock)
 
     @property
     def lock(self) -> AbstractLock:

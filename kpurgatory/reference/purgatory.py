@@ -189,7 +189,13 @@ class DelayedOperationPurgatory(Generic[T]):
         """R22 under the operation's lock, rolled back if it raises (R38); then R41's retry."""
         watched: list[Hashable] = []
         counted = entered = False
-        with operation.lock:
+        lock = operation.lock
+        try:
+            lock.acquire()
+        except BaseException:  # the lock failed before anything changed: no claim (R54)
+            operation._release_submission()
+            raise
+        try:
             try:
                 if operation._abandoned:  # abandoned between the claim and the lock (R40)
                     return False
@@ -198,8 +204,11 @@ class DelayedOperationPurgatory(Generic[T]):
                     return True
                 with self._lock:  # counted before its keys are set: a finish sees it (R61)
                     self._unfinished += 1
+                    operation._counted = True
                 entered = True
                 operation._watch_keys = tuple(keys)
+                if operation._is_finished():  # finished before it was counted (R61)
+                    self._left_watching(operation)
                 for key in keys:
                     if operation._is_finished():
                         break
@@ -222,6 +231,8 @@ class DelayedOperationPurgatory(Generic[T]):
                 if isinstance(exc, RuntimeError) and self._is_shut_down:
                     raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
                 raise
+        finally:
+            lock.release()
         # A maybe_try_complete that found the lock held left its attempt to us (R41). The
         # attempt is part of the submission: if it raises, it is rolled back too (R54).
         if not operation._knocked():
@@ -246,16 +257,21 @@ class DelayedOperationPurgatory(Generic[T]):
         operation._unschedule()
         operation._release_submission()
         if entered:
-            self._left_watching()
+            self._left_watching(operation)
 
     def _finished_watched(self, operation: T) -> None:
         """An operation that reached the watching step finished (its winning
         ``force_complete``, or an abandon): one fewer unfinished (R61)."""
-        self._left_watching()
+        self._left_watching(operation)
 
-    def _left_watching(self) -> None:
-        """One fewer unfinished operation; at none, unlink every finished one (R61)."""
+    def _left_watching(self, operation: T) -> None:
+        """``operation`` no longer counts as unfinished, if it did (its flag, under this
+        purgatory's lock, makes the finish and the submission agree on who uncounts it);
+        at none left, unlink every finished operation (R61)."""
         with self._lock:
+            if not operation._counted:
+                return
+            operation._counted = False
             self._unfinished -= 1
             if self._unfinished or not self._purge_when_idle:
                 return

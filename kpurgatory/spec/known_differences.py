@@ -29,8 +29,10 @@ from dataclasses import dataclass
 __all__ = [
     "CONDITIONS",
     "KAFKA",
+    "KAFKA_NOTES_NOT_OBSERVED",
     "KNOWN_DIFFERENCES",
     "OBSERVATION_FIELDS",
+    "KafkaNote",
     "KnownDifference",
     "known_difference",
     "resolve",
@@ -62,6 +64,8 @@ CONDITIONS: dict[str, str] = {
     "duplicate_key": "the step's keys name a key twice",
     "negative_time": "the run's init has a negative clock_ms or start_ms",
     "nested_add": "the run has a task whose on_run adds a task",
+    "cancel_watched": "the step cancels (directly or from an on_run) an operation label "
+    "the run watched",
 }
 """When a difference can show (``KnownDifference.when``); the kit evaluates these."""
 
@@ -100,7 +104,10 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "next advanceClock.",
         frozenset({"add", "watch"}),
         frozenset({"events", "state.timer_sizes", "state.num_delayed"}),
-        frozenset({"events", "result", "state.timer_sizes", "state.num_delayed"}),
+        # later: a task or operation that here ran at once is still scheduled there, so
+        # it runs later (events, results), an operation left pending is tried, completed,
+        # cancelled and purged by later calls (tries, result, every state field)
+        frozenset({"events", "result", "tries", "state"}),
     ),
     KnownDifference(
         "kafka-flush-current-time",
@@ -131,7 +138,9 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "then runs its purge check. Here it raises ValueError (R35).",
         frozenset({"advance", "purgatory_advance"}),
         frozenset({"raised", "result", "events", "state"}),
-        frozenset({"events", "result", "state"}),
+        # later: what that drain handed over (or did not) and the purge it ran change what
+        # later calls find: tries, results, events, state
+        frozenset({"events", "result", "tries", "state"}),
         when="negative_ms",
     ),
     KnownDifference(
@@ -144,7 +153,9 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "RuntimeError), stranding the rest of its bucket.",
         frozenset({"add", "watch", "advance", "purgatory_advance"}),
         frozenset({"raised", "result", "events", "state"}),
-        frozenset({"raised", "result", "events", "state"}),
+        # later: what the closed timer still ran (a task's on_run included) changes what
+        # later calls find, tries too
+        frozenset({"raised", "result", "events", "tries", "state"}),
         when="after_shutdown",
     ),
     KnownDifference(
@@ -156,7 +167,9 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "it twice, and a purge unlinks both.",
         frozenset({"watch"}),
         frozenset({"state.watched"}),
-        frozenset({"state.watched", "state.num_purged", "tries"}),
+        # later: tries twice per check, counted and purged twice, returned twice by
+        # cancel_for_key (result)
+        frozenset({"state.watched", "state.num_purged", "tries", "result"}),
         when="duplicate_key",
     ),
     KnownDifference(
@@ -181,10 +194,23 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "the purge estimate. Here it raises ValueError.",
         frozenset({"watch"}),
         frozenset({"raised", "result", "events", "tries", "state"}),
-        frozenset(
-            {"tries", "state.watched", "state.num_purged", "state.estimated_total_operations"}
-        ),
+        # later: the operation is watched, timed and counted once more, so everything it
+        # takes part in may differ (cancel_for_key's list, timer sizes, its expiry, ...)
+        frozenset({"result", "events", "tries", "state"}),
         when="repeated_watch",
+    ),
+    KnownDifference(
+        "kafka-cancel-keeps-watch",
+        "R40",
+        "cancel() on a watched operation leaves it in its watcher lists",
+        "Kafka has no abandon: cancel() on a submitted operation only removes its timer "
+        "entry, so it stays in every watcher list (watched, watched_keys), a later "
+        "checkAndComplete tries it and may complete it, forceComplete can still complete "
+        "it, cancelForKey returns it and a purge leaves it.",
+        frozenset({"cancel", "add", "advance", "purgatory_advance"}),  # or a task's on_run
+        frozenset({"state.watched", "state.watched_keys"}),
+        frozenset({"result", "events", "tries", "state"}),
+        when="cancel_watched",
     ),
     KnownDifference(
         "kafka-truncating-division",
@@ -234,6 +260,67 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
     ),
 )
 """Every known difference, in rule order; ids are stable (ports cite them)."""
+
+
+@dataclass(frozen=True)
+class KafkaNote:
+    """A **Kafka** note of docs/spec.md that no conformance run can observe, and why."""
+
+    id: str
+    rule: str
+    summary: str
+    why_not_observed: str
+
+
+KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
+    KafkaNote(
+        "kafka-timed-poll",
+        "R7",
+        "advanceClock waits on the delay queue in real time",
+        "the adapter over Kafka's classes moves a manual Time and calls advanceClock(0), "
+        "which is the manual-clock behaviour the kit drives (porting.md)",
+    ),
+    KafkaNote(
+        "kafka-entry-unlinks",
+        "R10",
+        "a re-add unlinks the old entry through TimerTaskEntry's constructor",
+        "the same behaviour by another route",
+    ),
+    KafkaNote(
+        "kafka-mock-timer-size",
+        "R12",
+        "MockTimer.size also counts cancelled entries",
+        "SystemTimer.size, which an adapter reads, counts the same set; MockTimer is "
+        "Kafka's test double, not a timer a port copies",
+    ),
+    KafkaNote(
+        "kafka-dropped-task-exceptions",
+        "R13",
+        "exceptions inside the executor's Future are silently dropped",
+        "the kit never observes a task's exception (docs/vectors.md, on_run)",
+    ),
+    KafkaNote(
+        "kafka-no-next-due-time",
+        "R44",
+        "no public next due time; the delay queue's head is a bucket expiration",
+        "an adapter computes next_due_time from the wheel's entries (porting.md); using "
+        "the delay queue's head instead is a port bug the vectors catch",
+    ),
+    KafkaNote(
+        "kafka-expiry-without-lock",
+        "R17",
+        "2.7 to 4.0 run expiry without the operation's lock (KAFKA-19312)",
+        "a race between threads; the kit's runs are single-threaded",
+    ),
+    KafkaNote(
+        "kafka-cancel-for-key-race",
+        "R29",
+        "cancelForKey cancels timer entries without the operation's lock",
+        "a race between threads; the kit's runs are single-threaded",
+    ),
+)
+"""The **Kafka** notes that describe no difference a run can show; with the known
+differences they make every note's id (docs/spec.md names one in each note)."""
 
 KAFKA = "kafka"
 """The ``--allow`` group name that stands for every known difference of upstream Kafka."""

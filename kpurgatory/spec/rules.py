@@ -537,7 +537,9 @@ RULES: tuple[Rule, ...] = (
         "so nothing it collected is lost and every waiter is settled. Then it raises: one "
         "error as it is; several as one BaseExceptionGroup (an ExceptionGroup when all are "
         "Exceptions) holding them in the order raised. A task whose hand-over failed "
-        "(its executor's submit raised) is named in a note on that error.",
+        "(its executor's submit raised) is named in a note on that error. An operation "
+        "whose on_complete raised in check_and_complete is unlinked from that key but not "
+        "counted; a purgatory advance_clock whose drain raised skips its purge check.",
     ),
     Rule(
         "R54",

@@ -17,6 +17,8 @@ upstream Kafka where each named difference says Kafka differs:
 - ``kafka-duplicate-keys``: an operation is watched once per occurrence of a key;
 - ``kafka-after-shutdown``: a shut-down purgatory still watches, times and advances;
 - ``kafka-resubmission``: a second submission is not refused;
+- ``kafka-cancel-keeps-watch``: ``cancel()`` on a submitted operation removes only its
+  timer entry; it stays watched, and later checks may complete it;
 - ``kafka-truncating-division``: due and current times round toward zero.
 
 The model of Kafka's buckets is the lowest level only (one bucket per due time; no
@@ -177,9 +179,18 @@ def kafka_like(names: str = "kafka") -> types.ModuleType:
                 return
             super().advance_clock(timeout_ms)
 
+    class KafkaLikeOperation(reference.DelayedOperation):
+        """The reference operation with Kafka's cancel when ``kafka-cancel-keeps-watch`` is on."""
+
+        def cancel(self) -> None:
+            if "kafka-cancel-keeps-watch" in on:
+                self._unschedule()  # TimerTask.cancel: the watcher lists keep it
+                return
+            super().cancel()
+
     module = types.ModuleType("kafka_like")
     module.TimerTask = reference.TimerTask  # type: ignore[attr-defined]
-    module.DelayedOperation = reference.DelayedOperation  # type: ignore[attr-defined]
+    module.DelayedOperation = KafkaLikeOperation  # type: ignore[attr-defined]
     module.SystemTimer = KafkaLikeTimer  # type: ignore[attr-defined]
     module.DelayedOperationPurgatory = KafkaLikePurgatory  # type: ignore[attr-defined]
     return module

@@ -27,6 +27,7 @@ from kpurgatory.conformance.steps import (
     Add,
     Advance,
     ClockAdvance,
+    ForceComplete,
     Init,
     Shutdown,
     Step,
@@ -183,6 +184,49 @@ def test_a_failed_add_does_not_relabel_the_schedule_in_force() -> None:
     assert observations[4].raised == "RuntimeError"
     (ran,) = observations[5].events
     assert (ran.unit, ran.due_ms, ran.event) == ("t", 5, TaskRan("t", 5))
+
+
+@pytest.mark.parametrize(
+    "again",
+    [
+        Watch("o", 1, ("k",), ready=True),
+        Watch("o", 1, ("k",), ready_on_try=2),
+        Watch("o", 2, ("k",)),
+        Watch("o", 1, ("k", "j")),
+    ],
+)
+def test_a_repeated_watch_must_repeat_every_field(again: Watch) -> None:
+    """A repeated watch submits the same operation: it cannot change its flag, its try
+    threshold, its delay or its keys (docs/vectors.md)."""
+    with pytest.raises(StepError, match="must repeat every field"):
+        run_steps(reference, [Init(), Watch("o", 1, ("k",)), again])
+    observations = run_steps(reference, [Init(), Watch("o", 1, ("k",)), Watch("o", 1, ("k",))])
+    assert observations[2].raised == "ValueError" and observations[2].tries == ()
+
+
+def test_a_task_run_ends_at_its_first_failing_step() -> None:
+    """The run is one call of user code: the add on the closed main timer raises, so the
+    force_complete after it never happens; the drain goes on (the other task runs)."""
+    steps: list[Step] = [
+        Init(tick_ms=1, wheel_size=4, timers=("main", "aux")),
+        Watch("op", 50, ("k",)),
+        Add("q", 9),
+        Add("w", 2, "aux", on_run=(Add("q", 9), ForceComplete("op"))),
+        Add("v", 2, "aux", on_run=(ForceComplete("op"),)),
+        Shutdown(),
+        Advance(2, "aux"),
+    ]
+    last = run_steps(reference, steps)[-1]
+    ran = [(e.event, e.unit) for e in last.events]
+    assert ran == [
+        (TaskRan("w", 2), "w"),
+        (TaskRan("v", 2), "v"),
+        (OperationCompleted("op", 2, "force_complete"), "v"),
+    ] or ran == [
+        (TaskRan("v", 2), "v"),
+        (OperationCompleted("op", 2, "force_complete"), "v"),
+        (TaskRan("w", 2), "w"),
+    ]
 
 
 def test_driver_refuses_a_module_without_the_api_and_a_bad_state_every() -> None:

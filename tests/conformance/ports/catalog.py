@@ -1,0 +1,304 @@
+"""Port bugs: mistakes a porter plausibly makes, planted in a Python port (timer and purgatory).
+
+The "port" is ``kpurgatory.optimized`` (a hierarchical wheel with a bucket delay queue and
+a sharded purgatory: the structure of Kafka's classes a port copies), and each bug is a
+small edit of one of its functions, applied by patching the function's source
+(``tests.mutants.catalog``'s mechanism: the edit must occur exactly once, or
+``MutantError`` says the catalogue is out of date). ``tests/conformance/ports/adapter.py
+--bug NAME`` serves the bugged port through the adapter protocol, so the conformance kit
+meets it exactly as it meets a port in another language.
+
+Some bugs are shared with the equivalence machines' mutants (``tests/mutants``), named
+here by the mutant's name; the others are new and list their edits. Two of those mutants
+are left out: ``add-window-off-by-one`` and ``overflow-starts-late`` break only an
+internal invariant of the wheel (the slot they misplace a task in is always empty and
+gets the right expiration), so no observation can tell them apart: 3,000 generated
+runs of each agree with the reference. What the catalogue
+proves, and with which seeds: ``tests/conformance/ports/test_catalogue.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+from tests.mutants.catalog import MUTANTS, Mutant, applied
+
+__all__ = ["PORT_BUGS", "PortBug", "port_bug", "planted"]
+
+
+@dataclass(frozen=True)
+class PortBug:
+    """One port bug: the area it is in and the source edits (as mutants) that plant it."""
+
+    name: str
+    area: str
+    description: str
+    edits: tuple[Mutant, ...]
+
+
+def _shared(name: str, area: str) -> PortBug:
+    mutant = next(m for m in MUTANTS if m.name == name)
+    return PortBug(name, area, mutant.description, (mutant,))
+
+
+_WHEEL = "kpurgatory.optimized.wheel"
+_TIMER = "kpurgatory.optimized.timer"
+_QUEUE = "kpurgatory.optimized.delay_queue"
+_OPERATION = "kpurgatory.optimized.operation"
+_PURGATORY = "kpurgatory.optimized.purgatory"
+
+
+def _edit(name: str, module: str, target: str, old: str, new: str) -> Mutant:
+    """A mutant from fragments written with the file's indentation (a method's body at
+    eight spaces); the mutant mechanism sees the dedented source (four)."""
+    return Mutant(name, module, target, _dedent(old), _dedent(new), "")
+
+
+def _dedent(fragment: str) -> str:
+    return fragment.removeprefix("    ").replace("\n    ", "\n")
+
+
+def _new(name: str, area: str, description: str, *edits: tuple[str, str, str, str]) -> PortBug:
+    return PortBug(name, area, description, tuple(_edit(name, *edit) for edit in edits))
+
+
+PORT_BUGS: tuple[PortBug, ...] = (
+    # ---- wheel placement and overflow ------------------------------------------------
+    _shared("expiry-test-off-by-one", "wheel placement"),
+    _shared("bucket-expires-at-slot-end", "wheel placement"),
+    _shared("wrong-overflow-tick", "overflow"),
+    _shared("bucket-not-reoffered", "overflow"),
+    _shared("add-bucket-not-offered", "wheel placement"),
+    # ---- the drain: cascade order, current time, R11 -----------------------------------
+    _shared("poll-off-by-one", "drain"),
+    _shared("drain-collects-early", "cascade"),
+    _shared("no-r11-recheck", "R11 stale entries"),
+    _shared("current-time-not-advanced", "current time"),
+    _shared("idle-drain-keeps-current-time", "current time"),
+    _shared("idle-fast-path-skips-due-bucket", "drain"),
+    _shared("idle-advance-late", "current time"),
+    _shared("idle-drain-leaves-overflow", "overflow"),
+    _shared("wheel-advance-late", "current time"),
+    _new(
+        "current-time-after-hand-over",
+        "current time",
+        "The drain moves the current time to the drain reading after handing the tasks "
+        "over instead of before: a task that adds another due by the reading sees a stale "
+        "current time, so the new task is bucketed and runs a drain late (R2, R3).",
+        (
+            _TIMER,
+            "SystemTimer.advance_clock",
+            "            wheel.advance_clock(now)\n"
+            "            self._current_time = wheel.current_time\n",
+            "",
+        ),
+        (
+            _TIMER,
+            "SystemTimer.advance_clock",
+            "            handed_over = True\n        return handed_over",
+            "            handed_over = True\n        with lock:\n"
+            "            wheel.advance_clock(now)\n"
+            "            self._current_time = wheel.current_time\n        return handed_over",
+        ),
+    ),
+    _new(
+        "advance-result-counts-buckets",
+        "drain",
+        "advance_clock returns True when it dequeued a bucket, even if every entry in it "
+        "was cascaded or cancelled (Kafka's result, R8).",
+        (
+            _TIMER,
+            "SystemTimer.advance_clock",
+            "                bucket.expiration = NO_EXPIRATION\n",
+            "                bucket.expiration = NO_EXPIRATION\n                cascaded += 0\n"
+            "                self._dequeued = True\n",
+        ),
+        (
+            _TIMER,
+            "SystemTimer.advance_clock",
+            "        handed_over = False\n",
+            "        handed_over = bool(getattr(self, '_dequeued', False))\n"
+            "        self._dequeued = False\n",
+        ),
+    ),
+    # ---- counts, cancel, re-add, close, next_due_time --------------------------------
+    _shared("cancel-forgets-counter", "size"),
+    _shared("drain-forgets-counter", "size"),
+    _shared("add-forgets-counter", "size"),
+    _shared("bucket-remove-forgets-counter", "re-add"),
+    _shared("readd-keeps-old-entry", "re-add"),
+    _shared("next-due-is-bucket-expiration", "next_due_time"),
+    _new(
+        "close-forgets-tasks",
+        "close",
+        "close() drops the scheduled tasks from the count: a closed timer reports size 0 "
+        "(they are still scheduled, only never run: R12, R14).",
+        (
+            _TIMER,
+            "SystemTimer.close",
+            "            self._closed = True\n",
+            "            self._closed = True\n            self._counter.value = 0\n",
+        ),
+    ),
+    _new(
+        "closed-advance-skips-argument-check",
+        "error precedence",
+        "advance_clock on a closed timer returns False before checking its argument: a "
+        "negative timeout is not a ValueError there (R8, R14).",
+        (
+            _TIMER,
+            "SystemTimer.advance_clock",
+            "        timeout = (",
+            "        if self._closed:\n            return False\n        timeout = (",
+        ),
+    ),
+    # ---- the purgatory: purge, estimate, errors, abandon -----------------------------
+    _shared("purge-not-strict", "purge threshold"),
+    _shared("purge-skips-estimate-reset", "purge reset"),
+    _shared("estimate-per-key", "estimate arithmetic"),
+    _new(
+        "estimate-counts-first-try",
+        "estimate arithmetic",
+        "The purge estimate is counted even for an operation that completes on its first "
+        "try, before it is watched (R22, R30).",
+        (
+            _PURGATORY,
+            "DelayedOperationPurgatory._submit",
+            "                if operation.try_complete():\n                    return True\n"
+            "                operation._watch_keys = keys",
+            "                if operation.try_complete():\n"
+            "                    with self._counters_lock:\n"
+            "                        self._estimated_total_operations += 1\n"
+            "                    return True\n                operation._watch_keys = keys",
+        ),
+    ),
+    _new(
+        "abandon-uncounts-estimate",
+        "abandon",
+        "abandon takes the operation out of the purge estimate (it must stay: the estimate "
+        "only drops at a purge, R30, R40).",
+        (
+            _PURGATORY,
+            "DelayedOperationPurgatory.abandon",
+            "                self._unwatch_keys(operation, keys)\n",
+            "                self._unwatch_keys(operation, keys)\n"
+            "            self._estimated_total_operations -= 1\n",
+        ),
+    ),
+    _shared("abandon-keeps-watch", "abandon"),
+    _new(
+        "cancel-is-not-abandon",
+        "abandon",
+        "cancel() on a submitted operation only cancels its timer entry (Kafka's cancel): "
+        "it stays in its watcher lists (R40).",
+        (
+            _OPERATION,
+            "DelayedOperation.cancel",
+            "        owner.abandon(self)",
+            "        TimerTask.cancel(self)",
+        ),
+    ),
+    _new(
+        "shutdown-checked-before-keys",
+        "error precedence",
+        "try_complete_else_watch checks for a shut-down purgatory before it checks the "
+        "keys: an empty key list after shutdown is a RuntimeError, not a ValueError (R36, "
+        "R32).",
+        (
+            _PURGATORY,
+            "DelayedOperationPurgatory.try_complete_else_watch",
+            "        keys = _watch_keys(watch_keys)\n        if self._is_shut_down:\n"
+            '            raise RuntimeError(f"purgatory {self._name!r} is shut down")\n',
+            "        if self._is_shut_down:\n"
+            '            raise RuntimeError(f"purgatory {self._name!r} is shut down")\n'
+            "        keys = _watch_keys(watch_keys)\n",
+        ),
+    ),
+    _new(
+        "resubmission-checked-before-shutdown",
+        "error precedence",
+        "try_complete_else_watch refuses a resubmission before it checks for shutdown: a "
+        "resubmission after shutdown is a ValueError, not a RuntimeError (R32, R34).",
+        (
+            _PURGATORY,
+            "DelayedOperationPurgatory.try_complete_else_watch",
+            "        keys = _watch_keys(watch_keys)\n",
+            "        keys = _watch_keys(watch_keys)\n"
+            "        if operation._owner is not None:\n"
+            '            raise ValueError(f"operation {operation!r} was already submitted")\n',
+        ),
+    ),
+    _new(
+        "shut-down-advance-skips-argument-check",
+        "error precedence",
+        "The purgatory's advance_clock after shutdown raises RuntimeError before checking "
+        "its argument: a negative timeout is not a ValueError there (R35, R32).",
+        (
+            _PURGATORY,
+            "DelayedOperationPurgatory.advance_clock",
+            '        require_at_least("timeout_ms", timeout_ms, 0)\n'
+            "        if self._is_shut_down:\n"
+            '            raise RuntimeError(f"purgatory {self._name!r} is shut down")\n',
+            "        if self._is_shut_down:\n"
+            '            raise RuntimeError(f"purgatory {self._name!r} is shut down")\n'
+            '        require_at_least("timeout_ms", timeout_ms, 0)\n',
+        ),
+    ),
+    _shared("check-counts-completed", "check_and_complete"),
+    _shared("cancel-for-key-keeps-timer", "cancel_for_key"),
+    _new(
+        "cancel-for-key-reversed",
+        "cancel_for_key",
+        "cancel_for_key returns the operations newest first instead of in watch order (R29).",
+        (
+            _PURGATORY,
+            "DelayedOperationPurgatory.cancel_for_key",
+            "            operations = list(watchers.ops.values())\n",
+            "            operations = list(watchers.ops.values())[::-1]\n",
+        ),
+    ),
+    _shared("force-complete-keeps-timer", "force_complete"),
+    _shared("unwatch-forgets-count", "watched"),
+    _shared("nonempty-list-dropped", "watched_keys"),
+    _shared("timer-enabled-ignored", "timer_enabled"),
+)
+"""The catalogue, grouped by area; names are unique."""
+
+
+def port_bug(name: str) -> PortBug:
+    """The bug with this name; ``KeyError`` naming the known ones otherwise."""
+    for bug in PORT_BUGS:
+        if bug.name == name:
+            return bug
+    raise KeyError(f"unknown port bug {name!r}; known: {[bug.name for bug in PORT_BUGS]}")
+
+
+@contextmanager
+def planted(bug: PortBug) -> Iterator[None]:
+    """Apply every edit of ``bug`` for the ``with`` block (edits of one function are
+    combined into one replacement, so a function may carry several)."""
+    with ExitStack() as stack:
+        by_target: dict[tuple[str, str], list[Mutant]] = {}
+        for edit in bug.edits:
+            by_target.setdefault((edit.module, edit.target), []).append(edit)
+        for edits in by_target.values():
+            stack.enter_context(applied(_combined(edits)))
+        yield
+
+
+def _combined(edits: list[Mutant]) -> Mutant:
+    """One mutant for several edits of one function: the first edit's fragment widened to
+    the whole function's source, with every edit applied to it."""
+    if len(edits) == 1:
+        return edits[0]
+    from tests.mutants.catalog import mutated_source
+
+    source, _ = mutated_source(edits[0])
+    new = source
+    for edit in edits:
+        if new.count(edit.old) != 1:
+            raise ValueError(f"{edit.name}: fragment {edit.old!r} does not occur once")
+        new = new.replace(edit.old, edit.new)
+    return Mutant(edits[0].name, edits[0].module, edits[0].target, source, new, "")

@@ -1,0 +1,412 @@
+"""A sequential model of the purgatory's observable lifecycle, written from docs/spec.md alone.
+
+It imports nothing from kpurgatory: no timer, no purgatory, not even the spec's arithmetic
+(``test_lifecycle_model.py`` checks that with ``ast``). So a bug that the reference and
+the optimized implementations share, in code they repeat (submission rollback, sweeps,
+abandon), shows as a difference from this model, which the equivalence machines cannot
+see. Each public call is one method here, written as the rules state it; user code (an
+operation's callbacks) is simulated by ``Op.faults``, a script of what its n-th call does.
+
+State is spec-level only: per operation, whether it is submitted, its keys, its due time
+while it is in the timer, its outcome and its callback counts; per purgatory, the watcher
+lists, the purge estimate and whether it is shut down; per timer, the clock reading and
+the current time (R1-R3). A call that fails raises ``CallError`` with the labels of what the
+implementation must raise, in order (R53).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+KNOCK = "knock"
+"""A fault-script action: the callback knocks (``maybe_try_complete`` from elsewhere, R20)."""
+
+EXCEPTION = "Exception"
+"""The label of an ordinary ``Exception`` raised by user code; other labels name
+``BaseException`` classes (``KeyboardInterrupt``, ``SystemExit``, ``CancelledError``)."""
+
+CANCEL = "cancel"
+"""A fault-script action for try_complete: the operation cancels itself (R40, R56)."""
+
+SHUTDOWN = "shutdown"
+"""A fault-script action for try_complete: it shuts the purgatory down (R32, R38)."""
+
+CALLBACKS = ("try_complete", "on_complete", "on_expiration")
+
+
+class CallError(Exception):
+    """A model call failed: ``errors`` are the labels of what the call raises, in the order
+    raised (one: raised as is; several: a group, R53). ``ordered`` is False when the
+    spec leaves their order open (hand-overs with the same due time, R6)."""
+
+    def __init__(self, errors: list[str], ordered: bool = True) -> None:
+        super().__init__(errors)
+        self.errors = errors
+        self.ordered = ordered
+
+
+@dataclass
+class Op:
+    """One operation as the spec sees it."""
+
+    name: str
+    delay_ms: int
+    faults: dict[tuple[str, int], str] = field(default_factory=dict)
+    ready: bool = False
+    submitted: bool = False
+    keys: tuple[str, ...] = ()
+    due: int | None = None
+    finished: bool = False
+    """The completed flag of R16 (also set by abandon, R40): nothing may complete it."""
+    outcome: str | None = None
+    """None while pending, else "completed", "expired" or "abandoned"."""
+    pending_flag: bool = False
+    unfinished: bool = False
+    """Counted among the purgatory's unfinished operations (R61)."""
+    calls: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def is_completed(self) -> bool:
+        return self.finished and self.outcome != "abandoned"
+
+    @property
+    def is_abandoned(self) -> bool:
+        return self.outcome == "abandoned"
+
+
+class LifecycleModel:
+    """One purgatory with its own timer on a manual clock and an inline executor."""
+
+    def __init__(self, tick_ms: int, purge_interval: int, timer_enabled: bool) -> None:
+        self.tick_ms = tick_ms
+        self.purge_interval = purge_interval
+        self.timer_enabled = timer_enabled
+        self.now = 0
+        self.current = 0
+        self.watchers: dict[str, list[Op]] = {}
+        self.estimate = 0
+        self.num_purged = 0
+        self.unfinished = 0
+        self.shut_down = False
+        self.ops: dict[str, Op] = {}
+
+    # -- what can be observed ----------------------------------------------------------
+
+    @property
+    def watched(self) -> int:
+        """R27: (key, operation) pairs, completed ones included."""
+        return sum(len(ops) for ops in self.watchers.values())
+
+    @property
+    def watched_keys(self) -> int:
+        """R26: keys with a (non-empty) watcher list."""
+        return len(self.watchers)
+
+    @property
+    def num_delayed(self) -> int:
+        """R28/R12: operations scheduled in the timer."""
+        return sum(1 for op in self.ops.values() if op.due is not None)
+
+    def new_op(self, name: str, delay_ms: int, faults: dict[tuple[str, int], str]) -> Op:
+        op = self.ops[name] = Op(name, delay_ms, dict(faults))
+        return op
+
+    # -- user code -----------------------------------------------------------------------
+
+    def _user(self, op: Op, callback: str) -> None:
+        """The next call of ``op``'s ``callback``: counted, then it knocks or raises as scripted."""
+        op.calls[callback] += 1
+        self._act(op, op.faults.get((callback, op.calls[callback])))
+
+    def _act(self, op: Op, action: str | None) -> None:
+        """What scripted user code does: nothing, knock, cancel, shut down, or raise."""
+        if action == KNOCK:
+            self._knock(op)
+        elif action == CANCEL:
+            self.abandon(op, via_cancel=True)
+        elif action == SHUTDOWN:
+            self.shutdown()
+        elif action is not None:
+            raise CallError([action])
+
+    def _knock(self, op: Op) -> None:
+        """R20 with the lock held elsewhere: the knocker sets the pending flag and leaves
+        the attempt to the holder (the first knocker retries once and finds it held)."""
+        op.pending_flag = True
+
+    def _try_complete(self, op: Op) -> bool:
+        """The user's condition check: completes iff ready (``force_complete``)."""
+        self._user(op, "try_complete")
+        return op.ready and self.force_complete(op)
+
+    # -- operations (R16-R20) ----------------------------------------------------------------
+
+    def force_complete(self, op: Op, outcome: str = "completed") -> bool:
+        """R16: the one winner sets the flag, leaves the timer, then runs on_complete
+        (which may raise: the operation stays completed)."""
+        if op.finished:
+            return False
+        op.finished, op.outcome, op.due = True, outcome, None
+        self._let_go(op)
+        self._user(op, "on_complete")
+        return True
+
+    def _expire(self, op: Op) -> None:
+        """R17: the timer's callback; on_expiration only if expiry won."""
+        if self.force_complete(op, "expired"):
+            self._user(op, "on_expiration")
+
+    def safe_try_complete(self, op: Op, *, submitted_only: bool = True) -> bool:
+        """R18 with R41: clear the pending flag, try; retry while a knock came meanwhile.
+        The purgatory's paths also skip an operation no longer submitted here (R38)."""
+        while True:
+            if op.finished or (submitted_only and not op.submitted):
+                return False
+            op.pending_flag = False
+            if self._try_complete(op):
+                return True
+            if not op.pending_flag:
+                return False
+
+    def safe_try_complete_or_else(self, op: Op, action: str | None) -> bool:
+        """R19 with R41: try; else run ``f`` (which may knock or raise) and try again; a
+        knock that came meanwhile gets its attempt after the lock is released."""
+        op.pending_flag = False
+        if self._try_complete(op):
+            return True
+        self._act(op, action)  # f
+        if self._try_complete(op):
+            return True
+        return op.pending_flag and self.safe_try_complete(op, submitted_only=False)
+
+    def maybe_try_complete(self, op: Op) -> bool:
+        """R20 with the lock free: take it, try, go round again if someone knocked."""
+        while True:
+            op.pending_flag = False
+            done = self._try_complete(op)
+            if op.finished or not op.pending_flag:
+                return done
+
+    # -- timer (R1-R13) --------------------------------------------------------------------
+
+    def _round_down(self, ms: int) -> int:
+        return ms - ms % self.tick_ms  # Python's % floors: R1 for negative readings too
+
+    def _hand_over(self, op: Op) -> None:
+        """R13/R52: run the expiry; an Exception is logged and swallowed, anything else
+        goes on to the caller."""
+        try:
+            self._expire(op)
+        except CallError as failed:
+            kept = [label for label in failed.errors if label != EXCEPTION]
+            if kept:
+                raise CallError(kept) from None
+
+    def _timer_add(self, op: Op, clock_fails: str | None, executor_fails: str | None) -> None:
+        """R1/R3: schedule at round_down(now + delay), or hand over within the add."""
+        if self.shut_down:
+            raise CallError(["RuntimeError"])  # R38: closed by a shutdown during the call
+        if clock_fails is not None:
+            raise CallError([clock_fails])
+        due = self._round_down(self.now + op.delay_ms)
+        if due > self.current:
+            op.due = due
+            return
+        if executor_fails is not None:
+            raise CallError([executor_fails])
+        self._hand_over(op)
+
+    # -- purgatory (R22-R41, R52-R56) ------------------------------------------------------
+
+    def _unwatch(self, key: str, op: Op) -> None:
+        ops = self.watchers.get(key)
+        if ops is not None and op in ops:
+            ops.remove(op)
+            if not ops:
+                del self.watchers[key]
+
+    def _roll_back(self, op: Op, watched: list[str], counted: bool) -> None:
+        """R38/R54: unwatch, lower the estimate, no timer entry, release the claim."""
+        for key in watched:
+            self._unwatch(key, op)
+        self.estimate -= counted
+        op.due, op.submitted, op.keys = None, False, ()
+        self._let_go(op)
+
+    def _let_go(self, op: Op) -> None:
+        """R61: an operation counted as unfinished finished or was rolled back; when none
+        is left, every finished operation is unlinked at once, as a purge does (R30)."""
+        if not op.unfinished:
+            return
+        op.unfinished = False
+        self.unfinished -= 1
+        if not self.unfinished:
+            self.estimate = self.num_delayed
+            self._unlink_finished()
+
+    def submit(
+        self,
+        op: Op,
+        keys: list[str],
+        *,
+        lock_fails: str | None = None,
+        clock_fails: str | None = None,
+        executor_fails: str | None = None,
+    ) -> bool:
+        """``try_complete_else_watch``: R22 under the lock, R38/R54 rollback, R41 retry."""
+        if self.shut_down:
+            raise CallError(["RuntimeError"])  # R32
+        if op.submitted:
+            raise CallError(["ValueError"])  # R34
+        if lock_fails is not None:
+            raise CallError([lock_fails])  # R54: before anything changed
+        op.submitted = True
+        watched: list[str] = []
+        counted = False
+        try:
+            op.pending_flag = False
+            if self._try_complete(op):
+                return True
+            if not op.finished:  # R61: it reached the watching step unfinished
+                op.unfinished = True
+                self.unfinished += 1
+            op.keys = tuple(dict.fromkeys(keys))  # R24: distinct, first-occurrence order
+            for key in op.keys:
+                if op.finished:
+                    break  # KAFKA-18027
+                self.watchers.setdefault(key, []).append(op)
+                watched.append(key)
+            self.estimate += 1
+            counted = True
+            if self._try_complete(op):
+                return True
+            if self.timer_enabled and not op.finished:
+                self._timer_add(op, clock_fails, executor_fails)
+        except CallError:
+            if not op.finished:
+                self._roll_back(op, watched, counted)
+            raise
+        if not op.pending_flag:
+            return False
+        try:  # R41: the attempt a knocker left; part of the submission (R54)
+            return self.safe_try_complete(op)
+        except CallError:
+            if not op.finished and op.submitted:
+                self._roll_back(op, watched, counted)
+            raise
+
+    def check_and_complete(self, key: str, *, lock_fails: dict[str, str] | None = None) -> int:
+        """R25/R26 with R53: try every operation on ``key`` in watch order, then raise."""
+        lock_fails = lock_fails or {}
+        completed = 0
+        errors: list[str] = []
+        for op in list(self.watchers.get(key, ())):
+            try:
+                if op.finished:
+                    self._unwatch(key, op)
+                    continue
+                if op.name in lock_fails:
+                    raise CallError([lock_fails[op.name]])
+                if self.safe_try_complete(op):
+                    completed += 1
+                    self._unwatch(key, op)
+            except CallError as failed:
+                errors += failed.errors
+                if op.finished:  # its on_complete raised: unlinked like any completed one
+                    self._unwatch(key, op)
+        if errors:
+            raise CallError(errors)
+        return completed
+
+    def cancel_for_key(self, key: str, *, knocked: frozenset[str] = frozenset()) -> list[str]:
+        """R29 with R55: drop the list, cancel each timer entry under the operation's lock;
+        a knock that came while that lock was held is honoured afterwards (R53 sweep)."""
+        ops = self.watchers.pop(key, [])
+        errors: list[str] = []
+        for op in ops:
+            if op.name in knocked:
+                self._knock(op)
+            op.due = None
+            try:
+                if op.pending_flag and not op.finished and op.submitted:
+                    self.safe_try_complete(op)
+            except CallError as failed:
+                errors += failed.errors
+        if errors:
+            raise CallError(errors)
+        return [op.name for op in ops]
+
+    def abandon(self, op: Op, *, via_cancel: bool = False, lock_fails: str | None = None) -> bool:
+        """R40 (``purgatory.abandon``) and R56 (``op.cancel()``)."""
+        if not op.submitted:
+            if via_cancel:
+                op.due = None  # the plain task cancel (R9): never raises
+                return False
+            raise CallError(["ValueError"])
+        if lock_fails is not None:
+            raise CallError([lock_fails])
+        if op.finished:
+            return False
+        op.finished, op.outcome, op.due = True, "abandoned", None
+        for key in op.keys:
+            self._unwatch(key, op)
+        self._let_go(op)
+        return True
+
+    def advance_clock(
+        self,
+        timeout_ms: int,
+        *,
+        wait_fails: str | None = None,
+        executor_fails: dict[str, str] | None = None,
+    ) -> None:
+        """R7/R2/R4-R6 then R30: let time pass, hand over what is due (R53: every task,
+        then raise), move the current time, purge if due."""
+        if self.shut_down:
+            raise CallError(["RuntimeError"])
+        if wait_fails is not None:
+            raise CallError([wait_fails])  # R54: the clock did not move
+        executor_fails = executor_fails or {}
+        self.now += timeout_ms
+        due = sorted(
+            (op for op in self.ops.values() if op.due is not None and op.due <= self.now),
+            key=lambda op: op.due or 0,
+        )
+        for op in due:
+            op.due = None
+        self.current = max(self.current, self._round_down(self.now))
+        errors: list[str] = []
+        for op in due:
+            if op.name in executor_fails:
+                errors.append(executor_fails[op.name])  # left the schedule, never ran
+                continue
+            try:
+                self._hand_over(op)
+            except CallError as failed:
+                errors += failed.errors
+        if errors:
+            raise CallError(errors, ordered=False)  # same-due order is open (R6)
+        self._purge_if_due()
+
+    def _purge_if_due(self) -> None:
+        """R30: if estimate - num_delayed > purge_interval, reset it and unlink the finished."""
+        delayed = self.num_delayed
+        if self.estimate - delayed <= self.purge_interval:
+            return
+        self.estimate = delayed
+        self._unlink_finished()
+
+    def _unlink_finished(self) -> None:
+        """Unlink every finished operation, dropping emptied lists; count them (R30, R61)."""
+        for key in list(self.watchers):
+            pending = [op for op in self.watchers[key] if not op.finished]
+            self.num_purged += len(self.watchers[key]) - len(pending)
+            if pending:
+                self.watchers[key] = pending
+            else:
+                del self.watchers[key]
+
+    def shutdown(self) -> None:
+        """R32: idempotent; nothing completes or expires; later submissions and advances fail."""
+        self.shut_down = True

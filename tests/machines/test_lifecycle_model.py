@@ -1,0 +1,91 @@
+"""The lifecycle machine with fault injection, on each implementation (R22-R41, R52-R56).
+
+``tests.machines.fault_machine`` drives one implementation against
+``tests.machines.lifecycle_model``, a model that shares no code with either
+implementation: so a bug both implementations share shows here, where the equivalence
+machines cannot see it. Runs under the active Hypothesis profile (``make slow`` and
+``make deep`` run it longer).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.machines.fault_machine import make_lifecycle_machine
+from tests.support import implementation_names, load
+
+MODEL = Path(__file__).with_name("lifecycle_model.py")
+
+
+def test_model_imports_nothing_from_kpurgatory() -> None:
+    """The model is independent: no import of kpurgatory at all (nor a relative one)."""
+    tree = ast.parse(MODEL.read_text())
+    imported: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import in the model"
+            imported.append(node.module or "")
+    assert imported, "the model's imports were not found"
+    assert not [name for name in imported if name.split(".")[0] in {"kpurgatory", "tests"}], (
+        imported
+    )
+
+
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r52_r53_r54_lifecycle_with_failing_user_code_matches_the_model(impl_name: str) -> None:
+    """R22-R41, R52-R56: results, errors (one as is, several as a group), outcomes,
+    callbacks and counters match the model on every step with faults injected."""
+    machine = make_lifecycle_machine(load(impl_name), leave_out_open=True)
+    run_state_machine_as_test(machine, settings=settings())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 40 s of CPU per implementation; the machine is shared
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r52_r53_r54_lifecycle_model_deeper(impl_name: str) -> None:
+    """The same machine, 500 examples of 100 steps (``make slow``)."""
+    machine = make_lifecycle_machine(load(impl_name), leave_out_open=True)
+    deeper = settings(settings(), max_examples=500, stateful_step_count=100)
+    run_state_machine_as_test(machine, settings=deeper)
+
+
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r54_submission_whose_lock_fails_to_acquire_keeps_no_claim(impl_name: str) -> None:
+    """R54: the lock's acquire raises before the submission changed anything, so the
+    call leaves no trace and the operation may be submitted again (the machine's
+    shortest failing run with the lock fault site, replayed)."""
+    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
+    name = machine.create(10, {})
+    machine.submit(name, ["a"], "lock", "Exception")
+    machine.submit(name, ["a"], None, "Exception")
+    machine.same_state()
+
+
+@pytest.mark.parametrize("impl_name", implementation_names())
+@pytest.mark.parametrize("early", ["completed before submission", "cancelled by its first try"])
+def test_r61_operation_finished_before_watching_does_not_hold_finished_ones(
+    impl_name: str, early: str
+) -> None:
+    """R61: only an operation that reaches the watching step unfinished counts; when the
+    last one that did finishes, every finished operation is let go (watched drops to 0)."""
+    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
+    if early == "completed before submission":
+        first = machine.create(10, {})
+        machine.force_complete(first)
+    else:
+        first = machine.create(10, {("try_complete", 1): "cancel"})
+    machine.submit(first, ["a"], None, "Exception")
+    second = machine.create(10, {})
+    machine.submit(second, ["a"], None, "Exception")
+    machine.force_complete(second)
+    machine.same_state()
