@@ -168,14 +168,14 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> None:
             print(f"\n{build} build: {old['commit']} (old) against {new['commit']} (new)")
             command = [sys.executable, "-m", "pyperf", "compare_to", *map(str, files), "--table"]
             subprocess.run(command, check=False)
-            plateaus = (run["builds"][build]["enqueue"]["plateau"] for run in (old, new))
-            for case, designs in zip(*plateaus, strict=False):
-                for design in designs:
-                    before = old["builds"][build]["enqueue"]["plateau"][case][design]["plateau"]
-                    after = new["builds"][build]["enqueue"]["plateau"][case][design]["plateau"]
+            before, after = (run["builds"][build]["enqueue"]["plateau"] for run in (old, new))
+            for case in [case for case in after if case in before]:
+                for design, figure in after[case].items():
+                    was = before[case][design]["plateau"]
                     print(
-                        f"enqueue plateau {case} {design}: {before:,.0f}/s -> {after:,.0f}/s "
-                        f"({after / before - 1:+.0%}; one sweep each, no significance test)"
+                        f"enqueue plateau {case} {design}: {was:,.0f}/s -> "
+                        f"{figure['plateau']:,.0f}/s ({figure['plateau'] / was - 1:+.0%}; "
+                        "one sweep each, no significance test)"
                     )
 
 

@@ -359,7 +359,7 @@ def sweep(plan: Sweep, seed: int, say: Callable[[str], None] = print) -> dict[st
                     continue
                 say(f"enqueue {case.name} {design} target {rate:,.0f}/s ({num:,} requests)")
                 impl = importlib.import_module(DESIGNS[design])
-                point = {"design": design, "requested_rate": rate}
+                point: dict[str, Any] = {"design": design, "requested_rate": rate}
                 point.update(run_point(impl, case, workload, max_seconds=plan.max_seconds))
                 points.append(point)
                 grew = point["achieved_rate"] > PLATEAU_GROWTH * best[design]

@@ -68,7 +68,7 @@ class SystemTimer(_timer.SystemTimer):
             self._wake_requested = False
             if self._closed:
                 return False
-            due = []
+            due: list[Any] = []
             while self._heap and self._heap[0][0] <= now and (limit is None or len(due) < limit):
                 entry = heapq.heappop(self._heap)[2]
                 if entry in self._pending:  # live: a cancelled entry has left _pending

@@ -186,10 +186,10 @@ def add_cancel_time(loops: int, design: str, pending: int, seed: int) -> float:
         return time.process_time() - started
     if design == "bare-heap":
         call_at, cancel, run_due = state.call_at, state.cancel, state.run_due
-        task = _Job()
+        job = _Job()
         started = time.process_time()
         for index in range(loops):
-            cancel(call_at(delays[index % POOL], task))
+            cancel(call_at(delays[index % POOL], job))
             if index % BATCH == 0:
                 run_due(0, _noop)  # nothing is due: applies the rebuild rule, as a drain would
         elapsed = time.process_time() - started
