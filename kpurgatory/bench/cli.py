@@ -212,19 +212,37 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+DESCRIPTION = """\
+What kpurgatory costs on this machine, against what you would use instead: timer
+add+cancel against asyncio's call_at and a heapq timer, the full lifecycle of many
+timers and their memory, long-poll CPU against plain asyncio, and the enqueue plateau
+of Kafka's purgatory benchmark against Kafka 0.8's design. Prints a table per question.
+
+--quick (default, under a minute) is a smoke run at small sizes; --reduced answers
+every question at reduced sizes; --full is the recorded measurement. --compiled-python
+runs everything again in a mypyc build. Nothing is written without --out DIR.
+
+examples:
+  kpurgatory bench
+  kpurgatory bench --full --out docs/perf --report docs/performance.md \\
+      --compiled-python build/compiled/venv/bin/python
+  kpurgatory bench --quick --compare-to docs/perf/results.json
+"""
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``kpurgatory bench``."""
     parser = subparsers.add_parser(
         "bench",
         help="what kpurgatory costs here against asyncio, heapq and Kafka 0.8's design",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     mode = parser.add_mutually_exclusive_group()
     for name, text in (
         ("quick", "smoke run at small sizes, under a minute (default)"),
         ("reduced", "every question at reduced sizes and repetitions"),
-        ("full", "the recorded measurement (about 30 minutes with both builds)"),
+        ("full", "the recorded measurement (make bench; run it on a quiet machine)"),
     ):
         mode.add_argument(f"--{name}", dest="mode", action="store_const", const=name, help=text)
     parser.set_defaults(mode="quick", func=_run, parser=parser)
