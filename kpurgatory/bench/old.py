@@ -25,6 +25,7 @@ from kpurgatory.reference import purgatory as _purgatory
 from kpurgatory.reference import timer as _timer
 from kpurgatory.reference.operation import DelayedOperation
 from kpurgatory.reference.timer import TimerTask
+from kpurgatory.spec.arithmetic import due_time, expiration_ms
 
 __all__ = ["DelayedOperation", "DelayedOperationPurgatory", "SystemTimer", "TimerTask"]
 
@@ -48,12 +49,26 @@ class SystemTimer(_timer.SystemTimer):
         return len(self._heap)
 
     def add(self, task: TimerTask) -> None:
-        """The reference ``add``, and the new entry pushed on the heap."""
+        """The reference ``add`` (R1, R3, R10) on the heap; like Java's ``DelayQueue.offer``
+        it wakes the reaper only when the new entry is the earliest (the reference wakes
+        it at every add)."""
+        if not isinstance(task, TimerTask):
+            raise TypeError(f"task must be a reference TimerTask, not {type(task).__name__}")
         with _timer._STATE_LOCK:
-            super().add(task)
-            entry = task._entry
-            if entry is not None and entry.timer is self:
-                heapq.heappush(self._heap, (entry.due, next(_sequence), entry))
+            if self._closed:
+                raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
+            due = due_time(expiration_ms(self._clock.now_ms(), task.delay_ms), self._tick_ms)
+            if task._entry is not None:
+                task._unschedule()
+            if due > self._current_time:
+                entry = task._entry = _timer._Entry(self, task, due)
+                self._pending[entry] = None
+                item = (due, next(_sequence), entry)
+                heapq.heappush(self._heap, item)
+                if self._heap[0] is item:
+                    self._condition.notify_all()
+                return
+        self._hand_over(task)
 
     def advance_clock(self, timeout_ms: int) -> bool:
         """Wait up to ``timeout_ms``, then hand over every due operation."""

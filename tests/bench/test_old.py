@@ -133,3 +133,23 @@ def test_old_timer_checks_its_timeout_r35() -> None:
     """advance_clock names the bad argument, as the reference does."""
     with _timer(old, ManualClock(0)) as timer, pytest.raises(ValueError, match="timeout_ms"):
         timer.advance_clock(-1)
+
+
+def test_old_wakes_the_reaper_only_for_a_new_earliest_entry() -> None:
+    """Java's DelayQueue.offer signals only when the new entry is the head."""
+    import threading
+
+    class CountingCondition(threading.Condition):
+        notified = 0
+
+        def notify_all(self) -> None:
+            CountingCondition.notified += 1
+            super().notify_all()
+
+    clock = ManualClock(0)
+    with _timer(old, clock) as timer:
+        timer._condition = CountingCondition(timer._condition._lock)
+        recorder = Recorder(clock)
+        for delay in (50, 60, 40, 70, 40):
+            timer.add(task_class(old)(delay, f"t{delay}", recorder))
+        assert CountingCondition.notified == 2  # 50 (first head), then 40
