@@ -21,9 +21,9 @@ import itertools
 from typing import Any
 
 from kpurgatory._checks import require_at_least
+from kpurgatory.reference import operation as _operation
 from kpurgatory.reference import purgatory as _purgatory
 from kpurgatory.reference import timer as _timer
-from kpurgatory.reference.operation import DelayedOperation
 from kpurgatory.reference.timer import TimerTask
 from kpurgatory.spec.arithmetic import due_time, expiration_ms
 
@@ -86,7 +86,7 @@ class SystemTimer(_timer.SystemTimer):
             due: list[Any] = []
             while self._heap and self._heap[0][0] <= now and (limit is None or len(due) < limit):
                 entry = heapq.heappop(self._heap)[2]
-                if entry in self._pending:  # live: a cancelled entry has left _pending
+                if entry.task._entry is entry:  # live: cancel and re-add unlink the entry
                     del self._pending[entry]
                     due.append(entry)
             self._current_time = max(self._current_time, now - now % self._tick_ms)
@@ -103,7 +103,7 @@ class SystemTimer(_timer.SystemTimer):
     def purge(self) -> None:
         """Drop every dead entry (0.8's ``purgeSatisfied`` over the queue)."""
         with _timer._STATE_LOCK:
-            self._heap = [item for item in self._heap if item[2] in self._pending]
+            self._heap = [item for item in self._heap if item[2].task._entry is item[2]]
             heapq.heapify(self._heap)
 
     def _next_due(self) -> int | None:
@@ -112,10 +112,23 @@ class SystemTimer(_timer.SystemTimer):
         return self._heap[0][0] if self._heap else None
 
 
+class DelayedOperation(_operation.DelayedOperation):
+    """The reference operation, read cheaply where 0.8's purges scan every operation.
+
+    ``_is_finished`` reads the completed flag's value directly (the reference calls its
+    ``get``): the watcher purge calls it once per watched operation, on every reaper
+    step, so the scan would otherwise be priced at twice the calls 0.8's loop made.
+    """
+
+    def _is_finished(self) -> bool:
+        return self._completed._value
+
+
 class DelayedOperationPurgatory(_purgatory.DelayedOperationPurgatory[Any]):
     """The reference purgatory with 0.8's purge check and reaper step."""
 
     _timer_type = SystemTimer
+    _operation_type = DelayedOperation
 
     def _purge_if_due(self) -> None:
         with self._lock:
