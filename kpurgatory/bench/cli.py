@@ -185,6 +185,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if (args.report or args.report_only) and args.out is None:
         args.parser.error("--report and --report-only need --out DIR")
+    if args.report_only and not (args.out / "results.json").is_file():
+        args.parser.error(f"--report-only: no results.json in {args.out}")
+    if args.compare_to is not None and not args.compare_to.is_file():
+        args.parser.error(f"--compare-to: no such file {args.compare_to}")
     if args.report_only:
         results = json.loads((args.out / "results.json").read_text(encoding="utf-8"))
     else:

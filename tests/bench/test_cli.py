@@ -62,6 +62,19 @@ def test_report_needs_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert list(tmp_path.iterdir()) == []
 
 
+def test_missing_files_are_usage_errors_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--report-only without results.json and --compare-to a missing file exit 2 at once."""
+    for argv, flag in (
+        (["--report-only", "--out", str(tmp_path)], "--report-only"),
+        (["--compare-to", str(tmp_path / "old.json")], "--compare-to"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["bench", *argv])
+        assert exit_info.value.code == 2 and flag in capsys.readouterr().err
+
+
 def test_compiled_python_must_be_a_compiled_build(monkeypatch: pytest.MonkeyPatch) -> None:
     """--compiled-python naming a pure interpreter stops the run with a clear message."""
     from kpurgatory.bench import cli
