@@ -67,10 +67,12 @@ COMPILED_PYTEST_ARGS ?=
 compiled-ci:
 	$(MAKE) compiled-test COMPILED_EXTRAS=$(EXTRAS)
 
-# The full benchmark run that makes docs/performance.md and docs/perf/ (pure and compiled
-# builds, about 30 minutes; run it on a quiet machine).
+# The full benchmark run that makes docs/performance.md and docs/perf/ from one run of
+# both builds (pure, then compiled; run it on a quiet machine). BENCH_MODE=reduced answers
+# every question at reduced sizes, in a fraction of the time.
+BENCH_MODE ?= full
 bench: $(STAMP) compiled-venv
-	$(PY) -m kpurgatory bench --full --out docs/perf --report docs/performance.md \
+	$(PY) -m kpurgatory bench --$(BENCH_MODE) --out docs/perf --report docs/performance.md \
 		--compiled-python $(COMPILED_DIR)/venv/bin/python
 
 compiled-venv:

@@ -1,77 +1,59 @@
-"""The proposal's enqueue benchmark: Kafka's TestPurgatoryPerformance, with Scala semantics.
+"""The proposal's enqueue benchmark (Kafka's TestPurgatoryPerformance), on a real clock.
 
-One *point* runs ``num`` requests against a fresh purgatory of one design
-(``DelayedOperationPurgatory("fake purgatory")``: reaper on, real clock, tick 1 ms,
-wheel 20, purge interval 1000), exactly as the Scala harness does:
+Custom code, because no benchmark runner does this: it is a throughput sweep against
+a real clock with several threads, where pyperf times a function in a loop. One
+*point* sends ``num`` requests to a fresh purgatory (reaper on, real clock, tick 1 ms,
+wheel 20, purge interval 1000) exactly as the Scala harness does: a generator thread
+draws exponential inter-arrival intervals at the target rate and log-normal completion
+latencies, sleeps until each request's arrival, creates a ``FakeOperation`` (timeout
+200 ms, 3 watch keys out of 100), hands it to a completion thread when its latency is
+below the timeout, and calls ``try_complete_else_watch``; the rest expire in the
+purgatory. The *achieved* rate is requests over the generator's real span; a point is
+saturated when it falls below 95 % of the target. The sweep raises the target rate
+until each design has saturated twice without climbing: its plateau. Designs:
+``optimized`` (the timing wheel) and ``old`` (Kafka 0.8's delay queue,
+``kpurgatory.bench.old``), on identical workloads, alternating at each point.
 
-- a generator thread draws an inter-arrival interval (exponential at the target rate,
-  truncated to whole ms with the remainder carried, as Kafka's ``IntervalSamples``) and
-  a completion latency (log-normal from its 50th and 75th percentiles, truncated to ms),
-  sleeps until the request's arrival time if that is in the future, creates a
-  ``FakeOperation`` (timeout 200 ms, ``completes_at = now + latency``), hands it to the
-  completion queue when ``latency < timeout``, and calls ``try_complete_else_watch``
-  with the same 3 keys (drawn once from a key space of 100);
-- a completion thread (Kafka's ``CompletionQueue``, a delay queue polled with a 100 ms
-  timeout) calls ``force_complete`` on each queued operation at its ``completes_at``;
-- the rest expire in the purgatory's timer; nobody calls ``check_and_complete``.
-
-Recorded per point: Kafka's *target* rate (requests over the planned arrival span),
-the *achieved* enqueue rate (requests over the generator's real span), elapsed time
-until every request completed or expired, process CPU time, peak RSS, and garbage
-collections. A design *saturates* when achieved < 95 % of target. Kafka drew from
-1,000,000 precomputed samples; here each point precomputes its own sequence from a seed
-(the same for every design at that point), so all designs see identical workloads.
-
-``replay`` runs the same workload single-threaded in virtual time (``ManualClock``):
-the CPU cost per request without sleeps or thread switches, used for profiling.
+``python -m kpurgatory.bench.enqueue --mode quick|reduced|full --out FILE`` runs the
+sweep in the interpreter it is started with (so in the build installed there).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import gc
 import heapq
+import importlib
 import itertools
+import json
 import math
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kpurgatory.bench.harness import DirectExecutor, GcTimer, JsonResult, PeakRss
-from kpurgatory.clock import ManualClock, MonotonicClock
+from kpurgatory.clock import MonotonicClock
 
-__all__ = [
-    "CASES",
-    "KEY_SPACE",
-    "NUM_KEYS",
-    "TIMEOUT_MS",
-    "EnqueueCase",
-    "EnqueuePoint",
-    "Workload",
-    "fake_operation_class",
-    "make_workload",
-    "replay",
-    "run_point",
-]
+__all__ = ["CASES", "DESIGNS", "SWEEPS", "Sweep", "make_workload", "run_point", "sweep"]
 
 TIMEOUT_MS = 200
-"""Every request's timeout (the operation's ``delay_ms``), as in the proposal."""
+"""Every request's timeout, as in the proposal."""
 
-NUM_KEYS = 3
-"""Watch keys per request (Kafka's ``--keys`` default)."""
-
-KEY_SPACE = 100
-"""Keys are drawn from ``fakeKey0 .. fakeKey99`` (Kafka's ``--key-space-size`` default)."""
+NUM_KEYS, KEY_SPACE = 3, 100
+"""Watch keys per request, drawn once from ``fakeKey0 .. fakeKey99`` (Kafka's defaults)."""
 
 SATURATION_FRACTION = 0.95
 """A point is saturated when achieved < this fraction of the target rate."""
 
 PCT75_Z = 0.674490
 """The 75th percentile of the standard normal distribution (Kafka's constant)."""
+
+DESIGNS: dict[str, str] = {"optimized": "kpurgatory.optimized", "old": "kpurgatory.bench.old"}
 
 
 @dataclass(frozen=True)
@@ -257,68 +239,22 @@ class CompletionQueue:
         self._thread.join()
 
 
-@dataclass
-class EnqueuePoint(JsonResult):
-    """The result of one point: one design, one case, one target rate."""
-
-    design: str
-    case: str
-    requested_rate: float
-    num: int
-    enqueued: int
-    target_rate: float
-    achieved_rate: float
-    enqueue_ms: float
-    elapsed_ms: float
-    cpu_s: float
-    rss_start_mb: float
-    rss_peak_mb: float
-    gc_collections: int
-    gc_s: float
-    expired: int
-    unfinished: int
-    truncated: bool
-    DERIVED = ("saturated",)
-
-    @property
-    def saturated(self) -> bool:
-        """Achieved below ``SATURATION_FRACTION`` of target, or stopped by the time budget."""
-        return self.truncated or self.achieved_rate < SATURATION_FRACTION * self.target_rate
-
-
 def run_point(
-    impl: ModuleType,
-    design: str,
-    case: EnqueueCase,
-    workload: Workload,
-    requested_rate: float,
-    *,
-    max_seconds: float,
-    drain_seconds: float = 30.0,
-    profiler: Any = None,
-) -> EnqueuePoint:
-    """Run one point on a real clock with real threads; return what it measured.
-
-    The generator stops early (``truncated``) once ``max_seconds`` have passed, so a
-    saturated design cannot stall a sweep. ``profiler`` (a pyinstrument ``Profiler``,
-    optional) is started and stopped inside the generator thread.
-    """
+    impl: ModuleType, case: EnqueueCase, workload: Workload, *, max_seconds: float
+) -> dict[str, Any]:
+    """One point on a real clock with real threads. The generator stops early
+    (``truncated``) after ``max_seconds``, so a saturated design cannot stall a sweep."""
     operation_class = fake_operation_class(impl)
     num = workload.num
     latch = Latch(num)
     gc.collect()
     purgatory = impl.DelayedOperationPurgatory("fake purgatory")
     completion = CompletionQueue()
-    keys = workload.keys
-    intervals = workload.intervals
-    latencies = workload.latencies
+    keys, intervals, latencies = workload.keys, workload.intervals, workload.latencies
     outcome: dict[str, float] = {}
 
     def generate() -> None:
-        if profiler is not None:
-            profiler.start()
-        start = _now_ms()
-        arrival = start
+        start = arrival = _now_ms()
         budget_end = time.monotonic() + max_seconds
         enqueued = 0
         try:
@@ -336,118 +272,124 @@ def run_point(
                 purgatory.try_complete_else_watch(operation, keys)
                 enqueued += 1
         finally:
-            outcome["end_ns"] = time.perf_counter_ns()
-            outcome["enqueued"] = enqueued
+            outcome.update(end_ns=time.perf_counter_ns(), enqueued=enqueued)
             outcome["planned_ms"] = max(arrival - start, 1)
-            if profiler is not None:
-                profiler.stop()
 
-    gc_timer = GcTimer()
-    with PeakRss() as rss, gc_timer.installed():
-        cpu_start = time.process_time()
-        start_ns = time.perf_counter_ns()
-        generator = threading.Thread(target=generate, name="generator")
-        generator.start()
-        generator.join()
-        enqueued = int(outcome["enqueued"])
-        truncated = enqueued < num
-        if truncated:
-            latch.set_count(enqueued, num - latch.remaining)
-        finished = latch.wait(drain_seconds)
-        done_ns = time.perf_counter_ns()
-        cpu_s = time.process_time() - cpu_start
+    cpu_start = time.process_time()
+    start_ns = time.perf_counter_ns()
+    generator = threading.Thread(target=generate, name="generator")
+    generator.start()
+    generator.join()
+    enqueued = int(outcome["enqueued"])
+    if enqueued < num:
+        latch.set_count(enqueued, num - latch.remaining)
+    finished = latch.wait(30.0)
+    cpu_s = time.process_time() - cpu_start
     completion.stop()
     purgatory.shutdown()
-    enqueue_ms = (outcome["end_ns"] - start_ns) / 1e6
-    return EnqueuePoint(
-        design=design,
-        case=case.name,
-        requested_rate=requested_rate,
-        num=num,
-        enqueued=enqueued,
-        target_rate=enqueued * 1000.0 / outcome["planned_ms"],
-        achieved_rate=enqueued * 1000.0 / max(enqueue_ms, 1e-3),
-        enqueue_ms=enqueue_ms,
-        elapsed_ms=(done_ns - start_ns) / 1e6,
-        cpu_s=cpu_s,
-        rss_start_mb=rss.start / 2**20,
-        rss_peak_mb=rss.peak / 2**20,
-        gc_collections=gc_timer.collections,
-        gc_s=gc_timer.seconds,
-        expired=latch.expired,
-        unfinished=0 if finished else latch.remaining,
-        truncated=truncated,
-    )
+    target = enqueued * 1000.0 / outcome["planned_ms"]
+    achieved = enqueued * 1000.0 / max((outcome["end_ns"] - start_ns) / 1e6, 1e-3)
+    return {
+        "case": case.name,
+        "enqueued": enqueued,
+        "target_rate": target,
+        "achieved_rate": achieved,
+        "cpu_us_per_request": cpu_s * 1e6 / max(enqueued, 1),
+        "expired": latch.expired,
+        "unfinished": 0 if finished else latch.remaining,
+        "saturated": enqueued < num or achieved < SATURATION_FRACTION * target,
+    }
 
 
-@dataclass
-class ReplayResult(JsonResult):
-    """One single-threaded virtual-time replay: requests and the CPU they took."""
+@dataclass(frozen=True)
+class Sweep:
+    """Target rates per case, seconds of requests per point, the generator's time cap."""
 
-    design: str
-    case: str
-    num: int
-    cpu_s: float
-    completed_early: int
-    expired: int
-    unfinished: int
-    DERIVED = ("requests_per_cpu_s",)
-
-    @property
-    def requests_per_cpu_s(self) -> float:
-        """Requests handled per CPU second (enqueue, completion and expiry included)."""
-        return self.num / max(self.cpu_s, 1e-9)
+    cases: tuple[str, ...]
+    rates: tuple[float, ...]
+    seconds_per_point: float
+    max_seconds: float
 
 
-def _complete_due(
-    purgatory: Any, pending: list[tuple[int, int, Any]], now: Callable[[], int], until: float
-) -> int:
-    """Force-complete the queued operations due by ``until``, earliest first, each once the
-    purgatory's clock has reached its ``completes_at``; return how many completed early."""
-    completed = 0
-    while pending and pending[0][0] <= until:
-        completes_at, _, operation = heapq.heappop(pending)
-        if completes_at > now():
-            purgatory.advance_clock(completes_at - now())
-        if operation.force_complete():
-            completed += 1
-    return completed
+SWEEPS: dict[str, Sweep] = {
+    "quick": Sweep(("high",), (2000.0,), 0.3, 3.0),
+    "reduced": Sweep(("high",), (2000.0, 5000.0, 10_000.0, 20_000.0, 40_000.0, 70_000.0), 1.0, 4.0),
+    "full": Sweep(
+        ("high", "low"),
+        (
+            1000.0,
+            2000.0,
+            3500.0,
+            5000.0,
+            7000.0,
+            10000.0,
+            14000.0,
+            20000.0,
+            28000.0,
+            40000.0,
+            55000.0,
+            70000.0,
+            105000.0,
+        ),
+        3.0,
+        8.0,
+    ),
+}
+"""The proposal's sweep; ``quick`` is a smoke run of the code path, not a measurement."""
+
+STALLED_POINTS, PLATEAU_GROWTH = 2, 1.1
+"""A design leaves the sweep after two saturated points in a row that did not raise its
+best achieved rate by more than 10 %: its plateau is measured."""
 
 
-def replay(impl: ModuleType, design: str, case: EnqueueCase, workload: Workload) -> ReplayResult:
-    """Run ``workload`` in one thread on a ``ManualClock``: the CPU cost of the same work.
+def sweep(plan: Sweep, seed: int, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every case of ``plan``, both designs alternating at each target rate; the points
+    and, per case and design, the plateau (highest achieved rate) and whether it
+    saturated (a plateau that never saturated is a lower bound)."""
+    points: list[dict[str, Any]] = []
+    for case in (CASES[key] for key in plan.cases):
+        stalled = dict.fromkeys(DESIGNS, 0)
+        best = dict.fromkeys(DESIGNS, 0.0)
+        for index, rate in enumerate(plan.rates):
+            num = max(300, int(rate * plan.seconds_per_point))
+            workload = make_workload(case, rate, num, seed + index)
+            order = list(DESIGNS)[index % 2 :] + list(DESIGNS)[: index % 2]
+            for design in order:
+                if stalled[design] >= STALLED_POINTS:
+                    continue
+                say(f"enqueue {case.name} {design} target {rate:,.0f}/s ({num:,} requests)")
+                impl = importlib.import_module(DESIGNS[design])
+                point: dict[str, Any] = {"design": design, "requested_rate": rate}
+                point.update(run_point(impl, case, workload, max_seconds=plan.max_seconds))
+                points.append(point)
+                grew = point["achieved_rate"] > PLATEAU_GROWTH * best[design]
+                stalled[design] = stalled[design] + 1 if point["saturated"] and not grew else 0
+                best[design] = max(best[design], point["achieved_rate"])
+    plateau = {
+        case.name: {
+            design: {
+                "plateau": max(p["achieved_rate"] for p in mine),
+                "saturated": any(p["saturated"] for p in mine),
+            }
+            for design in DESIGNS
+            if (mine := [p for p in points if p["design"] == design and p["case"] == case.name])
+        }
+        for case in (CASES[key] for key in plan.cases)
+    }
+    return {"points": points, "plateau": plateau}
 
-    Time moves only to the next event: a completion (``force_complete`` at its
-    ``completes_at``, after the timer has expired what was due before it) or the next
-    arrival, through the purgatory's ``advance_clock`` (timer drain plus purge check, as
-    one reaper step). Tasks run on a ``DirectExecutor``.
-    """
-    operation_class = fake_operation_class(impl)
-    clock = ManualClock(0)
-    timer = impl.SystemTimer("replay", clock=clock, executor=DirectExecutor())
-    purgatory = impl.DelayedOperationPurgatory("replay", timer=timer, reaper_enabled=False)
-    latch = Latch(workload.num)
-    pending: list[tuple[int, int, Any]] = []
-    keys = workload.keys
-    now = clock.now_ms
-    completed_early = 0
-    gc.collect()
-    cpu_start = time.process_time()
-    arrival = 0
-    for index in range(workload.num):
-        arrival += workload.intervals[index]
-        completed_early += _complete_due(purgatory, pending, now, arrival)
-        if arrival > now():
-            purgatory.advance_clock(arrival - now())
-        latency = workload.latencies[index]
-        operation = operation_class(TIMEOUT_MS, latency, latch, now)
-        if latency < TIMEOUT_MS:
-            heapq.heappush(pending, (operation.completes_at, index, operation))
-        purgatory.try_complete_else_watch(operation, keys)
-    completed_early += _complete_due(purgatory, pending, now, math.inf)
-    purgatory.advance_clock(TIMEOUT_MS + 1)
-    cpu_s = time.process_time() - cpu_start
-    purgatory.shutdown()
-    return ReplayResult(
-        design, case.name, workload.num, cpu_s, completed_early, latch.expired, latch.remaining
-    )
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kpurgatory.bench.enqueue --mode MODE --out FILE [--seed N]``."""
+    parser = argparse.ArgumentParser(prog="python -m kpurgatory.bench.enqueue")
+    parser.add_argument("--mode", choices=sorted(SWEEPS), default="quick")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=2015)
+    args = parser.parse_args(argv)
+    result = sweep(SWEEPS[args.mode], args.seed, lambda text: print(text, flush=True))
+    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,492 +1,163 @@
-"""docs/performance.md and the PNG plots, generated from the results JSON only.
+"""docs/performance.md and its charts, made from one run's results.json only.
 
-``write_plots`` draws achieved-vs-target enqueue rate per case (the proposal's plot),
-CPU against achieved rate, and per-operation timer cost against pending count.
-``render`` turns the results (one or more runs, plus the goals) into markdown; an
-optional hand-written analysis (docs/perf/analysis.md) is included verbatim, so the
-reading of the profiles stays next to the numbers it explains.
+The page holds what the CLI prints (a table per question) plus what belongs to the
+project rather than to a user's question: the goals it holds itself to, judged on this
+run, and a hand-written analysis (``analysis.md`` in the results folder) included
+verbatim between markers, so a test can check that it quotes only this run's figures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from pathlib import Path
 from typing import Any
 
-from kpurgatory.bench import aio
+from kpurgatory.bench.tables import Table, markdown, tables
 
-__all__ = ["render", "write_plots"]
+__all__ = ["ANALYSIS_END", "ANALYSIS_START", "goals", "render", "write_charts"]
 
-DESIGN_ORDER = ("optimized", "heap", "old", "reference")
+ANALYSIS_START, ANALYSIS_END = "<!-- analysis -->", "<!-- /analysis -->"
 
+_RATIO = re.compile(r"^(\d+\.\d+)")
 
-def _series_name(run: dict[str, Any], design: str) -> str:
-    build = run.get("build", "pure")
-    return f"{design} ({build})" if design == "optimized" else f"{design} [{build} run]"
-
-
-def _by_design(rows: Sequence[dict[str, Any]], design: str, x: str) -> list[dict[str, Any]]:
-    """The rows of ``design``, sorted by the field ``x`` (one plotted series)."""
-    return sorted((row for row in rows if row["design"] == design), key=lambda row: row[x])
-
-
-def _cpu_us_per_request(point: dict[str, Any]) -> float:
-    return float(point["cpu_s"] * 1e6 / max(point["enqueued"], 1))
-
-
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+GOALS: tuple[tuple[str, str, str, str, float, bool], ...] = (
+    ("Timer add+cancel", "optimized / asyncio", "pure", "<=", 0.6, False),
+    ("Timer add+cancel", "optimized / asyncio", "compiled", "<=", 0.2, False),
+    ("Full lifecycle", "optimized / bare heap", "pure", ">=", 1.5, True),
+    ("Full lifecycle", "optimized / bare heap", "compiled", ">=", 3.0, True),
+    ("Memory per pending task", "optimized / bare heap", "any", "<=", 0.6, True),
+    ("Long-poll", "aio / plain, total", "pure", "<=", 1.5, False),
+    ("Long-poll", "aio / plain, total", "compiled", "<=", 1.0, False),
+    ("The proposal", "optimized / old", "any", ">=", 5.0, False),
+)
+"""(table, column, build, comparison, bound, at the largest size only): the project's
+goals, each judged on every matching row of this run (the proposal measured about 4.2
+for optimized / old on the JVM)."""
 
 
-def _enqueue_plot(
-    runs: Sequence[dict[str, Any]], case: str, metric: str, ylabel: str, path: Path
-) -> Path:
-    """One case's enqueue points, ``metric`` (achieved rate or CPU) against target rate."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 5))
-    top = 0.0
-    for run in runs:
-        points = [p for p in run.get("enqueue", {}).get("points", []) if p["case"] == case]
-        for design in DESIGN_ORDER:
-            mine = _by_design(points, design, "target_rate")
-            if not mine:
-                continue
-            xs = [p["target_rate"] for p in mine]
-            if metric == "achieved_rate":
-                ys = [p["achieved_rate"] for p in mine]
-            else:
-                ys = [_cpu_us_per_request(p) for p in mine]
-            top = max(top, *xs)
-            ax.plot(xs, ys, marker="o", label=_series_name(run, design))
-    if metric == "achieved_rate" and top:
-        ax.plot([0, top], [0, top], color="grey", linestyle=":", label="target")
-    ax.set_xlabel("target rate (requests/s)")
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"Enqueue benchmark, {case} (timeout 200 ms, 3 keys of 100)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+def goals(answers: list[Table]) -> list[str]:
+    """Markdown lines: each goal, the ratios of this run it is judged on, met or not."""
+    lines = ["| goal | build | target | this run | verdict |", "|---|---|---|---|---|"]
+    for title, column, build, op, bound, largest_only in GOALS:
+        table = next(t for t in answers if t.title.startswith(title))
+        index = table.header.index(column)
+        rows = [row for row in table.rows if build in ("any", row[0])]
+        if largest_only:
+            for name in {row[0] for row in rows}:
+                largest = max(int(row[1].replace(",", "")) for row in rows if row[0] == name)
+                rows = [r for r in rows if r[0] != name or int(r[1].replace(",", "")) == largest]
+        values = [float(m.group(1)) for row in rows if (m := _RATIO.match(row[index]))]
+        met = all(v <= bound if op == "<=" else v >= bound for v in values)
+        verdict = "not measured" if not values else "met" if met else "NOT met"
+        sized = table.header[1] in ("pending", "tasks", "case")
+        shown = "; ".join(f"{row[0]}{' ' + row[1] if sized else ''}: {row[index]}" for row in rows)
+        where = " at the largest size" if largest_only else ""
+        lines.append(
+            f"| {title}, {column} | {build} | {op} {bound}{where} | {shown or 'n/a'} | {verdict} |"
+        )
+    return [*lines, ""]
 
 
-def _scaling_plot(runs: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Per-operation timer cost against pending count, add+cancel and add+expire side by side."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, kind, title in (
-        (axes[0], "add_cancel_s", "add + cancel"),
-        (axes[1], "add_expire_s", "add + expire"),
-    ):
-        for run in runs:
-            rows = run.get("scaling", {}).get("per_op", [])
-            for design in DESIGN_ORDER:
-                mine = _by_design(rows, design, "pending")
-                if mine:
-                    ax.plot(
-                        [r["pending"] for r in mine],
-                        [r[kind] * 1e6 for r in mine],
-                        marker="o",
-                        label=_series_name(run, design),
-                    )
-        ax.set_xscale("log")
-        ax.set_xlabel("tasks pending")
-        ax.set_ylabel("CPU us per operation")
-        ax.set_title(f"Timer cost per {title}")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    return _save(fig, path)
-
-
-def write_plots(runs: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """Write the PNGs into ``out_dir``; return their paths (empty without matplotlib data)."""
+def _chart(results: dict[str, Any], out: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    cases = sorted({p["case"] for run in runs for p in run.get("enqueue", {}).get("points", [])})
-    for case in cases:
-        for metric, ylabel, stem in (
-            ("achieved_rate", "achieved enqueue rate (requests/s)", "enqueue"),
-            ("cpu_per_request_us", "process CPU per request (us)", "enqueue-cpu"),
-        ):
-            written.append(
-                _enqueue_plot(runs, case, metric, ylabel, out_dir / f"{stem}-{case}.png")
+    import matplotlib.pyplot as plt
+
+    from kpurgatory.bench.tables import figures
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for build, data in results["builds"].items():
+        got = figures(data["suite"])
+        for design in ("optimized", "bare-heap"):
+            sizes = sorted(n for q, d, n in got if q == "lifecycle" and d == design)
+            rates = [n / got[("lifecycle", design, n)].mean for n in sizes]
+            ax.plot(sizes, rates, marker="o", label=f"{design} ({build})")
+    ax.set(xscale="log", xlabel="tasks", ylabel="tasks per CPU second", title="Full lifecycle")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    paths.append(out / "lifecycle.png")
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    top = 0.0
+    for build, data in results["builds"].items():
+        points = [
+            p for p in data.get("enqueue", {}).get("points", []) if p["case"] == "high-timeout"
+        ]
+        for design in ("optimized", "old"):
+            mine = sorted(
+                (p for p in points if p["design"] == design), key=lambda p: p["target_rate"]
             )
-    if any(run.get("scaling", {}).get("per_op") for run in runs):
-        written.append(_scaling_plot(runs, out_dir / "scaling.png"))
-    return written
+            xs = [p["target_rate"] for p in mine]
+            top = max([top, *xs])
+            ax.plot(xs, [p["achieved_rate"] for p in mine], marker="o", label=f"{design} ({build})")
+    ax.plot([0, top], [0, top], color="grey", linestyle=":", label="target")
+    ax.set(xlabel="target rate (requests/s)", ylabel="achieved rate (requests/s)")
+    ax.set_title("Enqueue benchmark, high-timeout case")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    paths.append(out / "enqueue-high-timeout.png")
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    return paths
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:,.{digits}f}"
+def write_charts(results: dict[str, Any], out: Path) -> list[Path]:
+    """The lifecycle and enqueue charts in ``out``; none (and no error) without matplotlib."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return []
+    return _chart(results, out)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines.extend("| " + " | ".join(row) + " |" for row in rows)
-    return lines
-
-
-def _goals_section(goal_list: Sequence[dict[str, Any]]) -> list[str]:
-    lines = [
-        "## Goals",
-        "",
-        "Issue 5: reproduce the benchmark of Kafka's *Purgatory Redesign Proposal* (the "
-        "Kafka wiki page that introduced the hierarchical timing wheel and measured it "
-        'against Kafka 0.8\'s purgatory on the JVM; "the proposal" below). Issue 13: beat '
-        "the timers a Python user would pick instead, a bare heapq timer and asyncio's "
-        '`loop.call_at` (goals prefixed "Issue 13"; unmeasured unless the run included the '
-        "`versus` benchmark).",
-        "",
-    ]
-    rows = []
-    for goal in goal_list:
-        verdict = {True: "**met**", False: "**not met**", None: "not measured"}[goal["met"]]
-        figures = "; ".join(
-            f"{m['run']}: {_fmt(m['value'])} ({m['detail']})" for m in goal["measurements"]
-        )
-        rows.append([goal["goal"], goal["target"], figures or "n/a", verdict])
-    lines += _table(["goal", "target", "measured", "verdict"], rows)
-    lines.append("")
-    lines += [f"- {goal['goal']}: {goal['note']}." for goal in goal_list]
-    return [*lines, ""]
-
-
-def _images(plots: Sequence[str], prefix: str) -> list[str]:
-    return [f"![{stem}](perf/{stem})" for stem in plots if stem.startswith(prefix)]
-
-
-def _enqueue_section(data: dict[str, Any], build: str, plots: Sequence[str]) -> list[str]:
-    lines = [f"### Enqueue benchmark ({build} run)", ""]
-    rows = []
-    for point in data["points"]:
-        rows.append(
-            [
-                point["case"],
-                point["design"],
-                f"{point['requested_rate']:,.0f}",
-                f"{point['target_rate']:,.0f}",
-                f"{point['achieved_rate']:,.0f}",
-                "yes" if point["saturated"] else "",
-                f"{point['enqueued']:,}",
-                f"{point['cpu_s']:.2f}",
-                f"{_cpu_us_per_request(point):.0f}",
-                f"{point['rss_peak_mb']:.0f}",
-                f"{point['gc_collections']} / {point['gc_s'] * 1000:.0f}",
-                f"{point['expired']:,}",
-            ]
-        )
-    lines += _table(
-        [
-            "case",
-            "design",
-            "requested/s",
-            "target/s",
-            "achieved/s",
-            "saturated",
-            "requests",
-            "CPU s",
-            "CPU us/req",
-            "peak RSS MB",
-            "GCs / ms",
-            "expired",
-        ],
-        rows,
-    )
-    lines += ["", "Saturation (plateau = highest achieved rate; kept up = highest target met):", ""]
-    rows = []
-    for case, designs in sorted(data["saturation"].items()):
-        for design in DESIGN_ORDER:
-            entry = designs.get(design)
-            if entry:
-                rows.append(
-                    [
-                        case,
-                        design,
-                        f"{entry['plateau']:,.0f}",
-                        f"{entry['kept_up_to']:,.0f}",
-                        "yes" if entry["saturated"] else "no (lower bound)",
-                    ]
-                )
-    lines += _table(["case", "design", "plateau/s", "kept up to/s", "saturated"], rows)
-    lines += [
-        "",
-        f"Single-threaded virtual-time replay of the same workload at {data['replay_rate']:,.0f} "
-        "requests/s (no sleeps, no thread switches: CPU cost only):",
-        "",
-    ]
-    rows = [
-        [
-            r["case"],
-            r["design"],
-            f"{r['num']:,}",
-            f"{r['cpu_s']:.2f}",
-            f"{r['requests_per_cpu_s']:,.0f}",
-            f"{r['expired']:,}",
-        ]
-        for r in data["replay"]
-    ]
-    lines += _table(["case", "design", "requests", "CPU s", "requests per CPU s", "expired"], rows)
-    lines.append("")
-    lines += _images(plots, "enqueue")
-    return [*lines, ""]
-
-
-def _scaling_section(data: dict[str, Any], build: str, plots: Sequence[str]) -> list[str]:
-    lines = [f"### Timer scaling ({build} run)", ""]
-    rows = [
-        [
-            r["design"],
-            f"{r['pending']:,}",
-            f"{r['add_cancel_s'] * 1e6:.2f}",
-            f"{r['add_expire_s'] * 1e6:.2f}",
-        ]
-        for r in data["per_op"]
-    ]
-    lines += _table(["design", "pending", "add+cancel CPU us/op", "add+expire CPU us/op"], rows)
-    lines += [
-        "",
-        f"The reference is capped at {data['reference_pending_cap']:,} pending: its "
-        "advance_clock scans every pending task (O(n) per call), so larger runs take minutes "
-        "and say nothing new.",
-        "",
-    ]
-    rows = [
-        [
-            m["design"],
-            f"{m['pending']:,}",
-            f"{m['task_bytes']:.0f}",
-            f"{m['timer_bytes']:.0f}",
-            f"{m['total_bytes']:.0f}",
-        ]
-        for m in data["memory"]
-    ]
-    lines += _table(["design", "pending", "task B", "timer B per task", "total B per task"], rows)
-    lines += ["", "Full lifecycle (add; 90 % cancelled before due, 10 % expire):", ""]
-    rows = [
-        [
-            r["design"],
-            f"{r['n']:,}",
-            f"{r['add_s']:.2f}",
-            f"{r['walk_s']:.2f}",
-            f"{r['tasks_per_s']:,.0f}",
-            f"{r['gc_collections']} / {r['gc_s']:.2f}",
-            _fmt(r["peak_bytes_per_task"], 0),
-        ]
-        for r in data["lifecycle"]
-    ]
-    lines += _table(
-        ["design", "tasks", "add CPU s", "walk CPU s", "tasks/CPU s", "GCs / s", "peak B per task"],
-        rows,
-    )
-    lines += [
-        "",
-        f"The reference's lifecycle is capped at {data['reference_lifecycle_n']:,} tasks "
-        "(6,000 advance_clock calls, each scanning every pending task).",
-        "",
-    ]
-    lines += _images(plots, "scaling")
-    return [*lines, ""]
-
-
-def _versus_section(data: dict[str, Any], build: str, run: dict[str, Any]) -> list[str]:
-    machine = run["machine"]
-    lines = [
-        f"### Optimized against a bare heapq timer and asyncio ({build} run)",
-        "",
-        f"Commit {machine['git_commit']}, {machine['date']}, load average at start "
-        f"{machine['load_average_at_start']}"
-        + (f"; made by `{run['command']}`." if "command" in run else "."),
-        "",
-        "Lifecycle (log-normal delays, median 200 ms; 90 % cancelled before due, 10 % "
-        "expire; 5 ms clock steps; best of alternating rounds; pure runs add `api-floor`: "
-        "the same calls on a timer that only checks, locks and reads or waits on the "
-        "clock, keeping no schedule):",
-        "",
-    ]
-    rows = [
-        [
-            r["design"],
-            f"{r['n']:,}",
-            f"{r['add_s']:.3f}",
-            f"{r['walk_s']:.3f}",
-            f"{r['tasks_per_s']:,.0f}",
-            f"{r['gc_collections']} / {r['gc_s']:.3f}",
-            _fmt(r["peak_bytes_per_task"], 0),
-        ]
-        for r in data.get("lifecycle", [])
-    ]
-    lines += _table(
-        ["design", "tasks", "add CPU s", "walk CPU s", "tasks/CPU s", "GCs / s", "peak B per task"],
-        rows,
-    )
-    lines += [
-        "",
-        "Per operation: add+cancel (optimized) and call_at+cancel (asyncio), add+expire:",
-        "",
-    ]
-    rows = [
-        [
-            r["design"],
-            f"{r['pending']:,}",
-            f"{r['add_cancel_s'] * 1e6:.2f}",
-            "n/a" if r.get("add_expire_s") is None else f"{r['add_expire_s'] * 1e6:.2f}",
-        ]
-        for r in data.get("add_cancel", [])
-    ]
-    lines += _table(["design", "pending", "add+cancel CPU us/op", "add+expire CPU us/op"], rows)
-    return [*lines, ""]
-
-
-def _idle_section(data: dict[str, Any], build: str) -> list[str]:
-    lines = [f"### Idle cost ({build} run)", ""]
-    rows = [
-        [
-            r["design"],
-            f"{r['window_s']:.1f}",
-            str(r["waits"]),
-            str(r["wakeups"]),
-            f"{r['wakeups_per_minute']:.0f}",
-            _fmt(r["reaper_cpu_s"], 3),
-        ]
-        for r in data["results"]
-    ]
-    lines += _table(
-        ["design", "window s", "waits", "wake-ups", "wake-ups/min", "reaper CPU s"], rows
-    )
-    lines += [
-        "",
-        f"Process CPU over the window, all designs together: {data['process_cpu_s']:.3f} s. "
-        "One operation due in an hour per purgatory; every reaper loops advance_clock(200), "
-        "as Kafka's does, so each wakes about 300 times a minute whatever the design.",
-        "",
-    ]
-    return lines
-
-
-def _profile_section(data: dict[str, Any], build: str) -> list[str]:
-    lines = [f"### Profile of {data['design']} ({build} run, {data['case']})", ""]
-    for view, title in (
-        ("generator", "generator thread of a real run"),
-        ("replay", "single-threaded replay (enqueue, completion, expiry, purge)"),
-    ):
-        summary = data[view]
-        lines += [
-            f"Top self time, {title} ({summary['sampled_s']:.2f} s sampled; full tree in "
-            f"docs/perf/profile-{build}-{view}.txt):",
-            "",
-        ]
-        rows = [
-            [f"`{f['function']}`", f"`{f['location']}`", f"{f['share'] * 100:.1f} %"]
-            for f in summary["functions"][:12]
-        ]
-        lines += _table(["function", "where", "self time"], rows)
-        lines += ["", "By file:", ""]
-        rows = [[f"`{f['file']}`", f"{f['share'] * 100:.1f} %"] for f in summary["files"][:8]]
-        lines += _table(["file", "self time"], rows)
-        lines.append("")
-    return lines
-
-
-def render(results: dict[str, Any], plots: Sequence[str], analysis: str | None = None) -> str:
-    """The markdown of docs/performance.md for ``results`` (runs, goals, command)."""
-    runs: list[dict[str, Any]] = results["runs"]
-    first = runs[0]
-    machine = first["machine"]
+def render(results: dict[str, Any], charts: list[str], analysis: str | None) -> str:
+    """The page: provenance, goals, the analysis, every table, the charts, the method."""
+    machine = results["machine"]
+    answers = tables(results)
     lines = [
         "# Performance",
         "",
-        "<!-- Generated by `kpurgatory bench` from docs/perf/results.json: do not edit by hand; "
-        "edit docs/perf/analysis.md or re-run the command. -->",
+        "<!-- Generated by `kpurgatory bench` from docs/perf/results.json: edit "
+        "docs/perf/analysis.md and run `kpurgatory bench --report-only --out docs/perf "
+        "--report docs/performance.md`, or re-run the benchmarks. -->",
         "",
-        f"Made by: `{results['command']}` ({results['mode']} mode).",
+        f"One run: `{results['command']}` ({results['mode']} mode), commit "
+        f"{results['commit']}, {results['date']}; builds: {', '.join(results['builds'])}.",
         "",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores, load average at start "
-        f"{machine['load_average_at_start']}, Python {machine['python']} "
-        f"({machine['implementation']}), {machine['platform']}; commit "
-        f"{machine['git_commit']}, {machine['date']}.",
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, Python {machine['python']}; "
+        f"load average (1, 5, 15 min) {results['load_start']} at the start and "
+        f"{results['load_end']} at the end of the run.",
         "",
-        "Runs: "
-        + "; ".join(
-            f"{run['build']} build ({', '.join(run['designs'])})"
-            + (f", added from `{run['command']}`" if "command" in run else "")
-            for run in runs
-        )
-        + ". Every ratio below compares designs measured in the same run, alternating designs "
-        "within each sweep point; absolute figures from different runs are never divided.",
+        f"Configuration: {results['configuration']}",
         "",
+        "## Goals",
+        "",
+        "What the project holds itself to, judged on this run's tables below.",
+        "",
+        *goals(answers),
     ]
-    if results["mode"] != "full":
-        lines += [
-            "**This is a quick (smoke) run: its numbers are too small to mean anything.** "
-            "Run `kpurgatory bench --full` for the measurement.",
-            "",
-        ]
-    lines += _goals_section(results["goals"])
     if analysis:
-        lines += [analysis.strip(), ""]
+        lines += ["## Reading the results", "", ANALYSIS_START, analysis.strip(), ANALYSIS_END, ""]
     lines += ["## Results", ""]
-    for run in runs:
-        build = run.get("build", "pure")
-        images = plots if run is first else []
-        if run.get("enqueue"):
-            lines += _enqueue_section(run["enqueue"], build, images)
-        if run.get("scaling"):
-            lines += _scaling_section(run["scaling"], build, images)
-        if run.get("versus"):
-            lines += _versus_section(run["versus"], build, run)
-        if run.get("idle"):
-            lines += _idle_section(run["idle"], build)
-        if run.get("profile"):
-            lines += _profile_section(run["profile"], build)
-        if run.get("aio"):
-            lines += aio.report_section(run["aio"], build)
+    for table in answers:
+        lines += markdown(table)
+    lines += [f"![{name}](perf/{name})" for name in charts] + [""]
     lines += [
         "## Method",
         "",
-        "- Designs: **optimized** (`kpurgatory.optimized`, hierarchical timing wheel), "
-        "**heap** (asyncio-style heapq timer, lazy cancellation, asyncio's re-heapify rule), "
-        "**old** (Kafka 0.8's purgatory: a delay queue of operations, completed ones left in "
-        "it, size-triggered purges after every expiry), **reference** (`kpurgatory.reference`, "
-        "the semantics; O(n) scan per advance_clock). Baselines live in "
-        "`kpurgatory/bench/baselines/`: heap is checked equivalent to the reference by the "
-        "equivalence machines; old differs from the spec only where Kafka 0.8 did: its "
-        "size counts completed operations until they are drained or purged (R9, R12, R28), "
-        "its purges are triggered by size (R30), and a reaper step expires one operation "
-        "(R31).",
-        "- Enqueue: Kafka's TestPurgatoryPerformance with the Scala semantics: a generator "
-        "thread (exponential inter-arrival at the target rate, ms-truncated with the remainder "
-        "carried), log-normal completion latency from p50/p75, 3 keys drawn once from 100, "
-        "timeout 200 ms, tick 1 ms, wheel 20, purge interval 1000, reaper on, a completion "
-        "thread calling force_complete at arrival + latency when latency < timeout; the rest "
-        "expire. Target = requests / planned arrival span; achieved = requests / the "
-        "generator's real span; saturated when achieved < 95 % of target or when the "
-        "per-point time budget stopped the generator. A design leaves the sweep after two "
-        "saturated points in a row that did not raise its best achieved rate by 10 %.",
-        "- Scaling: ManualClock, a direct executor, pending tasks 10^7 ms away; best of the "
-        "repeats; the pending tasks are frozen for the garbage collector during the "
-        "per-operation measurement (the lifecycle runs with the collector fully on).",
-        "- Memory: tracemalloc, task objects included (a minimal TimerTask subclass with "
-        "`__slots__ = ()`).",
-        "- Versus (issue 13): the optimized timer against a **bare heap** (a heapq of "
-        "`[due, seq, task]` handles, lazy cancellation, asyncio's rebuild when more than half "
-        "are cancelled; no lock, no checks: `kpurgatory/bench/baselines/bare.py`) and "
-        "**asyncio**'s `loop.call_at` + `TimerHandle.cancel` in a running event loop (it runs "
-        "between batches of 1,000). Lifecycle: log-normal delays (median 200 ms, sigma 1), "
-        "90 % cancelled at a uniform time before due, a ManualClock walking in 5 ms steps; "
-        "the two timers alternate round by round, best round each (about 2 million tasks per "
-        "design in all, at least 3 rounds), collector on; one traced round each for the peak "
-        "memory. Per operation: as in Scaling, alternating with asyncio, best of 3.",
-        "- Idle: all purgatories idle side by side; per-reaper CPU from /proc/self/task.",
+        "pyperf runs the timer, lifecycle and long-poll benchmarks: worker processes, "
+        "warm-ups, calibrated loops, and the mean and standard deviation of the values; "
+        "each value is process CPU time. Memory is pyperf's --tracemalloc peak. The "
+        "enqueue sweep is custom code (a real clock and threads, see "
+        "kpurgatory/bench/enqueue.py). Each build runs everything in its own "
+        "interpreter, one after the other; ratios divide figures of the same build. "
+        "`kpurgatory bench --compare-to OLD.json` compares a run with an earlier one "
+        "(pyperf compare_to: significant or not).",
         "",
     ]
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(lines)

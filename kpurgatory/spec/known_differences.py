@@ -226,17 +226,6 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         when="negative_time",
     ),
     KnownDifference(
-        "kafka-early-expiry",
-        "R60",
-        "on a real clock an operation may expire up to 1 ms before its timeout",
-        "Time.hiResClockMs() truncates and SystemTimer.add counts the expiration from it, "
-        "so on a real clock a task can be handed over up to 1 ms before its delay has "
-        "passed. The kit drives a manual clock, whose readings are exact, so this never "
-        "shows in a run; it is listed so that every documented difference has an id.",
-        frozenset(),
-        frozenset(),
-    ),
-    KnownDifference(
         "kafka-lazy-purge",
         "R61",
         "finished operations stay linked until their keys are checked or a purge runs",
@@ -311,6 +300,13 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "R17",
         "2.7 to 4.0 run expiry without the operation's lock (KAFKA-19312)",
         "a race between threads; the kit's runs are single-threaded",
+    ),
+    KafkaNote(
+        "kafka-early-expiry",
+        "R60",
+        "on a real clock an operation may expire up to 1 ms before its timeout",
+        "the kit drives a manual clock, whose readings are exact; tests/test_never_early.py "
+        "measures the rule against time.monotonic",
     ),
     KafkaNote(
         "kafka-cancel-for-key-race",

@@ -97,10 +97,10 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             _TIMER,
             "SystemTimer.advance_clock",
-            "            handed_over = True\n        return handed_over",
+            "            handed_over = True\n        if errors is not None:",
             "            handed_over = True\n        with lock:\n"
             "            wheel.advance_clock(now)\n"
-            "            self._current_time = wheel.current_time\n        return handed_over",
+            "            self._current_time = wheel.current_time\n        if errors is not None:",
         ),
     ),
     _new(
@@ -167,11 +167,11 @@ PORT_BUGS: tuple[PortBug, ...] = (
             _PURGATORY,
             "DelayedOperationPurgatory._submit",
             "                if operation.try_complete():\n                    return True\n"
-            "                operation._watch_keys = keys",
+            "                with self._counters_lock:  # counted before",
             "                if operation.try_complete():\n"
             "                    with self._counters_lock:\n"
             "                        self._estimated_total_operations += 1\n"
-            "                    return True\n                operation._watch_keys = keys",
+            "                    return True\n                with self._counters_lock:  # counted before",
         ),
     ),
     _new(
@@ -181,10 +181,10 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "only drops at a purge, R30, R40).",
         (
             _PURGATORY,
-            "DelayedOperationPurgatory.abandon",
+            "DelayedOperationPurgatory._abandon_submitted",
             "                self._unwatch_keys(operation, keys)\n",
             "                self._unwatch_keys(operation, keys)\n"
-            "            self._estimated_total_operations -= 1\n",
+            "                self._estimated_total_operations -= 1\n",
         ),
     ),
     _shared("abandon-keeps-watch", "abandon"),
@@ -196,7 +196,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             _OPERATION,
             "DelayedOperation.cancel",
-            "        owner.abandon(self)",
+            "        owner._abandon_submitted(self)",
             "        TimerTask.cancel(self)",
         ),
     ),

@@ -1,11 +1,9 @@
-"""The benchmark baselines: ``heap`` is exactly the spec; ``old`` differs only where Kafka 0.8 did.
+"""The ``old`` design (Kafka 0.8) differs from the spec only where Kafka 0.8 did.
 
-The heap baseline runs the shared equivalence machines against the reference (every
-timer and purgatory rule they check: R1-R12, R16-R34). The old baseline is checked
-against the reference on the hand-overs it must share (R1, R4-R6, R11) and on each of its
-documented differences: completed operations stay in the delay queue (R28 differs),
-purges are triggered by size (R30 differs), and a reaper step expires one operation
-(R31 differs).
+Checked against the reference on the hand-overs it must share (R1, R4-R6, R11) and on
+each of its documented differences: completed operations stay in the delay queue (R28
+differs), purges are triggered by size (R30 differs), and a reaper step expires one
+operation (R31 differs).
 """
 
 from __future__ import annotations
@@ -15,29 +13,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
 
 import kpurgatory.reference as reference
 from kpurgatory import InlineExecutor, ManualClock
-from kpurgatory.bench.baselines import heap, old
+from kpurgatory.bench import old
 from kpurgatory.reference.purgatory import REAPER_STEP_MS
 from kpurgatory.spec.events import OperationCompleted, OperationExpired, TaskRan
-from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
 from tests.support import Recorder, operation_class, task_class
-
-MACHINE_SETTINGS = settings(max_examples=25, stateful_step_count=40, deadline=None, database=None)
-"""Short runs: the full-depth runs belong to the equivalence suite, this is a regression net."""
-
-
-def test_heap_timer_equivalent_to_reference_r1_to_r12() -> None:
-    """The heap timer agrees with the reference on every step of the timer machine."""
-    run_state_machine_as_test(make_timer_machine(reference, heap), settings=MACHINE_SETTINGS)
-
-
-def test_heap_purgatory_equivalent_to_reference_r16_to_r34() -> None:
-    """The heap purgatory agrees with the reference on every step of the purgatory machine."""
-    run_state_machine_as_test(make_purgatory_machine(reference, heap), settings=MACHINE_SETTINGS)
 
 
 def _timer(impl: ModuleType, clock: ManualClock) -> Any:
@@ -70,48 +52,6 @@ def test_old_timer_hands_over_like_the_reference_r1_r4_r5_r6_r11() -> None:
     """Same tasks run at the same clock readings in the same order (its size differs)."""
     for seed in range(5):
         assert _random_timer_script(old, seed) == _random_timer_script(reference, seed)
-
-
-def test_heap_timer_hands_over_like_the_reference() -> None:
-    """The same scripted runs on the heap baseline: identical hand-overs."""
-    for seed in range(5):
-        assert _random_timer_script(heap, seed) == _random_timer_script(reference, seed)
-
-
-def test_heap_drops_dead_entries_by_asyncio_rule() -> None:
-    """More than 100 entries and more than half cancelled: the next drain rebuilds the heap."""
-    clock = ManualClock(0)
-    timer = _timer(heap, clock)
-    task_type = task_class(heap)
-    recorder = Recorder(clock)
-    tasks = [task_type(1000 + i, f"t{i}", recorder) for i in range(200)]
-    for task in tasks:
-        timer.add(task)
-    for task in tasks[100:]:  # exactly half, none at the head: nothing dropped
-        task.cancel()
-    timer.advance_clock(0)
-    assert (timer.size, timer.heap_length) == (100, 200)
-    tasks[50].cancel()  # now more than half
-    timer.advance_clock(0)
-    assert (timer.size, timer.heap_length, timer.dead_entries) == (99, 99, 0)
-
-
-def test_heap_small_heaps_only_lose_dead_heads() -> None:
-    """At most 100 entries: no rebuild, only cancelled entries at the head are popped."""
-    clock = ManualClock(0)
-    timer = _timer(heap, clock)
-    recorder = Recorder(clock)
-    tasks = [task_class(heap)(10 + i, f"t{i}", recorder) for i in range(50)]
-    for task in tasks:
-        timer.add(task)
-    for task in tasks[10:40]:
-        task.cancel()
-    timer.advance_clock(0)
-    assert (timer.size, timer.heap_length) == (20, 50)
-    for task in tasks[:10]:
-        task.cancel()
-    timer.advance_clock(0)  # the head is dead now: 10 + 30 popped from the head
-    assert (timer.size, timer.heap_length) == (10, 10)
 
 
 def _purgatory(impl: ModuleType, clock: ManualClock, purge_interval: int) -> Any:
@@ -165,7 +105,7 @@ def test_old_reaper_step_expires_one_operation_r31_differs() -> None:
         for i in range(3):
             purgatory.try_complete_else_watch(operation_class(old)(10, f"o{i}", recorder), [i])
         clock.advance(10)
-        purgatory.timer.expire_one(0)
+        purgatory.timer.expire(0, 1)
         assert len(recorder.names(OperationExpired)) == 1
         purgatory.advance_clock(0)  # the public call drains everything due (R5)
         assert sorted(recorder.names(OperationExpired)) == ["o0", "o1", "o2"]
@@ -183,25 +123,33 @@ def test_old_reaper_step_replaces_the_reference_step_r31_differs() -> None:
         assert len(recorder.names(OperationExpired)) == 1
 
 
-@pytest.mark.parametrize(
-    ("impl", "foreign"),
-    [(heap, reference), (heap, old), (old, heap), (reference, heap)],
-    ids=["heap-reference", "heap-old", "old-heap", "reference-heap"],
-)
-def test_purgatory_refuses_another_designs_timer(impl: ModuleType, foreign: ModuleType) -> None:
-    """Each purgatory takes only its own design's timer (R35)."""
-    with _timer(foreign, ManualClock(0)) as timer, pytest.raises(TypeError, match="timer"):
-        impl.DelayedOperationPurgatory("p", timer=timer, reaper_enabled=False)
+def test_old_purgatory_refuses_a_reference_timer_r35() -> None:
+    """The old purgatory takes only its own delay queue (R35)."""
+    with _timer(reference, ManualClock(0)) as timer, pytest.raises(TypeError, match="timer"):
+        old.DelayedOperationPurgatory("p", timer=timer, reaper_enabled=False)
 
 
-@pytest.mark.parametrize(
-    ("impl", "foreign"),
-    [(heap, reference), (old, reference), (reference, heap)],
-    ids=["heap-reference", "old-reference", "reference-heap"],
-)
-def test_purgatory_refuses_another_designs_operation(impl: ModuleType, foreign: ModuleType) -> None:
-    """Each purgatory takes only its own design's operations (R35)."""
+def test_old_timer_checks_its_timeout_r35() -> None:
+    """advance_clock names the bad argument, as the reference does."""
+    with _timer(old, ManualClock(0)) as timer, pytest.raises(ValueError, match="timeout_ms"):
+        timer.advance_clock(-1)
+
+
+def test_old_wakes_the_reaper_only_for_a_new_earliest_entry() -> None:
+    """Java's DelayQueue.offer signals only when the new entry is the head."""
+    import threading
+
+    class CountingCondition(threading.Condition):
+        notified = 0
+
+        def notify_all(self) -> None:
+            CountingCondition.notified += 1
+            super().notify_all()
+
     clock = ManualClock(0)
-    operation = operation_class(foreign)(10, "o", Recorder(clock))
-    with _purgatory(impl, clock, 1000) as purgatory, pytest.raises(TypeError, match="operation"):
-        purgatory.try_complete_else_watch(operation, ["k"])
+    with _timer(old, clock) as timer:
+        timer._condition = CountingCondition(timer._condition._lock)
+        recorder = Recorder(clock)
+        for delay in (50, 60, 40, 70, 40):
+            timer.add(task_class(old)(delay, f"t{delay}", recorder))
+        assert CountingCondition.notified == 2  # 50 (first head), then 40

@@ -1,0 +1,276 @@
+"""The answers of one run, a table per question, from its results only.
+
+Each row is a ratio with its spread beside the absolute figures it divides, and a
+``trust`` column: ``loaded`` when pyperf recorded a 1-minute load average at or above
+the number of cores during the benchmarks behind the row, ``unsteady`` when one of them
+has a standard deviation above 10 % of its mean (pyperf's own stability warning).
+Ratios are only ever taken between figures of the same build in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Figure", "Table", "figures", "markdown", "tables"]
+
+UNSTEADY = 0.10
+"""pyperf's warning threshold: standard deviation above this share of the mean."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One benchmark's result: mean and standard deviation of its values, and the
+    highest load average pyperf recorded while it ran (None when not recorded)."""
+
+    mean: float
+    stdev: float
+    load: float | None
+
+    def __truediv__(self, other: Figure) -> tuple[float, float]:
+        """The ratio of the means and its spread (relative spreads added in quadrature)."""
+        ratio = self.mean / other.mean
+        return ratio, ratio * math.hypot(self.stdev / self.mean, other.stdev / other.mean)
+
+    def __sub__(self, other: Figure) -> Figure:
+        """The difference of the means; standard deviations added in quadrature."""
+        loads = [x for x in (self.load, other.load) if x is not None]
+        return Figure(
+            self.mean - other.mean, math.hypot(self.stdev, other.stdev), max(loads, default=None)
+        )
+
+
+@dataclass(frozen=True)
+class Table:
+    """A question, the table that answers it, and how it was measured."""
+
+    title: str
+    note: str
+    header: tuple[str, ...]
+    rows: Sequence[tuple[str, ...]]
+
+
+def figures(suite: dict[str, Any]) -> dict[tuple[str, str, int], Figure]:
+    """(question, design, size) -> Figure, for every benchmark of a pyperf suite (JSON)."""
+    import pyperf
+
+    found = {}
+    for bench in pyperf.BenchmarkSuite.loads(json.dumps(suite)).get_benchmarks():
+        meta = bench.get_metadata()
+        loads = [
+            run.get_metadata()["load_avg_1min"]
+            for run in bench.get_runs()
+            if "load_avg_1min" in run.get_metadata()
+        ]
+        stdev = bench.stdev() if bench.get_nvalue() > 1 else 0.0
+        key = (str(meta["question"]), str(meta["design"]), int(meta["size"]))
+        found[key] = Figure(bench.mean(), stdev, max(loads, default=None))
+    return found
+
+
+def _trust(cores: int, *parts: Figure) -> str:
+    marks = []
+    loads = [part.load for part in parts if part.load is not None]
+    if loads and max(loads) >= cores:
+        marks.append(f"loaded ({max(loads):.1f} on {cores} cores)")
+    worst = max(part.stdev / part.mean for part in parts if part.mean)
+    if worst > UNSTEADY:
+        marks.append(f"unsteady (sd {worst:.0%})")
+    return ", ".join(marks) or "ok"
+
+
+def _ratio(a: Figure, b: Figure, invert: bool = False) -> str:
+    ratio, spread = (b / a) if invert else (a / b)
+    return f"{ratio:.2f} ± {spread:.2f}"
+
+
+def _us(figure: Figure) -> str:
+    return f"{figure.mean * 1e6:.2f} ± {figure.stdev * 1e6:.2f} us"
+
+
+def tables(results: dict[str, Any]) -> list[Table]:
+    """Every question's table for the builds in ``results`` (pure first)."""
+    cores = int(results["machine"].get("cores") or os.cpu_count() or 1)
+    builds = sorted(results["builds"].items(), key=lambda item: item[0] != "pure")
+    found = {build: figures(data["suite"]) for build, data in builds}
+    add_cancel, lifecycle, memory, poll, plateau = [], [], [], [], []
+    for build, got in found.items():
+        for q, _, size in sorted(k for k in got if k[0] == "add-cancel" and k[1] == "optimized"):
+            opt, heap, loop = (got[(q, d, size)] for d in ("optimized", "bare-heap", "asyncio"))
+            add_cancel.append(
+                (
+                    build,
+                    f"{size:,}",
+                    _us(opt),
+                    _us(heap),
+                    _us(loop),
+                    _ratio(opt, heap),
+                    _ratio(opt, loop),
+                    _trust(cores, opt, heap, loop),
+                )
+            )
+        for q, _, n in sorted(k for k in got if k[0] == "lifecycle" and k[1] == "optimized"):
+            opt, heap = got[(q, "optimized", n)], got[(q, "bare-heap", n)]
+            rates = (f"{n / opt.mean:,.0f}", f"{n / heap.mean:,.0f}")
+            lifecycle.append(
+                (build, f"{n:,}", *rates, _ratio(opt, heap, invert=True), _trust(cores, opt, heap))
+            )
+        for q, _, n in sorted(k for k in got if k[0] == "memory" and k[1] == "optimized"):
+            opt, heap = got[(q, "optimized", n)], got[(q, "bare-heap", n)]
+            memory.append(
+                (
+                    build,
+                    f"{n:,}",
+                    f"{opt.mean / n:.0f} B",
+                    f"{heap.mean / n:.0f} B",
+                    f"{opt.mean / heap.mean:.2f}",
+                )
+            )
+        keys = [k for k in got if k[0] == "long-poll"]
+        if keys:
+            waits = keys[0][2]
+            aio, plain, harness = (
+                got[("long-poll", a, waits)] for a in ("aio", "plain", "harness")
+            )
+            per = Figure(1 / waits, 0.0, None)
+            poll.append(
+                (
+                    build,
+                    _us(_scaled(aio, per)),
+                    _us(_scaled(plain, per)),
+                    _us(_scaled(harness, per)),
+                    _us(_scaled(aio - harness, per)),
+                    _us(_scaled(plain - harness, per)),
+                    _ratio(aio - harness, plain - harness),
+                    _ratio(aio, plain),
+                    _trust(cores, aio, plain, harness),
+                )
+            )
+        enqueue = results["builds"][build].get("enqueue", {})
+        for case, designs in enqueue.get("plateau", {}).items():
+            opt, old = designs["optimized"], designs["old"]
+            behind = [
+                max((p["unfinished"] for p in enqueue["points"] if p["design"] == d), default=0)
+                for d in ("optimized", "old")
+            ]
+            plateau.append(
+                (
+                    build,
+                    case,
+                    f"{opt['plateau']:,.0f}/s",
+                    f"{old['plateau']:,.0f}/s",
+                    f"{opt['plateau'] / old['plateau']:.2f}",
+                    f"{behind[0]:,} / {behind[1]:,}",
+                    _saturation(cores, results, opt, old),
+                )
+            )
+    return [
+        Table(
+            "Timer add+cancel against asyncio's call_at and a heapq timer",
+            "CPU time per add + cancel of a task due within 10 s while other tasks are "
+            "pending far ahead: the optimized SystemTimer, a bare heapq timer, asyncio's "
+            "loop.call_at + TimerHandle.cancel in a running loop. Ratio below 1: the "
+            "optimized timer is cheaper.",
+            (
+                "build",
+                "pending",
+                "optimized",
+                "bare heap",
+                "asyncio call_at",
+                "optimized / bare heap",
+                "optimized / asyncio",
+                "trust",
+            ),
+            add_cancel,
+        ),
+        Table(
+            "Full lifecycle at three sizes",
+            "n tasks added at once with log-normal delays (median 200 ms), 90 % cancelled "
+            "before they are due, the rest expiring as a manual clock walks in 5 ms steps; "
+            "garbage collector on. Throughput = n / CPU time. Ratio above 1: the optimized "
+            "timer is faster.",
+            (
+                "build",
+                "tasks",
+                "optimized tasks/s",
+                "bare heap tasks/s",
+                "optimized / bare heap",
+                "trust",
+            ),
+            lifecycle,
+        ),
+        Table(
+            "Memory per pending task",
+            "tracemalloc peak over the lifecycle above, divided by n (the task objects "
+            "included): one traced run each, so no spread.",
+            ("build", "tasks", "optimized", "bare heap", "optimized / bare heap"),
+            memory,
+        ),
+        Table(
+            "Long-poll CPU per wait against plain asyncio",
+            "10,000 waits on 2,500 keys in one process, 90 % answered by an event, the rest "
+            "timing out: kpurgatory.aio (await purgatory.wait) against a plain-asyncio "
+            "version (a future and a call_later per wait). Harness = the same tasks "
+            "returning at once; library-only = approach - harness. Process CPU per wait.",
+            (
+                "build",
+                "aio",
+                "plain asyncio",
+                "harness",
+                "aio library-only",
+                "plain library-only",
+                "aio / plain, library-only",
+                "aio / plain, total",
+                "trust",
+            ),
+            poll,
+        ),
+        Table(
+            "The proposal's enqueue plateau against Kafka 0.8's design",
+            "Kafka's purgatory benchmark on a real clock (timeout 200 ms, 3 keys of 100): "
+            "the highest achieved enqueue rate over a sweep of target rates, the timing "
+            "wheel (optimized) against Kafka 0.8's delay queue (old). Left behind: the most "
+            "requests of one point neither completed nor expired 30 s after its last "
+            "request. One sweep: no spread; loaded = the run's load average reached the "
+            "number of cores.",
+            (
+                "build",
+                "case",
+                "optimized",
+                "old",
+                "optimized / old",
+                "left behind, optimized / old",
+                "trust",
+            ),
+            plateau,
+        ),
+    ]
+
+
+def _scaled(figure: Figure, by: Figure) -> Figure:
+    return Figure(figure.mean * by.mean, figure.stdev * by.mean, figure.load)
+
+
+def _saturation(cores: int, results: dict[str, Any], *designs: dict[str, Any]) -> str:
+    marks = []
+    load = max(results["load_start"][0], results.get("load_end", [0.0])[0])
+    if load >= cores:
+        marks.append(f"loaded ({load:.1f} on {cores} cores)")
+    if not all(design["saturated"] for design in designs):
+        marks.append("lower bound (a design never saturated)")
+    return ", ".join(marks) or "ok"
+
+
+def markdown(table: Table) -> list[str]:
+    """The table as markdown lines: title, note, header, rows (or a line saying none)."""
+    lines = [f"### {table.title}", "", table.note, ""]
+    if not table.rows:
+        return [*lines, "Not measured in this run.", ""]
+    lines.append("| " + " | ".join(table.header) + " |")
+    lines.append("|" + "---|" * len(table.header))
+    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+    return [*lines, ""]
