@@ -171,7 +171,8 @@ PORT_BUGS: tuple[PortBug, ...] = (
             "                if operation.try_complete():\n"
             "                    with self._counters_lock:\n"
             "                        self._estimated_total_operations += 1\n"
-            "                    return True\n                with self._counters_lock:  # counted before",
+            "                    return True\n"
+            "                with self._counters_lock:  # counted before",
         ),
     ),
     _new(
