@@ -20,10 +20,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from kpurgatory.conformance.driver import (
     PUBLIC_API,
@@ -49,9 +49,14 @@ from kpurgatory.spec.events import OperationCompleted, OperationExpired
 __all__ = [
     "COUNTER_NAMES",
     "IMPL_COUNTER_NAMES",
+    "Compare",
     "OpOutcome",
+    "Side",
+    "SideStopped",
     "StreamReplay",
     "compact",
+    "exact",
+    "replay_sides",
     "replay_stream",
     "resolve_impl",
 ]
@@ -129,6 +134,45 @@ class StreamReplay:
     counters: dict[str, int]
     impl_counters: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    stopped: bool = False  # side b stopped answering at the divergence (``SideStopped``)
+
+    @property
+    def agreed_steps(self) -> int:
+        """Steps whose observations agreed before the first divergence (all if none)."""
+        steps = self.counters.get("steps", 0)
+        return steps if self.divergence is None else min(self.divergence[0], steps)
+
+
+class SideStopped(Exception):  # noqa: N818 - a state, not an error of the caller
+    """Raised by a side's ``execute`` that can give no observation (a port's adapter that
+    exited, hung or wrote garbage); the message says why. The stream stops there."""
+
+
+class Side(Protocol):
+    """One implementation under replay: ``execute`` returns each step's ``Compact``
+    observation; ``state()`` the state now (only called when final states are compared);
+    ``purgatory`` is read on side a (its exact purge count)."""
+
+    @property
+    def purgatory(self) -> Any: ...
+
+    def execute(self, step: Step) -> Compact: ...
+
+    def state(self) -> tuple[Any, ...]: ...
+
+    def close(self) -> None: ...
+
+
+Compare = Callable[[Step, Compact, Compact], str | None]
+"""Judges one step: None if side b's observation agrees with side a's, else why not.
+Called for every step, in order (a judge may keep facts about the run)."""
+
+
+def exact(step: Step, obs_a: Compact, obs_b: Compact) -> str | None:
+    """The kit's comparison (``compare_observations``), on the tuples first."""
+    if obs_a == obs_b:
+        return None
+    return compare_observations(to_observation(obs_a), to_observation(obs_b))
 
 
 class _Outcomes:
@@ -243,8 +287,6 @@ def replay_stream(
     """
     if not steps or not isinstance(steps[0], Init):
         raise ValueError("steps must start with an init step")
-    started = time.perf_counter()
-    init = steps[0]
     side_a: LeanDriver | _KitSide
     side_b: LeanDriver | _KitSide
     if supports(steps):
@@ -252,6 +294,27 @@ def replay_stream(
         side_b = LeanDriver(impl_b, state_every=state_every)
     else:
         side_a, side_b = _KitSide(impl_a, state_every), _KitSide(impl_b, state_every)
+    return replay_sides(steps, side_a, side_b)
+
+
+def replay_sides(
+    steps: Sequence[Step],
+    side_a: Side,
+    side_b: Side,
+    compare: Compare = exact,
+    *,
+    compare_final: bool = True,
+) -> StreamReplay:
+    """``replay_stream`` on two given sides (closed at the end), judged by ``compare``.
+
+    ``compare_final``: also compare both sides' states after the last step (a side that
+    answers the state with every step, like a port's adapter, needs no final read). A
+    ``SideStopped`` from side b ends the stream there, as its divergence.
+    """
+    if not steps or not isinstance(steps[0], Init):
+        raise ValueError("steps must start with an init step")
+    started = time.perf_counter()
+    init = steps[0]
     model = WheelModel(init.tick_ms, init.wheel_size, init.start_ms)
     heap = HeapModel()
     outcomes_a, outcomes_b = _Outcomes(), _Outcomes()
@@ -261,14 +324,20 @@ def replay_stream(
     last_purged = 0
     execute_a, execute_b = side_a.execute, side_b.execute
     observe_a, observe_b = outcomes_a.observe, outcomes_b.observe
+    stopped = False
     try:
         for index, step in enumerate(steps):
             obs_a = execute_a(step)
-            obs_b = execute_b(step)
-            if obs_a != obs_b and divergence is None:
-                message = compare_observations(to_observation(obs_a), to_observation(obs_b))
-                if message is not None:
-                    divergence = (index, f"step {index} {step.STEP}: {message}")
+            try:
+                obs_b = execute_b(step)
+            except SideStopped as exc:
+                if divergence is None:
+                    divergence = (index, f"step {index} {step.STEP}: {exc}")
+                stopped = True
+                break
+            message = compare(step, obs_a, obs_b)
+            if message is not None and divergence is None:
+                divergence = (index, f"step {index} {step.STEP}: {message}")
             kind = type(step)
             ok_a = obs_a[1] is None
             if ok_a and kind in _CLOCK_MOVES:
@@ -301,7 +370,7 @@ def replay_stream(
             if purged > last_purged:
                 purges += 1
                 last_purged = purged
-        if divergence is None:
+        if divergence is None and compare_final:
             final_a, final_b = side_a.state(), side_b.state()
             if final_a != final_b:
                 divergence = (
@@ -343,6 +412,7 @@ def replay_stream(
         counters,
         impl_counters,
         time.perf_counter() - started,
+        stopped,
     )
 
 
@@ -350,9 +420,9 @@ _CLOCK_MOVES: frozenset[type] = frozenset({Advance, ClockAdvance, PurgatoryAdvan
 _DRAINS: frozenset[type] = frozenset({Advance, PurgatoryAdvance})
 
 
-def _impl_counters(side: LeanDriver | _KitSide) -> dict[str, int]:
+def _impl_counters(side: Side) -> dict[str, int]:
     """Counters the implementation's timer exposes as ``stats`` (a mapping), if any."""
-    stats = getattr(side.purgatory.timer, "stats", None)
+    stats = getattr(getattr(side.purgatory, "timer", None), "stats", None)
     if callable(stats):
         stats = stats()
     if not isinstance(stats, Mapping):

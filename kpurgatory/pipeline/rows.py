@@ -20,12 +20,14 @@ stream), a throughput measure that other processes on the machine do not inflate
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
 from kpurgatory.pipeline.builds import optimized_build, worker_name
+from kpurgatory.pipeline.ports import GIVE_UP_AFTER, Port, not_replayed, replay_through_port
 from kpurgatory.pipeline.replay import (
     COUNTER_NAMES,
     IMPL_COUNTER_NAMES,
@@ -43,6 +45,7 @@ __all__ = [
     "append_stream",
     "replay_row",
     "replay_rows",
+    "replay_rows_through_port",
     "stream_row",
 ]
 
@@ -82,6 +85,10 @@ _STREAM_ONLY: tuple[tuple[str, str], ...] = (
     ("cpu_seconds", "double"),
     ("build", "string"),
     ("worker", "string"),
+    ("agreed_steps", "long"),
+    ("rule", "string"),
+    ("shrunk", "string"),
+    ("shrink_runs", "long"),
     *((name, "long") for name in COUNTER_NAMES),
     *((f"impl_{name}", "long") for name in IMPL_COUNTER_NAMES),
 )
@@ -155,6 +162,7 @@ def stream_row(
         "cpu_seconds": cpu_seconds,
         "build": optimized_build(),
         "worker": worker_name(),
+        "agreed_steps": result.agreed_steps,
         **result.counters,
         **{f"impl_{name}": value for name, value in result.impl_counters.items()},
     }
@@ -193,6 +201,48 @@ def append_stream(
         columns["op_cascades"] += [o.cascades for o in outcomes]
     for name in _NAMES:
         columns[name].append(stream.get(name))
+
+
+def replay_rows_through_port(
+    grid_rows: Iterable[tuple[str, str, int, int, int]],
+    port: Port,
+    reference: tuple[str, ModuleType],
+) -> dict[str, list[Any]]:
+    """``replay_rows`` with side b a port behind its adapter (``kpurgatory.pipeline.ports``):
+    one adapter process for all these grid rows, closed at the end. A diverged stream's
+    row carries the rule it breaks and its shrunk steps (``rule``, ``shrunk`` as JSON
+    lines, ``shrink_runs``); a stream the adapter stopped answering has no outcome rows.
+    After ``GIVE_UP_AFTER`` such streams in a row the rest are failed without being sent."""
+    columns: dict[str, list[Any]] = {name: [] for name in _NAMES}
+    names = (reference[0], f"adapter: {port.command}")
+    unanswered: list[str] = []
+    with port.adapter() as adapter:
+        for scenario, preset, seed, shard, n_ops in grid_rows:
+            cpu_started = time.process_time()
+            steps = stream_steps(scenario, preset, seed, shard, n_ops)
+            if len(unanswered) >= GIVE_UP_AFTER:
+                found = not_replayed(
+                    steps,
+                    f"the adapter stopped answering {len(unanswered)} streams in a row in "
+                    f"this task (the last: {unanswered[-1]})",
+                )
+            else:
+                found = replay_through_port(steps, adapter, port, reference[1])
+                divergence = found.replay.divergence
+                if found.replay.stopped and divergence is not None:
+                    unanswered.append(divergence[1])
+            result = found.replay
+            if result.stopped:
+                result = dataclasses.replace(result, outcomes_a=[], outcomes_b=[])
+            else:
+                unanswered.clear()  # only failures in a row give up
+            key = {"scenario": scenario, "preset": preset, "seed": seed, "shard": shard}
+            stream = stream_row(key, n_ops, names, result, time.process_time() - cpu_started)
+            stream.update(
+                rule=found.rule, shrunk=found.shrunk_json_lines(), shrink_runs=found.shrink_runs
+            )
+            append_stream(columns, key, names, result, stream)
+    return columns
 
 
 def replay_rows(
