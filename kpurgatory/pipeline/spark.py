@@ -729,10 +729,12 @@ def _aggregates(outcomes: DataFrame, streams: DataFrame) -> tuple[DataFrame, Dat
         sf.percentile_approx(sf.when(early, latency), 0.5).alias("completion_p50_ms"),
         sf.percentile_approx(sf.when(early, latency), 0.99).alias("completion_p99_ms"),
     )
-    total = sf.sum("timed_ops")
+    # null, not a division by zero, for streams without timed operations (a port's
+    # streams that its adapter never answered have no outcomes)
+    total = sf.when(sf.sum("timed_ops") > 0, sf.sum("timed_ops"))
     per_streams = streams.groupBy(*group).agg(
         sf.count("*").alias("streams"),
-        total.alias("timed_ops"),
+        sf.sum("timed_ops").alias("timed_ops"),
         sf.sum("bucket_offers").alias("bucket_offers"),
         sf.sum("bucket_polls").alias("bucket_polls"),
         sf.sum("empty_bucket_polls").alias("empty_bucket_polls"),
