@@ -392,14 +392,22 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
 
 
 def check_out(out: Path) -> None:
-    """``ValueError`` naming ``--out`` unless a file can be written in ``out`` (created)."""
-    probe = out / ".kpurgatory-write-check"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
-    except OSError as exc:
-        raise ValueError(f"--out {out}: cannot write the report there: {exc}") from None
+    """``ValueError`` naming ``--out`` unless the report can be written in ``out``: an
+    existing folder takes a file, else its nearest existing parent is a writable folder
+    (nothing is created here: a run refused leaves no trace)."""
+    if out.exists():
+        probe = out / ".kpurgatory-write-check"
+        try:
+            probe.write_text("", encoding="utf-8")
+            probe.unlink()
+        except OSError as exc:
+            raise ValueError(f"--out {out}: cannot write the report there: {exc}") from None
+        return
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: cannot create it: {parent} is not a writable folder")
 
 
 def check_master(master: str, timeout_s: float = 5.0) -> None:

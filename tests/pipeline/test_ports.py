@@ -250,14 +250,17 @@ def free_port() -> int:
         (["--adapter", "/nonexistent/port-adapter --serve"], "--adapter"),
         (["--adapter", PYTHON_PORT, "--allow", "no-such-difference"], "--allow"),
         (["--adapter", PYTHON_PORT, "--mode", "rdd"], "--mode"),
-        (["--out", "/proc/kpurgatory-cannot-write"], "--out"),
+        (["--out", "FILE/out"], "--out"),  # under a file (root may write anywhere else)
         (["--allow", "kafka"], "--allow"),
     ],
 )
 def test_bad_run_arguments_exit_2_naming_the_option(
     argv: list[str], option: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    argv = [a.replace("PORT", str(free_port())) for a in argv]
+    (tmp_path / "file").write_text("not a folder")
+    argv = [
+        a.replace("PORT", str(free_port())).replace("FILE", str(tmp_path / "file")) for a in argv
+    ]
     if "--out" not in argv:
         argv += ["--out", str(tmp_path)]
     started = time.monotonic()
