@@ -24,7 +24,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cluster", "ClusterError", "descendants", "spark_class", "standalone_cluster"]
+__all__ = [
+    "Cluster",
+    "ClusterError",
+    "descendants",
+    "spark_class",
+    "standalone_cluster",
+    "still_running",
+]
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -47,6 +54,15 @@ class Cluster:
         """The processes started and all their descendants, now."""
         started = {process.pid for process in self.processes if process.poll() is None}
         return started | {pid for root in started for pid in descendants(root)}
+
+    def snapshot(self) -> dict[int, str]:
+        """``pids()`` with each one's command line (to tell a reused pid from the process)."""
+        return {pid: command for pid in self.pids() if (command := _command(pid))}
+
+
+def still_running(snapshot: dict[int, str]) -> list[int]:
+    """The pids of ``snapshot`` still running the same command (zombies do not count)."""
+    return sorted(pid for pid, command in snapshot.items() if _command(pid) == command)
 
 
 def spark_class() -> Path:
@@ -177,7 +193,7 @@ def standalone_cluster(
 def _stop(cluster: Cluster, grace_s: float = 20.0) -> None:
     """SIGTERM each process group started (workers first), then SIGKILL what is left,
     including descendants that left the group."""
-    left = {pid: _command(pid) for pid in cluster.pids()}
+    left = cluster.snapshot()
     for process in reversed(cluster.processes):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGTERM)
@@ -190,15 +206,15 @@ def _stop(cluster: Cluster, grace_s: float = 20.0) -> None:
             os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=5)
-    for pid, command in left.items():  # only if it is still the same process
-        if command and _command(pid) == command:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+    for pid in still_running(left):  # only if it is still the same process
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _command(pid: int) -> str:
-    """The command line of ``pid`` ("" if it is gone)."""
+    """The command line of ``pid`` ("" if it is gone or a zombie)."""
     done = subprocess.run(
-        ["ps", "-p", str(pid), "-o", "args="], capture_output=True, text=True, check=False
+        ["ps", "-p", str(pid), "-o", "stat=,args="], capture_output=True, text=True, check=False
     )
-    return done.stdout.strip()
+    state, _, command = done.stdout.strip().partition(" ")
+    return "" if not state or state.startswith("Z") else command.strip()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kpurgatory.pipeline.standalone import Cluster, standalone_cluster
+from kpurgatory.pipeline.standalone import Cluster, standalone_cluster, still_running
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,12 +37,13 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One cluster for the module; afterwards, no process it started may be alive."""
-    started: set[int] = set()
+    started: dict[int, str] = {}
     with standalone_cluster(2, log_dir=tmp_path_factory.mktemp("standalone")) as running:
         yield running
-        started = running.pids()
-    alive = sorted(pid for pid in started if Path(f"/proc/{pid}").exists())
-    assert not alive, f"cluster processes left behind: {alive}"
+        started = running.snapshot()
+    assert len(started) >= 3  # the master and two workers at least
+    alive = still_running(started)
+    assert not alive, f"cluster processes left behind: {[started[pid] for pid in alive]}"
 
 
 def pipeline(cluster: Cluster, out: Path, *argv: str) -> tuple[subprocess.Popen[str], str]:
