@@ -111,21 +111,13 @@ def test_r5_a_port_firing_a_tick_late_is_found_shrunk_and_reproduced(
         assert "expired" in replayed.stdout
 
 
-@pytest.mark.parametrize(
-    ("bug", "message"),
-    [
-        ("crash", "exited with code 3"),  # in its fourth run: the task's fourth stream
-        ("stall", "no answer within 1 s"),  # in its third run
-        ("garbage", "answer is not JSON"),
-    ],
-)
-def test_an_adapter_that_crashes_hangs_or_writes_garbage_fails_its_streams_and_the_job_ends(
-    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], bug: str, message: str
+def test_an_adapter_that_hangs_fails_its_streams_and_the_job_ends(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     started = time.monotonic()
     status = run_cli(
         [
-            *("--adapter", broken(bug), "--step-timeout", "1", "--grid", "small"),
+            *("--adapter", broken("stall"), "--step-timeout", "1", "--grid", "small"),
             *("--scenario", "join_group", "--ops", "30", "--partitions", "1"),
             *("--out", str(tmp_path)),
         ],
@@ -133,8 +125,30 @@ def test_an_adapter_that_crashes_hangs_or_writes_garbage_fails_its_streams_and_t
     )
     out = capsys.readouterr().out
     assert status == 1, out
-    assert "- protocol: " in out and message in out, out
+    # it stops answering in its third run: the task's third stream
+    assert "- protocol: 1 stream(s)" in out and "no answer within 1 s" in out, out
+    assert "3 of 4 streams agreed" in out
     assert time.monotonic() - started < 120
+
+
+@pytest.mark.parametrize(
+    ("bug", "message", "failed"),
+    [
+        ("crash", "exited with code 3", 1),  # in its fourth run: the fourth stream
+        ("garbage", "answer is not JSON", 4),  # every run: two, then the task gives up
+    ],
+)
+def test_an_adapter_that_crashes_or_writes_garbage_fails_its_streams_with_the_reason(
+    bug: str, message: str, failed: int
+) -> None:
+    port = Port(broken(bug), step_timeout_s=5)
+    rows = [("join_group", "tiny", seed, 0, 20) for seed in range(1, 5)]
+    columns = replay_rows_through_port(rows, port, ("reference", resolve_impl("reference")))
+    streams = [i for i, kind in enumerate(columns["kind"]) if kind == "stream"]
+    reasons = [columns["divergence"][i] for i in streams if columns["divergence"][i]]
+    assert len(reasons) == failed, reasons
+    assert message in reasons[0]
+    assert {columns["rule"][i] for i in streams if columns["divergence"][i]} == {"protocol"}
 
 
 # ---- without Spark --------------------------------------------------------------------------
