@@ -62,6 +62,12 @@ run with exit status 2. On a cluster the executors run the cluster's Python on t
 sources the driver ships: ship a packed environment (spark-submit --archives) or set
 PYSPARK_PYTHON; the run checks the executors first.
 
+With --adapter CMD the implementation checked is a port behind its conformance
+adapter (one adapter process per executor task, the kit's line protocol, --allow as in
+`kpurgatory conformance`): every difference is shrunk to a short step sequence, written
+under OUT/counterexamples/ and printed with the `kpurgatory conformance --adapter CMD
+--replay FILE` command that reproduces it.
+
 exit status: 0 no difference, 1 counterexamples, 2 missing environment or bad arguments
 """
 

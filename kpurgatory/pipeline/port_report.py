@@ -79,6 +79,8 @@ def port_summary(
         entry = f"  - {key[0]} / {key[1]} / seed {key[2]} / shard {key[3]}: {first_line} ({how})"
         if command:
             entry += f"\n    reproduce: {command}"
+        else:
+            commands[key] = "(none: the stream was not sent to the adapter, see the reason)"
         per_rule.setdefault(str(row.get("rule") or "protocol"), []).append(entry)
     if per_rule:
         lines.append("First differences per rule (protocol: the adapter did not answer properly):")
