@@ -139,7 +139,9 @@ wheel-check:
 # The pipeline on executors in other processes (CI, .ci/run): a tiny grid on
 # local-cluster[2,1,1024] with PYSPARK_PYTHON unset, executors on the driver's interpreter and
 # the shipped package zip (about 2 minutes on 2 cores), and again on the compiled build when
-# build/compiled/venv has one (make executor-build; skipped otherwise).
+# build/compiled/venv has one (make executor-build; skipped otherwise); then a real standalone
+# cluster (a master and two workers on 127.0.0.1, started from pyspark's spark-class and
+# stopped by the test): the grid and a port's adapter replayed by its executors.
 .PHONY: pipeline-cluster
 pipeline-cluster: $(STAMP)
-	$(PY) -m pytest -q -m slow tests/pipeline/test_cluster.py
+	$(PY) -m pytest -q -m slow tests/pipeline/test_cluster.py tests/pipeline/test_standalone.py

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kpurgatory.cli import at_least
+from kpurgatory.conformance.adapter import DEFAULT_STEP_TIMEOUT_S
 from kpurgatory.workloads import PRESETS, SCENARIOS, GridRow, grid
 
 __all__ = [
@@ -60,6 +61,12 @@ explicitly (--executor-python PATH, or PYSPARK_PYTHON) that cannot be used stops
 run with exit status 2. On a cluster the executors run the cluster's Python on the
 sources the driver ships: ship a packed environment (spark-submit --archives) or set
 PYSPARK_PYTHON; the run checks the executors first.
+
+With --adapter CMD the implementation checked is a port behind its conformance
+adapter (one adapter process per executor task, the kit's line protocol, --allow as in
+`kpurgatory conformance`): every difference is shrunk to a short step sequence, written
+under OUT/counterexamples/ and printed with the `kpurgatory conformance --adapter CMD
+--replay FILE` command that reproduces it.
 
 exit status: 0 no difference, 1 counterexamples, 2 missing environment or bad arguments
 """
@@ -159,6 +166,28 @@ def add_parser(subparsers: Any) -> None:
         "the compiled build when there is one, else this interpreter), driver (this "
         "interpreter) or an interpreter path",
     )
+    run_parser.add_argument(
+        "--adapter",
+        metavar="CMD",
+        help="check a port instead of --impl-b: replay the streams through its conformance "
+        "adapter command (the kit's line protocol; one process per executor task; use "
+        "absolute paths, the executors run it) against --impl-a; each difference is shrunk "
+        "and written as a step file for `kpurgatory conformance --adapter CMD --replay FILE`",
+    )
+    run_parser.add_argument(
+        "--allow",
+        metavar="IDS",
+        help="with --adapter: accept known differences, as `kpurgatory conformance --allow` "
+        "('kafka' or comma-separated ids)",
+    )
+    run_parser.add_argument(
+        "--step-timeout",
+        type=float,
+        default=DEFAULT_STEP_TIMEOUT_S,
+        metavar="S",
+        help=f"with --adapter: seconds to wait for each answer (default "
+        f"{DEFAULT_STEP_TIMEOUT_S:g}); an adapter that does not answer fails its stream",
+    )
     run_parser.add_argument("--quiet", action="store_true", help="no progress display")
     run_parser.set_defaults(func=run)
 
@@ -211,6 +240,7 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
     )
 
     started = time.perf_counter()
+    port = None
     try:
         rows = grid_rows(
             args.grid,
@@ -220,17 +250,26 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
             n_ops=args.ops,
         )
         resolve_impl(args.impl_a)
-        resolve_impl(args.impl_b)
+        if args.adapter is None:
+            resolve_impl(args.impl_b)
         if session is not None and args.executor_python != "auto":
             raise ValueError(
                 f"--executor-python {args.executor_python}: a running session's executors "
                 "cannot be changed (only auto with a given session)"
             )
+        check_out(args.out)
         master_url = resolve_master(args.master)
+        if session is None:
+            check_master(master_url)
+        if args.adapter is not None:
+            port = check_port(args)
+        elif args.allow is not None:
+            raise ValueError("--allow: known differences are accepted only with --adapter")
         selected = None if session is not None else select(args.executor_python, master_url)
     except (ValueError, ExecutorPythonError) as exc:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
+    impl_b = args.impl_b if port is None else f"adapter {port.command!r}"
     total = sum(r.n_ops for r in rows)
     if selected is not None:
         print(selected.message, flush=True)
@@ -250,7 +289,7 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
             return 2
     print(
         f"grid {args.grid}: {len(rows)} streams, {total:,} operations; "
-        f"{args.impl_a} vs {args.impl_b}; master {master}; mode {args.mode}",
+        f"{args.impl_a} vs {impl_b}; master {master}; mode {args.mode}",
         flush=True,
     )
     try:
@@ -264,6 +303,7 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
             partitions=args.partitions,
             out_dir=args.out,
             show_progress=show,
+            port=port,
         )
         cores = spark.sparkContext.defaultParallelism
     finally:
@@ -290,7 +330,7 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
     )
     context = (
         f"Grid `{args.grid}` ({len(rows)} streams), `{args.impl_a}` (expected) vs "
-        f"`{args.impl_b}`, Spark master `{master}` ({cores} cores), mode `{args.mode}`, "
+        f"`{impl_b}`, Spark master `{master}` ({cores} cores), mode `{args.mode}`, "
         f"replayed by the {replayed_by}, {elapsed:.0f} s wall including Spark start-up: "
         f"{per_minute:,.0f} operations replayed (on both) and diffed per minute{cpu_note}."
     )
@@ -299,6 +339,12 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         "probes": probes,
         "workers": workers,
     }
+    port_lines: list[str] = []
+    commands: dict[tuple[Any, ...], str] = {}
+    if port is not None:
+        from kpurgatory.pipeline.port_report import port_summary
+
+        port_lines, commands = port_summary(result.stream_table, port, args.out)
     report = write_report(
         result,
         args.out,
@@ -307,6 +353,8 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         impl_a=args.impl_a,
         impl_b=args.impl_b,
         executors=executors,
+        sections=port_lines,
+        commands=commands,
     )
     write_run_json(
         args.out,
@@ -315,7 +363,8 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
             "streams": result.streams,
             "operations": result.operations,
             "impl_a": args.impl_a,
-            "impl_b": args.impl_b,
+            "impl_b": impl_b,
+            "adapter": None if port is None else port.command,
             "master": str(master),
             "cores": cores,
             "mode": args.mode,
@@ -332,7 +381,9 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         },
     )
     print(context)
-    for row in result.counterexamples[:10]:
+    if port is not None:
+        print("\n".join(port_lines))
+    for row in result.counterexamples[:10] if port is None else ():
         print(
             f"COUNTEREXAMPLE {row['scenario']} {row['preset']} seed {row['seed']} shard "
             f"{row['shard']}: {row['reason']}\n"
@@ -344,6 +395,72 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         "PNG charts)"
     )
     return 0 if result.ok and result.model_mismatches == 0 else 1
+
+
+def check_out(out: Path) -> None:
+    """``ValueError`` naming ``--out`` unless the report can be written in ``out``: an
+    existing folder takes a file, else its nearest existing parent is a writable folder
+    (nothing is created here: a run refused leaves no trace)."""
+    if out.exists():
+        probe = out / ".kpurgatory-write-check"
+        try:
+            probe.write_text("", encoding="utf-8")
+            probe.unlink()
+        except OSError as exc:
+            raise ValueError(f"--out {out}: cannot write the report there: {exc}") from None
+        return
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: cannot create it: {parent} is not a writable folder")
+
+
+def check_master(master: str, timeout_s: float = 5.0) -> None:
+    """``ValueError`` naming ``--master`` if a ``spark://`` master does not accept a TCP
+    connection within ``timeout_s`` (Spark itself would retry for minutes)."""
+    import socket
+
+    if not master.startswith("spark://"):
+        return
+    last: OSError | None = None
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"--master {master}: want spark://HOST:PORT")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+            return
+        except OSError as exc:
+            last = exc
+    raise ValueError(f"--master {master}: cannot reach the Spark master: {last}")
+
+
+def check_port(args: argparse.Namespace) -> Any:
+    """The ``Port`` of ``--adapter``, ``--allow`` and ``--step-timeout``, after the adapter
+    answered one ``init`` on this machine; ``ValueError`` naming the option otherwise."""
+    from kpurgatory.conformance.adapter import AdapterProcess, probe
+    from kpurgatory.pipeline.ports import Port
+    from kpurgatory.spec.known_differences import resolve
+
+    if args.mode != "arrow":
+        raise ValueError(f"--mode {args.mode}: --adapter replays in mode arrow only")
+    if args.allow is not None:
+        try:
+            resolve(args.allow)
+        except ValueError as exc:
+            raise ValueError(f"--allow: {exc}") from None
+    if not args.step_timeout > 0:
+        raise ValueError(f"--step-timeout must be > 0, got {args.step_timeout}")
+    try:
+        adapter = AdapterProcess(args.adapter, step_timeout_s=args.step_timeout)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--adapter: {exc}") from None
+    with adapter:
+        unusable = probe(adapter)
+    if unusable is not None:
+        raise ValueError(f"--adapter {args.adapter!r} did not answer an init step: {unusable}")
+    return Port(args.adapter, args.allow, args.step_timeout)
 
 
 def vectors(args: argparse.Namespace) -> int:

@@ -17,17 +17,19 @@ reproduce a counterexample; the tests compare the two row for row.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from kpurgatory.conformance.driver import (
     PUBLIC_API,
     Driver,
     Observation,
+    State,
     compare_observations,
     state_difference,
 )
@@ -41,12 +43,20 @@ from kpurgatory.conformance.steps import (
     Watch,
 )
 from kpurgatory.pipeline.costs import HeapModel, WheelModel
+from kpurgatory.pipeline.lean_driver import Compact, LeanDriver, supports, to_observation
+from kpurgatory.spec.events import OperationCompleted, OperationExpired
 
 __all__ = [
     "COUNTER_NAMES",
     "IMPL_COUNTER_NAMES",
+    "Compare",
     "OpOutcome",
+    "Side",
+    "SideStopped",
     "StreamReplay",
+    "compact",
+    "exact",
+    "replay_sides",
     "replay_stream",
     "resolve_impl",
 ]
@@ -124,6 +134,45 @@ class StreamReplay:
     counters: dict[str, int]
     impl_counters: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    stopped: bool = False  # side b stopped answering at the divergence (``SideStopped``)
+
+    @property
+    def agreed_steps(self) -> int:
+        """Steps whose observations agreed before the first divergence (all if none)."""
+        steps = self.counters.get("steps", 0)
+        return steps if self.divergence is None else min(self.divergence[0], steps)
+
+
+class SideStopped(Exception):  # noqa: N818 - a state, not an error of the caller
+    """Raised by a side's ``execute`` that can give no observation (a port's adapter that
+    exited, hung or wrote garbage); the message says why. The stream stops there."""
+
+
+class Side(Protocol):
+    """One implementation under replay: ``execute`` returns each step's ``Compact``
+    observation; ``state()`` the state now (only called when final states are compared);
+    ``purgatory`` is read on side a (its exact purge count)."""
+
+    @property
+    def purgatory(self) -> Any: ...
+
+    def execute(self, step: Step) -> Compact: ...
+
+    def state(self) -> tuple[Any, ...]: ...
+
+    def close(self) -> None: ...
+
+
+Compare = Callable[[Step, Compact, Compact], str | None]
+"""Judges one step: None if side b's observation agrees with side a's, else why not.
+Called for every step, in order (a judge may keep facts about the run)."""
+
+
+def exact(step: Step, obs_a: Compact, obs_b: Compact) -> str | None:
+    """The kit's comparison (``compare_observations``), on the tuples first."""
+    if obs_a == obs_b:
+        return None
+    return compare_observations(to_observation(obs_a), to_observation(obs_b))
 
 
 class _Outcomes:
@@ -132,18 +181,16 @@ class _Outcomes:
     def __init__(self) -> None:
         self.ops: dict[str, list[Any]] = {}
 
-    def observe(self, step: Step, obs: Observation, clock: int) -> None:
-        if isinstance(step, Watch) and step.operation not in self.ops:
-            self.ops[step.operation] = [clock, step.delay_ms, "pending", None, None]
-        for recorded in obs.events:
-            event = recorded.event
-            if event.kind == "completed":
-                record = self.ops.get(event.operation)
-                if record is not None:
-                    record[2:5] = ["completed", event.at_ms, event.via]
-            elif event.kind == "expired":
-                record = self.ops.get(event.operation)
-                if record is not None:
+    def observe(self, step: Step, obs: Compact, clock: int) -> None:
+        ops = self.ops
+        if type(step) is Watch and step.operation not in ops:
+            ops[step.operation] = [clock, step.delay_ms, "pending", None, None]
+        for kind, label, at_ms, via, _, _ in obs[2]:
+            record = ops.get(label)
+            if record is not None:
+                if kind == "completed":
+                    record[2:5] = ["completed", at_ms, via]
+                elif kind == "expired":
                     record[2] = "expired"
 
     def rows(self, model: WheelModel) -> list[OpOutcome]:
@@ -162,8 +209,60 @@ class _Outcomes:
         ]
 
 
-def _expired_labels(obs: Observation) -> set[str]:
-    return {r.event.operation for r in obs.events if r.event.kind == "expired"}
+def _expired_labels(obs: Compact) -> set[str]:
+    return {event[1] for event in obs[2] if event[0] == "expired"}
+
+
+class _KitSide:
+    """The kit's ``Driver`` behind ``LeanDriver``'s interface, for step kinds the lean
+    driver does not run (``execute`` returns the ``Compact`` form of each observation)."""
+
+    def __init__(self, impl: ModuleType, state_every: int) -> None:
+        self.driver = Driver(impl, state_every=state_every)
+
+    @property
+    def purgatory(self) -> Any:
+        return self.driver.purgatory
+
+    @property
+    def timers(self) -> dict[str, Any]:
+        return self.driver.timers
+
+    def execute(self, step: Step) -> Compact:
+        return compact(self.driver.execute(step))
+
+    def state(self) -> tuple[Any, ...]:
+        return _state_tuple(self.driver.state())
+
+    def close(self) -> None:
+        self.driver.close()
+
+
+def _state_tuple(state: State) -> tuple[Any, ...]:
+    return tuple(getattr(state, f.name) for f in dataclasses.fields(state))
+
+
+def compact(observation: Observation) -> Compact:
+    """The ``Compact`` form of the kit's ``Observation`` (``lean_driver.to_observation``'s
+    inverse)."""
+    events = []
+    for recorded in observation.events:
+        event = recorded.event
+        if isinstance(event, OperationCompleted):
+            head: tuple[Any, ...] = ("completed", event.operation, event.at_ms, event.via)
+        elif isinstance(event, OperationExpired):
+            head = ("expired", event.operation, event.at_ms, None)
+        else:
+            head = ("task_ran", event.task, event.at_ms, None)
+        events.append((*head, recorded.unit, recorded.due_ms))
+    state = observation.state
+    return (
+        observation.result,
+        observation.raised,
+        tuple(events),
+        observation.tries,
+        None if state is None else _state_tuple(state),
+    )
 
 
 def replay_stream(
@@ -181,13 +280,41 @@ def replay_stream(
     ``peak_watched`` is sampled every ``state_every`` steps; the purge count is exact
     (``num_purged`` after every step) and ``peak_pending`` too (from the wheel model).
     Returns outcomes for both, the first divergence and the cost counters.
+
+    The workloads' steps run on ``lean_driver.LeanDriver`` (the kit's observations as
+    tuples, compared as tuples; the kit's ``compare_observations`` judges any pair that
+    differs), other step kinds on the kit's ``Driver``.
+    """
+    if not steps or not isinstance(steps[0], Init):
+        raise ValueError("steps must start with an init step")
+    side_a: LeanDriver | _KitSide
+    side_b: LeanDriver | _KitSide
+    if supports(steps):
+        side_a = LeanDriver(impl_a, state_every=state_every)
+        side_b = LeanDriver(impl_b, state_every=state_every)
+    else:
+        side_a, side_b = _KitSide(impl_a, state_every), _KitSide(impl_b, state_every)
+    return replay_sides(steps, side_a, side_b)
+
+
+def replay_sides(
+    steps: Sequence[Step],
+    side_a: Side,
+    side_b: Side,
+    compare: Compare = exact,
+    *,
+    compare_final: bool = True,
+) -> StreamReplay:
+    """``replay_stream`` on two given sides (closed at the end), judged by ``compare``.
+
+    ``compare_final``: also compare both sides' states after the last step (a side that
+    answers the state with every step, like a port's adapter, needs no final read). A
+    ``SideStopped`` from side b ends the stream there, as its divergence.
     """
     if not steps or not isinstance(steps[0], Init):
         raise ValueError("steps must start with an init step")
     started = time.perf_counter()
     init = steps[0]
-    driver_a = Driver(impl_a, state_every=state_every)
-    driver_b = Driver(impl_b, state_every=state_every)
     model = WheelModel(init.tick_ms, init.wheel_size, init.start_ms)
     heap = HeapModel()
     outcomes_a, outcomes_b = _Outcomes(), _Outcomes()
@@ -195,50 +322,65 @@ def replay_stream(
     clock = init.clock_ms
     mismatches = purges = peak_watched = timed = 0
     last_purged = 0
+    execute_a, execute_b = side_a.execute, side_b.execute
+    observe_a, observe_b = outcomes_a.observe, outcomes_b.observe
+    stopped = False
     try:
         for index, step in enumerate(steps):
-            obs_a = driver_a.execute(step)
-            obs_b = driver_b.execute(step)
-            if divergence is None:
-                message = compare_observations(obs_a, obs_b)
-                if message is not None:
-                    divergence = (index, f"step {index} {step.STEP}: {message}")
-            if obs_a.raised is None and isinstance(step, Advance | ClockAdvance | PurgatoryAdvance):
-                clock += step.ms
-            outcomes_a.observe(step, obs_a, clock)
-            outcomes_b.observe(step, obs_b, clock)
+            obs_a = execute_a(step)
+            try:
+                obs_b = execute_b(step)
+            except SideStopped as exc:
+                if divergence is None:
+                    divergence = (index, f"step {index} {step.STEP}: {exc}")
+                stopped = True
+                break
+            message = compare(step, obs_a, obs_b)
+            if message is not None and divergence is None:
+                divergence = (index, f"step {index} {step.STEP}: {message}")
+            kind = type(step)
+            ok_a = obs_a[1] is None
+            if ok_a and kind in _CLOCK_MOVES:
+                clock += step.ms  # type: ignore[union-attr]
+            observe_a(step, obs_a, clock)
+            observe_b(step, obs_b, clock)
             # -- the cost models follow the reference side's observations
-            if isinstance(step, Watch) and obs_a.raised is None and obs_a.result is False:
+            events_a = obs_a[2]
+            if kind is Watch and ok_a and obs_a[0] is False:
+                assert isinstance(step, Watch)
                 expiration = clock + step.delay_ms
                 timed += 1
                 heap.offer(clock, expiration)
                 placed = model.add(step.operation, expiration)
                 if placed == (step.operation in _expired_labels(obs_a)):
                     mismatches += 1
-            for recorded in obs_a.events:
-                event = recorded.event
-                if event.kind == "completed" and event.via != "expiry":
-                    model.cancel(event.operation)
-            if isinstance(step, CancelForKey) and obs_a.raised is None:
-                for label in obs_a.result:
+            for event in events_a:
+                if event[0] == "completed" and event[3] != "expiry":
+                    model.cancel(event[1])
+            if kind is CancelForKey and ok_a:
+                for label in obs_a[0]:
                     model.cancel(label)
-            if isinstance(step, Advance | PurgatoryAdvance) and obs_a.raised is None:
+            if ok_a and kind in _DRAINS:
                 fired = set(model.drain(clock))
                 mismatches += len(fired ^ _expired_labels(obs_a))
-            if obs_a.state is not None:
-                peak_watched = max(peak_watched, obs_a.state.watched)
-            purged = driver_a.purgatory.num_purged  # O(1): exact purge count
+            state_a = obs_a[4]
+            if state_a is not None and state_a[2] > peak_watched:
+                peak_watched = state_a[2]
+            purged = side_a.purgatory.num_purged  # O(1): exact purge count
             if purged > last_purged:
                 purges += 1
                 last_purged = purged
-        if divergence is None:
-            final_a, final_b = driver_a.state(), driver_b.state()
+        if divergence is None and compare_final:
+            final_a, final_b = side_a.state(), side_b.state()
             if final_a != final_b:
-                divergence = (len(steps), "final state: " + state_difference(final_a, final_b))
-        impl_counters = _impl_counters(driver_b)
+                divergence = (
+                    len(steps),
+                    "final state: " + state_difference(State(*final_a), State(*final_b)),
+                )
+        impl_counters = _impl_counters(side_b)
     finally:
-        driver_a.close()
-        driver_b.close()
+        side_a.close()
+        side_b.close()
     heap_offers, heap_polls, peak_heap, heap_cost = heap.finish()
     counters = {
         "steps": len(steps),
@@ -270,12 +412,17 @@ def replay_stream(
         counters,
         impl_counters,
         time.perf_counter() - started,
+        stopped,
     )
 
 
-def _impl_counters(driver: Driver) -> dict[str, int]:
+_CLOCK_MOVES: frozenset[type] = frozenset({Advance, ClockAdvance, PurgatoryAdvance})
+_DRAINS: frozenset[type] = frozenset({Advance, PurgatoryAdvance})
+
+
+def _impl_counters(side: Side) -> dict[str, int]:
     """Counters the implementation's timer exposes as ``stats`` (a mapping), if any."""
-    stats = getattr(driver.purgatory.timer, "stats", None)
+    stats = getattr(getattr(side.purgatory, "timer", None), "stats", None)
     if callable(stats):
         stats = stats()
     if not isinstance(stats, Mapping):

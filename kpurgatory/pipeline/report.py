@@ -270,8 +270,14 @@ def write_report(
     impl_a: str = "reference",
     impl_b: str = "optimized",
     executors: Mapping[str, Any] | None = None,
+    sections: Sequence[str] = (),
+    commands: Mapping[tuple[Any, ...], str] | None = None,
 ) -> Path:
     """Write ``report.md``, ``report.html`` and the PNG charts into ``out``; returns the .md.
+
+    ``sections``: lines printed after the verdict (a port's summary); ``commands``: the
+    command reproducing a counterexample, by (scenario, preset, seed, shard), instead
+    of ``replay_command`` (a port's ``kpurgatory conformance --replay``).
 
     ``impl_a``/``impl_b``: the pair the run compared (for the counterexamples' replay
     commands). ``executors``: ``selected`` (``ExecutorPython.as_dict()``) and ``workers``
@@ -300,6 +306,8 @@ def write_report(
         "",
         verdict,
         "",
+        *sections,
+        *([""] if sections else []),
         *_executor_lines(executors),
         "## Summary per scenario and preset",
         "",
@@ -311,10 +319,11 @@ def write_report(
     if result.counterexamples:
         lines += ["## Counterexamples (first ones)", ""]
         for row in result.counterexamples[:50]:
+            key = (row["scenario"], row["preset"], row["seed"], row["shard"])
+            command = (commands or {}).get(key) or replay_command(row, impl_a, impl_b)
             lines.append(
                 f"- `{row['scenario']}` `{row['preset']}` seed {row['seed']} shard "
-                f"{row['shard']}: {row['reason']}  \n  reproduce: "
-                f"`{replay_command(row, impl_a, impl_b)}`"
+                f"{row['shard']}: {row['reason']}  \n  reproduce: `{command}`"
             )
         lines.append("")
     lines += ["## Charts", ""]

@@ -20,15 +20,18 @@ stream), a throughput measure that other processes on the machine do not inflate
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
 from kpurgatory.pipeline.builds import optimized_build, worker_name
+from kpurgatory.pipeline.ports import GIVE_UP_AFTER, Port, not_replayed, replay_through_port
 from kpurgatory.pipeline.replay import (
     COUNTER_NAMES,
     IMPL_COUNTER_NAMES,
+    StreamReplay,
     replay_stream,
 )
 from kpurgatory.workloads import stream_steps
@@ -39,8 +42,11 @@ __all__ = [
     "KEY_COLUMNS",
     "OUTCOME_COLUMNS",
     "STREAM_COLUMNS",
+    "append_stream",
     "replay_row",
     "replay_rows",
+    "replay_rows_through_port",
+    "stream_row",
 ]
 
 GRID_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -79,6 +85,10 @@ _STREAM_ONLY: tuple[tuple[str, str], ...] = (
     ("cpu_seconds", "double"),
     ("build", "string"),
     ("worker", "string"),
+    ("agreed_steps", "long"),
+    ("rule", "string"),
+    ("shrunk", "string"),
+    ("shrink_runs", "long"),
     *((name, "long") for name in COUNTER_NAMES),
     *((f"impl_{name}", "long") for name in IMPL_COUNTER_NAMES),
 )
@@ -101,6 +111,7 @@ STREAM_COLUMNS: tuple[str, ...] = (*KEY_COLUMNS, *(name for name, _ in _STREAM_O
 """The stream table's columns."""
 
 _NAMES = tuple(name for name, _ in COLUMNS)
+_STREAM_ONLY_NAMES = tuple(name for name, _ in _STREAM_ONLY)
 if len(set(_NAMES)) != len(_NAMES):  # pragma: no cover - a guard for edits of the layout
     raise AssertionError("pipeline output columns must have distinct names")
 
@@ -121,51 +132,117 @@ def replay_row(
     ``impl_a`` and ``impl_b`` are ``(name, module)`` pairs; ``impl_a`` is the
     expectation (normally the reference).
     """
-    cpu_started = time.process_time()
-    steps = stream_steps(scenario, preset, seed, shard, n_ops)
-    result = replay_stream(steps, impl_a[1], impl_b[1], state_every=state_every)
-    cpu_seconds = time.process_time() - cpu_started
-    key = {"scenario": scenario, "preset": preset, "seed": seed, "shard": shard}
-    rows: list[dict[str, Any]] = []
-    sides = (("a", impl_a[0], result.outcomes_a), ("b", impl_b[0], result.outcomes_b))
-    for side, name, outcomes in sides:
-        for o in outcomes:
-            rows.append(
-                {
-                    "kind": "outcome",
-                    **key,
-                    "side": side,
-                    "impl": name,
-                    "op": o.op,
-                    "arrival_ms": o.arrival_ms,
-                    "delay_ms": o.delay_ms,
-                    "deadline_ms": o.arrival_ms + o.delay_ms,
-                    "outcome": o.outcome,
-                    "at_ms": o.at_ms,
-                    "via": o.via,
-                    "wheel_level": o.level,
-                    "op_cascades": o.cascades,
-                }
-            )
+    grid_row = (scenario, preset, seed, shard, n_ops)
+    columns = replay_rows([grid_row], impl_a, impl_b, state_every=state_every)
+    count = len(columns["kind"])
+    return [
+        {name: values[i] for name, values in columns.items() if values[i] is not None}
+        for i in range(count)
+    ]
+
+
+def stream_row(
+    key: dict[str, Any],
+    n_ops: int,
+    names: tuple[str, str],
+    result: StreamReplay,
+    cpu_seconds: float,
+) -> dict[str, Any]:
+    """The stream row of one replayed stream (the columns of ``_STREAM_ONLY`` plus the key)."""
     divergence = result.divergence
-    rows.append(
-        {
-            "kind": "stream",
-            **key,
-            "n_ops": n_ops,
-            "impl_a": impl_a[0],
-            "impl_b": impl_b[0],
-            "divergence_step": None if divergence is None else divergence[0],
-            "divergence": None if divergence is None else divergence[1],
-            "seconds": result.seconds,
-            "cpu_seconds": cpu_seconds,
-            "build": optimized_build(),
-            "worker": worker_name(),
-            **result.counters,
-            **{f"impl_{name}": value for name, value in result.impl_counters.items()},
-        }
-    )
-    return rows
+    return {
+        "kind": "stream",
+        **key,
+        "n_ops": n_ops,
+        "impl_a": names[0],
+        "impl_b": names[1],
+        "divergence_step": None if divergence is None else divergence[0],
+        "divergence": None if divergence is None else divergence[1],
+        "seconds": result.seconds,
+        "cpu_seconds": cpu_seconds,
+        "build": optimized_build(),
+        "worker": worker_name(),
+        "agreed_steps": result.agreed_steps,
+        **result.counters,
+        **{f"impl_{name}": value for name, value in result.impl_counters.items()},
+    }
+
+
+def append_stream(
+    columns: dict[str, list[Any]],
+    key: dict[str, Any],
+    names: tuple[str, str],
+    result: StreamReplay,
+    stream: dict[str, Any],
+) -> None:
+    """Append one stream's outcome rows (both sides) and its ``stream`` row to ``columns``.
+
+    Built column by column: a row dict per operation cost more than the replay's diff.
+    """
+    sides = (("a", names[0], result.outcomes_a), ("b", names[1], result.outcomes_b))
+    count = len(result.outcomes_a) + len(result.outcomes_b)
+    for name in _STREAM_ONLY_NAMES:
+        columns[name] += [None] * count
+    columns["kind"] += ["outcome"] * count
+    for name in KEY_COLUMNS:
+        columns[name] += [key[name]] * count
+    for side, impl, outcomes in sides:
+        n = len(outcomes)
+        columns["side"] += [side] * n
+        columns["impl"] += [impl] * n
+        columns["op"] += [o.op for o in outcomes]
+        columns["arrival_ms"] += [o.arrival_ms for o in outcomes]
+        columns["delay_ms"] += [o.delay_ms for o in outcomes]
+        columns["deadline_ms"] += [o.arrival_ms + o.delay_ms for o in outcomes]
+        columns["outcome"] += [o.outcome for o in outcomes]
+        columns["at_ms"] += [o.at_ms for o in outcomes]
+        columns["via"] += [o.via for o in outcomes]
+        columns["wheel_level"] += [o.level for o in outcomes]
+        columns["op_cascades"] += [o.cascades for o in outcomes]
+    for name in _NAMES:
+        columns[name].append(stream.get(name))
+
+
+def replay_rows_through_port(
+    grid_rows: Iterable[tuple[str, str, int, int, int]],
+    port: Port,
+    reference: tuple[str, ModuleType],
+) -> dict[str, list[Any]]:
+    """``replay_rows`` with side b a port behind its adapter (``kpurgatory.pipeline.ports``):
+    one adapter process for all these grid rows, closed at the end. A diverged stream's
+    row carries the rule it breaks and its shrunk steps (``rule``, ``shrunk`` as JSON
+    lines, ``shrink_runs``); a stream the adapter stopped answering has no outcome rows.
+    After ``GIVE_UP_AFTER`` such streams in a row the rest are failed without being sent."""
+    columns: dict[str, list[Any]] = {name: [] for name in _NAMES}
+    names = (reference[0], f"adapter: {port.command}")
+    unanswered: list[str] = []
+    with port.adapter() as adapter:
+        for scenario, preset, seed, shard, n_ops in grid_rows:
+            cpu_started = time.process_time()
+            steps = stream_steps(scenario, preset, seed, shard, n_ops)
+            if len(unanswered) >= GIVE_UP_AFTER:
+                found = not_replayed(
+                    steps,
+                    f"the adapter stopped answering {len(unanswered)} streams in a row in "
+                    f"this task (the last: {unanswered[-1]})",
+                )
+            else:
+                found = replay_through_port(steps, adapter, port, reference[1])
+                divergence = found.replay.divergence
+                if found.replay.stopped and divergence is not None:
+                    unanswered.append(divergence[1])
+            result = found.replay
+            if result.stopped:
+                result = dataclasses.replace(result, outcomes_a=[], outcomes_b=[])
+            else:
+                unanswered.clear()  # only failures in a row give up
+            key = {"scenario": scenario, "preset": preset, "seed": seed, "shard": shard}
+            stream = stream_row(key, n_ops, names, result, time.process_time() - cpu_started)
+            stream.update(
+                rule=found.rule, shrunk=found.shrunk_json_lines(), shrink_runs=found.shrink_runs
+            )
+            append_stream(columns, key, names, result, stream)
+    return columns
 
 
 def replay_rows(
@@ -175,12 +252,20 @@ def replay_rows(
     *,
     state_every: int = 32,
 ) -> dict[str, list[Any]]:
-    """``replay_row`` over many grid rows, as columns (name -> list), ready for Arrow."""
+    """Replay each grid row; all their output rows as columns (name -> list), ready for Arrow.
+
+    Per stream: one outcome row per operation and side, then the stream row (see the
+    module docstring). ``impl_a`` and ``impl_b`` are ``(name, module)`` pairs;
+    ``impl_a`` is the expectation (normally the reference).
+    """
     columns: dict[str, list[Any]] = {name: [] for name in _NAMES}
+    names = (impl_a[0], impl_b[0])
     for scenario, preset, seed, shard, n_ops in grid_rows:
-        for row in replay_row(
-            scenario, preset, seed, shard, n_ops, impl_a, impl_b, state_every=state_every
-        ):
-            for name in _NAMES:
-                columns[name].append(row.get(name))
+        cpu_started = time.process_time()
+        steps = stream_steps(scenario, preset, seed, shard, n_ops)
+        result = replay_stream(steps, impl_a[1], impl_b[1], state_every=state_every)
+        cpu_seconds = time.process_time() - cpu_started
+        key = {"scenario": scenario, "preset": preset, "seed": seed, "shard": shard}
+        stream = stream_row(key, n_ops, names, result, cpu_seconds)
+        append_stream(columns, key, names, result, stream)
     return columns

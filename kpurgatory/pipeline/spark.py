@@ -53,6 +53,7 @@ from kpurgatory.pipeline.executor_python import (
     is_local_cluster_master,
     is_local_master,
 )
+from kpurgatory.pipeline.ports import Port
 from kpurgatory.pipeline.replay import resolve_impl
 from kpurgatory.pipeline.rows import (
     COLUMNS,
@@ -61,6 +62,7 @@ from kpurgatory.pipeline.rows import (
     OUTCOME_COLUMNS,
     STREAM_COLUMNS,
     replay_rows,
+    replay_rows_through_port,
 )
 from kpurgatory.workloads import GridRow
 
@@ -84,8 +86,9 @@ __all__ = [
     "run_pipeline",
 ]
 
-COUNTEREXAMPLE_COLUMNS = (*KEY_COLUMNS, "n_ops", "op", "step", "reason")
-"""The counterexample table: the stream, and the operation or step that differs, and why."""
+COUNTEREXAMPLE_COLUMNS = (*KEY_COLUMNS, "n_ops", "op", "step", "reason", "rule", "shrunk")
+"""The counterexample table: the stream, and the operation or step that differs, and why
+(for a port: the rule the first difference breaks and the shrunk steps, as JSON lines)."""
 
 MODES = ("arrow", "pandas", "rdd")
 """How the replay stage runs in the executors: mapInArrow, mapInPandas, RDD mapPartitions."""
@@ -353,14 +356,22 @@ def _arrow_schema() -> pa.Schema:
 
 
 def arrow_replayer(
-    impl_a: str, impl_b: str, state_every: int
+    impl_a: str, impl_b: str, state_every: int, port: Port | None = None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function: grid batches in, one output batch per stream out."""
+    """The ``mapInArrow`` function: grid batches in, one output batch per stream out
+    (with a ``port``: one batch per task, replayed through one adapter process)."""
 
     def replay(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
         schema = _arrow_schema()
+        if port is not None:
+            rows = [row for batch in batches for row in _grid_tuples(batch.to_pydict())]
+            reference = (impl_a, resolve_impl(impl_a))
+            yield pa.RecordBatch.from_pydict(
+                replay_rows_through_port(rows, port, reference), schema=schema
+            )
+            return
         pair_a, pair_b = (impl_a, resolve_impl(impl_a)), (impl_b, resolve_impl(impl_b))
         for batch in batches:
             for grid_row in _grid_tuples(batch.to_pydict()):
@@ -522,15 +533,21 @@ def replay_dataframe(
     mode: str = "arrow",
     partitions: int | None = None,
     state_every: int = 32,
+    port: Port | None = None,
 ) -> DataFrame:
     """The replay stage, lazily: one output row (``rows.COLUMNS``) per outcome and stream.
 
-    ``ValueError`` for an unknown mode, an unknown implementation or an empty grid.
+    With a ``port``, side b is the port behind its adapter (``kpurgatory.pipeline.ports``;
+    mode arrow only) and ``impl_b`` only names it. ``ValueError`` for an unknown mode,
+    an unknown implementation or an empty grid.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if port is not None and mode != "arrow":
+        raise ValueError(f"mode: a port's adapter replays in mode arrow only, not {mode!r}")
     resolve_impl(impl_a)  # fail fast, on the driver, with a clear message
-    resolve_impl(impl_b)
+    if port is None:
+        resolve_impl(impl_b)
     if not grid_rows:
         raise ValueError("grid_rows must not be empty")
     parallelism = spark.sparkContext.defaultParallelism
@@ -541,7 +558,8 @@ def replay_dataframe(
     ).repartition(n_partitions)
     out_schema = _spark_schema(COLUMNS)
     if mode == "arrow":
-        return grid_df.mapInArrow(arrow_replayer(impl_a, impl_b, state_every), out_schema)
+        replayer = arrow_replayer(impl_a, impl_b, state_every, port)
+        return grid_df.mapInArrow(replayer, out_schema)
     if mode == "pandas":
         return grid_df.mapInPandas(pandas_replayer(impl_a, impl_b, state_every), out_schema)
     rdd = grid_df.rdd.mapPartitions(rdd_replayer(impl_a, impl_b, state_every))
@@ -560,6 +578,7 @@ def run_pipeline(
     out_dir: Path | None = None,
     show_progress: bool = False,
     max_counterexamples: int = 1000,
+    port: Port | None = None,
 ) -> PipelineResult:
     """Replay ``grid_rows`` on ``spark``, diff side a against side b, aggregate.
 
@@ -577,6 +596,7 @@ def run_pipeline(
         mode=mode,
         partitions=partitions,
         state_every=state_every,
+        port=port,
     )
     replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -668,6 +688,8 @@ def _diff(outcomes: DataFrame, streams: DataFrame) -> DataFrame:
                 sf.lit(" via "),
                 sf.coalesce(sf.col("b_via"), sf.lit("-")),
             ).alias("reason"),
+            sf.lit(None).cast("string").alias("rule"),
+            sf.lit(None).cast("string").alias("shrunk"),
         )
     )
     stream_rows = streams.filter(sf.col("divergence_step").isNotNull()).select(
@@ -676,6 +698,8 @@ def _diff(outcomes: DataFrame, streams: DataFrame) -> DataFrame:
         sf.lit(None).cast("string").alias("op"),
         sf.col("divergence_step").alias("step"),
         sf.col("divergence").alias("reason"),
+        "rule",
+        "shrunk",
     )
     return stream_rows.unionByName(op_rows).orderBy(*KEY_COLUMNS, "step", "op")
 
@@ -705,10 +729,12 @@ def _aggregates(outcomes: DataFrame, streams: DataFrame) -> tuple[DataFrame, Dat
         sf.percentile_approx(sf.when(early, latency), 0.5).alias("completion_p50_ms"),
         sf.percentile_approx(sf.when(early, latency), 0.99).alias("completion_p99_ms"),
     )
-    total = sf.sum("timed_ops")
+    # null, not a division by zero, for streams without timed operations (a port's
+    # streams that its adapter never answered have no outcomes)
+    total = sf.when(sf.sum("timed_ops") > 0, sf.sum("timed_ops"))
     per_streams = streams.groupBy(*group).agg(
         sf.count("*").alias("streams"),
-        total.alias("timed_ops"),
+        sf.sum("timed_ops").alias("timed_ops"),
         sf.sum("bucket_offers").alias("bucket_offers"),
         sf.sum("bucket_polls").alias("bucket_polls"),
         sf.sum("empty_bucket_polls").alias("empty_bucket_polls"),
