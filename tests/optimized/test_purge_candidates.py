@@ -32,17 +32,23 @@ def test_a_one_key_operation_completed_by_check_leaves_the_candidates() -> None:
 
 
 def test_a_multi_key_operation_stays_a_candidate_until_the_purge() -> None:
-    """Completed through one key, still watched on the other: the purge unlinks it."""
+    """Completed through one key, still watched on the other while another operation is
+    unfinished (else R61 unlinks it at once): the purge unlinks it."""
     log: list[str] = []
     with make() as purgatory:
+        keeper = Op(10**6, "keeper", log)
+        assert purgatory.try_complete_else_watch(keeper, ["c"]) is False
         op = Op(100, "a", log)
         assert purgatory.try_complete_else_watch(op, ["a", "b"]) is False
         op.ready = True
         assert purgatory.check_and_complete("a") == 1
-        assert list(purgatory._candidates.values()) == [op] and purgatory.watched == 1
+        assert list(purgatory._candidates.values()) == [op] and purgatory.watched == 2
         purgatory._check()
         purgatory.advance_clock(0)
-        assert (purgatory.watched, purgatory.num_purged, purgatory._candidates) == (0, 1, {})
+        assert (purgatory.watched, purgatory.num_purged, purgatory._candidates) == (1, 1, {})
+        keeper.ready = True
+        assert purgatory.check_and_complete("c") == 1
+        assert purgatory.watched == 0
 
 
 def test_candidates_overflow_falls_back_to_a_full_scan() -> None:
