@@ -142,4 +142,4 @@ def test_a_state_difference_between_sampled_steps_is_caught_at_the_end() -> None
     assert result.divergence is not None
     index, why = result.divergence
     assert index == len(steps)
-    assert why == "final state: num_purged: expected 34, got 35"
+    assert why == "final state: num_purged: expected 38, got 39"
