@@ -287,6 +287,7 @@ def run_point(
     cpu_s = time.process_time() - cpu_start
     completion.stop()
     purgatory.shutdown()
+    purgatory.await_termination(5.0)  # no reaper step left running after the point
     target = enqueued * 1000.0 / outcome["planned_ms"]
     achieved = enqueued * 1000.0 / max((outcome["end_ns"] - start_ns) / 1e6, 1e-3)
     return {
