@@ -367,12 +367,13 @@ class DelayedOperationPurgatory(Generic[T]):
                         operation._try_complete_pending = False
                 if operation.try_complete():
                     return True
-                with self._counters_lock:  # counted before its keys are set (R61)
-                    self._unfinished += 1
-                    operation._counted = True
-                entered = True
+                if not operation._completed:  # counted only if unfinished here (R61)
+                    with self._counters_lock:  # before its keys are set: a finish sees it
+                        self._unfinished += 1
+                        operation._counted = True
+                    entered = True
                 operation._watch_keys = keys
-                if operation._completed:  # finished before it was counted (R61)
+                if entered and operation._completed:  # finished while being counted
                     self._left_watching(operation)
                 for key in keys:
                     if operation._completed:

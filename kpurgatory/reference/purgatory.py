@@ -202,12 +202,13 @@ class DelayedOperationPurgatory(Generic[T]):
                 operation._clear_pending()
                 if operation.try_complete():
                     return True
-                with self._lock:  # counted before its keys are set: a finish sees it (R61)
-                    self._unfinished += 1
-                    operation._counted = True
-                entered = True
+                if not operation._is_finished():  # counted only if unfinished here (R61)
+                    with self._lock:  # before its keys are set: a finish sees it
+                        self._unfinished += 1
+                        operation._counted = True
+                    entered = True
                 operation._watch_keys = tuple(keys)
-                if operation._is_finished():  # finished before it was counted (R61)
+                if entered and operation._is_finished():  # finished while being counted
                     self._left_watching(operation)
                 for key in keys:
                     if operation._is_finished():
