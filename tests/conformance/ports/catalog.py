@@ -167,12 +167,12 @@ PORT_BUGS: tuple[PortBug, ...] = (
             _PURGATORY,
             "DelayedOperationPurgatory._submit",
             "                if operation.try_complete():\n                    return True\n"
-            "                with self._counters_lock:  # counted before",
+            "                if not operation._completed:  # counted only",
             "                if operation.try_complete():\n"
             "                    with self._counters_lock:\n"
             "                        self._estimated_total_operations += 1\n"
             "                    return True\n"
-            "                with self._counters_lock:  # counted before",
+            "                if not operation._completed:  # counted only",
         ),
     ),
     _new(
