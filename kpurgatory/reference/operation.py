@@ -29,7 +29,7 @@ class _Owner(Protocol):
 
     def _abandon_submitted(self, operation: Any) -> bool: ...
 
-    def _finished_watched(self, operation: Any) -> None: ...
+    def _left_watching(self, operation: Any) -> None: ...
 
 
 class DelayedOperation(TimerTask):
@@ -96,8 +96,8 @@ class DelayedOperation(TimerTask):
         if self._completed.compare_and_set(False, True):
             self._unschedule()
             owner = self._owner
-            if owner is not None and self._watch_keys:
-                owner._finished_watched(self)  # may unlink every finished one (R61)
+            if owner is not None:
+                owner._left_watching(self)  # uncounts it if counted; may let all go (R61)
             self.on_complete()
             return True
         return False

@@ -260,11 +260,6 @@ class DelayedOperationPurgatory(Generic[T]):
         if entered:
             self._left_watching(operation)
 
-    def _finished_watched(self, operation: T) -> None:
-        """An operation that reached the watching step finished (its winning
-        ``force_complete``, or an abandon): one fewer unfinished (R61)."""
-        self._left_watching(operation)
-
     def _left_watching(self, operation: T) -> None:
         """``operation`` no longer counts as unfinished, if it did (its flag, under this
         purgatory's lock, makes the finish and the submission agree on who uncounts it);
@@ -362,8 +357,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 return False
             for key in operation._watch_keys:
                 self._unwatch(key, operation)
-            if operation._watch_keys:
-                self._finished_watched(operation)
+            self._left_watching(operation)  # uncounts it if it was counted (R61)
         return True
 
     def advance_clock(self, timeout_ms: int) -> None:
