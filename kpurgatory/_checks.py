@@ -7,7 +7,13 @@ is rejected wherever an ``int`` is expected: ``True`` as a delay is a bug, not 1
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable, Iterable
+
+from kpurgatory.spec.protocols import AbstractLock
+
+_NOT_REENTRANT = (type(threading.Lock()), threading.Semaphore)
+"""Lock types whose holder cannot take them again (``BoundedSemaphore`` is a ``Semaphore``)."""
 
 
 def require_int(name: str, value: object) -> int:
@@ -37,6 +43,24 @@ def require_str(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     return value
+
+
+def require_operation_lock(lock: object) -> AbstractLock:
+    """Return ``lock`` if it can guard an operation (R21, R63), else raise ``TypeError``.
+
+    It must provide ``acquire``/``release`` and be re-entrant: the library takes an
+    operation's lock again inside calls that hold it (an expiry handed over inline
+    during its own submission, a callback that calls back in). A lock of a known type
+    that its holder cannot take again is refused here rather than deadlocking later; a
+    lock of another type is taken at its word."""
+    if not isinstance(lock, AbstractLock):
+        raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")
+    if isinstance(lock, _NOT_REENTRANT):
+        raise TypeError(
+            f"lock must be re-entrant (a threading.RLock), not {type(lock).__name__}: "
+            "the library takes an operation's lock again while holding it"
+        )
+    return lock
 
 
 def require_hashable(name: str, value: object) -> Hashable:

@@ -152,6 +152,28 @@ class DelegatingLock:
         self.release()
 
 
+class KnockStagingLock(DelegatingLock):
+    """A re-entrant lock that refuses a non-blocking ``acquire`` while it is held, by any
+    thread: a ``maybe_try_complete`` made by the holder's own thread then knocks as one
+    from another thread would (R20, R41), which a plain ``RLock`` would let through.
+    (A ``threading.Lock`` did this before operation locks had to be re-entrant, R63.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not blocking and self.depth:
+            return False
+        got = super().acquire(blocking, timeout)
+        self.depth += got
+        return got
+
+    def release(self) -> None:
+        self.depth -= 1
+        super().release()
+
+
 class TrackingLock:
     """A re-entrant lock that knows which thread holds it (to check "holds the lock").
 

@@ -19,7 +19,7 @@ import pytest
 
 from kpurgatory import ManualClock
 from kpurgatory.executors import InlineExecutor
-from tests.support import DelegatingLock, Recorder, operation_class, task_class
+from tests.support import DelegatingLock, KnockStagingLock, Recorder, operation_class, task_class
 
 
 def make_purgatory(impl: ModuleType, clock: ManualClock, **kwargs: Any) -> Any:
@@ -212,12 +212,12 @@ def test_r54_the_r41_retry_that_raises_rolls_the_submission_back(
 ) -> None:
     """R54, R41, R38 (bug: the retry escaped the rollback; the call raised yet the
     operation stayed watched, timed and claimed): a knock lands during the submission
-    (a maybe_try_complete that finds the operation's non-reentrant lock held), and the
+    (a maybe_try_complete that finds the operation's lock held: a knock-staging lock), and the
     retry the submission then owes raises. Afterwards nothing is left and a resubmission
     is accepted."""
     op = failing_operation(impl)
     purgatory = make_purgatory(impl, clock)
-    operation = op(100, "a", recorder, threading.Lock())
+    operation = op(100, "a", recorder, KnockStagingLock())
 
     def knock_then_fail(call: int) -> None:
         if call == 2:  # the second try, lock held: a knock that must wait for the holder
@@ -241,11 +241,11 @@ def test_r54_the_r41_retry_that_raises_rolls_the_submission_back(
 # ---- R55: cancel_for_key honours a knock ---------------------------------------------------
 
 
-class HookLock(DelegatingLock):
-    """A non-reentrant lock that runs ``on_acquire`` once, right after an acquisition."""
+class HookLock(KnockStagingLock):
+    """A knock-staging lock that runs ``on_acquire`` once, right after an acquisition."""
 
     def __init__(self) -> None:
-        super().__init__(threading.Lock())
+        super().__init__()
         self.on_acquire: Callable[[], None] | None = None
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -422,7 +422,7 @@ def test_r41_a_stale_knock_is_cleared_by_safe_try_complete(
     """R41, R18: a knock nobody took leaves the pending flag set; safe_try_complete on a
     not-ready operation clears it and returns False after one more try (a path that did
     not clear it would go round for ever)."""
-    operation = failing_operation(impl)(100, "a", recorder, threading.Lock())
+    operation = failing_operation(impl)(100, "a", recorder, KnockStagingLock())
 
     def guard(call: int) -> None:
         if call > 5:
@@ -441,7 +441,7 @@ def test_r41_safe_try_complete_or_else_makes_the_attempt_a_knocker_left(
 ) -> None:
     """R41, R19: a knock during safe_try_complete_or_else's f is honoured by one more
     try after the lock is released, whose result is returned (False here)."""
-    operation = failing_operation(impl)(100, "a", recorder, threading.Lock())
+    operation = failing_operation(impl)(100, "a", recorder, KnockStagingLock())
 
     def knock() -> None:
         assert operation.maybe_try_complete() is False

@@ -29,7 +29,7 @@ from threading import get_ident
 from typing import Any, Protocol
 
 from kpurgatory import sync
-from kpurgatory._checks import declared
+from kpurgatory._checks import declared, require_operation_lock
 from kpurgatory._typing import IntArg
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.timer import ABSTRACT_CLASSES, ABSTRACT_METHODS, TimerTask
@@ -106,9 +106,7 @@ class DelayedOperation(TimerTask):
 
     def __init__(self, delay_ms: IntArg, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms)
-        if lock is not None and not isinstance(lock, AbstractLock):
-            raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")
-        self._lock: AbstractLock = sync.new_lock() if lock is None else lock
+        self._lock: AbstractLock = sync.new_lock() if lock is None else require_operation_lock(lock)
         self._flags: AbstractLock = _FLAGS_LOCK  # shared: no allocation per operation
         self._completed = False
         self._try_complete_pending = False

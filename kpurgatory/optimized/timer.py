@@ -499,19 +499,18 @@ class SystemTimer:
         errors: list[BaseException] | None = None
         submit = self._executor.submit
         for entry in collected:
+            if self._closed:
+                break  # closed by a task of this drain: nothing more is handed over (R64)
             if entry._entry_list is not marker:
                 continue  # cancelled, re-added or collected again before its turn (R11)
             task: TimerTask = entry  # type: ignore[assignment]  # only a root is a bare entry
             try:  # SystemTimer._hand_over inlined
                 submit(run_logged, task, logger)
-            except RuntimeError:
-                logger.error(
-                    "timer %r could not hand over %r: executor is shut down", self._name, task
-                )
             except BaseException as exc:  # the other tasks are handed over first (R53)
-                if errors is None:
-                    errors = []
-                errors.append(not_handed_over(exc, task))
+                if not (self._closed and isinstance(exc, RuntimeError)):  # R65
+                    if errors is None:
+                        errors = []
+                    errors.append(not_handed_over(exc, task))
             handed_over = True
         if errors is not None:
             raise_collected(errors, f"the drain of timer {self._name!r}")
@@ -607,10 +606,12 @@ class SystemTimer:
         return self._closed or self._wake_requested
 
     def _hand_over(self, task: TimerTask) -> None:
+        """Submit ``task``; a refusal is the call's error unless the timer was closed
+        meanwhile (R65). Reference equivalent: ``SystemTimer._hand_over``."""
         try:
             self._executor.submit(run_logged, task, logger)
-        except RuntimeError:
-            logger.error("timer %r could not hand over %r: executor is shut down", self._name, task)
         except BaseException as exc:
+            if self._closed and isinstance(exc, RuntimeError):
+                return  # the timer was closed meanwhile: the task stays unrun (R14)
             not_handed_over(exc, task)
             raise

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kpurgatory import sync
+from kpurgatory._checks import require_operation_lock
 from kpurgatory.reference.timer import TimerTask
 from kpurgatory.spec.protocols import AbstractLock
 
@@ -44,9 +45,7 @@ class DelayedOperation(TimerTask):
 
     def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms)
-        if lock is not None and not isinstance(lock, AbstractLock):
-            raise TypeError(f"lock must provide acquire() and release(), not {type(lock).__name__}")
-        self._lock: AbstractLock = sync.new_lock() if lock is None else lock
+        self._lock: AbstractLock = sync.new_lock() if lock is None else require_operation_lock(lock)
         self._completed = sync.new_flag(False)
         self._try_complete_pending = sync.new_flag(False)
         self._submitted = sync.new_flag(False)

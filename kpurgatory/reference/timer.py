@@ -247,6 +247,8 @@ class SystemTimer:
         errors: list[BaseException] = []
         for entry in due_entries:
             with _STATE_LOCK:
+                if self._closed:
+                    break  # closed by a task of this drain: nothing more is handed over (R64)
                 if entry.task._entry is not entry:
                     continue  # cancelled or re-added before its turn (R11)
                 entry.task._entry = None
@@ -313,10 +315,13 @@ class SystemTimer:
         return min((entry.due for entry in self._pending), default=None)
 
     def _hand_over(self, task: TimerTask) -> None:
+        """Submit ``task`` to the executor. A refusal is the call's error (R65), unless the
+        timer was closed meanwhile: then the task stays unrun, as every task of a closed
+        timer (R14)."""
         try:
             self._executor.submit(run_logged, task, logger)
-        except RuntimeError:
-            logger.error("timer %r could not hand over %r: executor is shut down", self._name, task)
         except BaseException as exc:
+            if self._closed and isinstance(exc, RuntimeError):
+                return  # the timer was closed meanwhile: the task stays unrun (R14)
             not_handed_over(exc, task)
             raise
