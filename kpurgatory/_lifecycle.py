@@ -1,5 +1,5 @@
-"""The purgatory lifecycle steps both implementations share: the reaper loop and the wait
-for termination (R31, R39, R52).
+"""The purgatory lifecycle steps both implementations share: the reaper loop, the wait for
+termination (R31, R39, R52) and the undo log of a submission (R38, R54).
 
 They were written twice, once per implementation, so the equivalence machines (which
 compare the two) could not see a bug in them; they now have this one home, and the
@@ -16,10 +16,35 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["REAPER_STEP_MS", "await_purgatory_termination", "run_reaper"]
+__all__ = ["REAPER_STEP_MS", "UndoLog", "await_purgatory_termination", "run_reaper"]
 
 REAPER_STEP_MS = 200
 """How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
+
+
+class UndoLog:
+    """What a call changed so far, each change with the step that undoes it (R38).
+
+    A submission changes state in several steps (claim, count, watch each key, estimate,
+    timer entry), and any later step may raise. Each step pushes its undo as it is made;
+    ``unwind`` runs them newest first, so a failed call leaves no trace without flags
+    that say how far it got."""
+
+    __slots__ = ("_steps",)
+
+    def __init__(self, first: Callable[[], object]) -> None:
+        self._steps: list[tuple[Callable[..., object], tuple[object, ...]]] = [(first, ())]
+
+    def push(self, undo: Callable[..., object], *args: object) -> None:
+        """Record that ``undo(*args)`` reverts the change just made."""
+        self._steps.append((undo, args))
+
+    def unwind(self) -> None:
+        """Undo every recorded change, newest first; the log is then empty."""
+        steps = self._steps
+        while steps:
+            undo, args = steps.pop()
+            undo(*args)
 
 
 class _Timer(Protocol):

@@ -9,7 +9,9 @@ it is, several as one ``BaseExceptionGroup`` (an ``ExceptionGroup`` when all are
 
 from __future__ import annotations
 
-__all__ = ["not_handed_over", "raise_collected"]
+import logging
+
+__all__ = ["key_failed_in_purge", "not_handed_over", "raise_collected"]
 
 
 def raise_collected(errors: list[BaseException] | None, what: str) -> None:
@@ -28,3 +30,13 @@ def not_handed_over(exc: BaseException, task: object) -> BaseException:
     if isinstance(exc, Exception):
         exc.add_note(f"the executor's submit raised: timer task {task!r} was not handed over")
     return exc
+
+
+def key_failed_in_purge(
+    logger: logging.Logger, name: str, key: object, exc: BaseException
+) -> BaseException | None:
+    """A key's ``__hash__``/``__eq__`` raised ``exc`` during a purge of purgatory ``name``
+    (R67): log it with the key; return ``exc`` if it must still propagate after the rest
+    of the purge (it is not an ``Exception``), else None."""
+    logger.error("purgatory %r skipped key %r in a purge", name, key, exc_info=exc)
+    return None if isinstance(exc, Exception) else exc

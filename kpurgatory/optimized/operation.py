@@ -100,6 +100,7 @@ class DelayedOperation(TimerTask):
         "_owner",
         "_submitted",
         "_try_complete_pending",
+        "_untimed",
         "_waiter",
         "_watch_keys",
     )
@@ -113,6 +114,7 @@ class DelayedOperation(TimerTask):
         self._submitted = False
         self._abandoned = False
         self._counted = False  # counted as unfinished by its purgatory (R61; counters lock)
+        self._untimed = False  # cancel_for_key took its timer entry: never timed again (R66)
         self._owner: _Owner | None = None
         self._watch_keys: tuple[Any, ...] | None = None
         self._waiter: _Waiter | None = None
@@ -172,20 +174,28 @@ class DelayedOperation(TimerTask):
                 owner._note_completed(self)
             TimerTask.cancel(self)
             if owner is not None:
-                owner._left_watching(self)  # the last unfinished one: unlink them all (R61)
-            waiter = self._waiter
-            if waiter is None:
-                self.on_complete()
-                return True
-            self._waiter = None
-            try:
-                self.on_complete()
-            except BaseException as exc:  # anything, CancelledError included (R48, R58)
-                waiter._raised(exc)
-                raise
-            waiter._completed(self._expiring == get_ident())
+                try:
+                    owner._left_watching(self)  # the last unfinished one: unlink them all (R61)
+                except BaseException:  # a key's interrupt in that purge (R67): after on_complete
+                    self._on_complete_told()
+                    raise
+            self._on_complete_told()
             return True
         return False
+
+    def _on_complete_told(self) -> None:
+        """``on_complete``, then tell the waiter, if any, how it went (once)."""
+        waiter = self._waiter
+        if waiter is None:
+            self.on_complete()
+            return
+        self._waiter = None
+        try:
+            self.on_complete()
+        except BaseException as exc:  # anything, CancelledError included (R48, R58)
+            waiter._raised(exc)
+            raise
+        waiter._completed(self._expiring == get_ident())
 
     @abc.abstractmethod
     def try_complete(self) -> bool:
@@ -303,6 +313,7 @@ class DelayedOperation(TimerTask):
         """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
         self._owner = None
         self._watch_keys = None
+        self._untimed = False
         with self._flags:
             self._submitted = False
 

@@ -55,7 +55,7 @@ from kpurgatory._checks import (
     watch_key_list,
 )
 from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
-from kpurgatory._sweep import raise_collected
+from kpurgatory._sweep import key_failed_in_purge, raise_collected
 from kpurgatory._typing import BoolArg, IntArg, StrArg, TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.optimized._mypyc import mypyc_attr
@@ -393,7 +393,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 counted = True
                 if operation.try_complete():
                     return True
-                if self._timer_enabled and not operation._completed:
+                if self._timer_enabled and not operation._completed and not operation._untimed:
                     self._timer.add(operation)
                     if operation._completed:  # force_complete by a lock-free caller
                         TimerTask.cancel(operation)
@@ -511,6 +511,7 @@ class DelayedOperationPurgatory(Generic[T]):
             try:
                 with operation._lock:
                     TimerTask.cancel(operation)
+                    operation._untimed = True  # its submission, if under way, adds none (R66)
                 # A maybe_try_complete that found the lock held left its attempt here (R55).
                 if operation._try_complete_pending and not operation._completed:
                     operation._safe_try_complete_for(self)
@@ -715,57 +716,83 @@ class DelayedOperationPurgatory(Generic[T]):
         Works on a copy (one C call): a candidate recorded meanwhile stays for the next
         purge. The candidates' ids are grouped by key first, so each key's shard lock is
         taken once per purge (operations share keys: Kafka's requests on a few
-        partitions). O(keys) per candidate."""
+        partitions). O(keys) per candidate. A key that raises is skipped (R67,
+        ``_key_failed``)."""
         candidates = self._candidates
         taken = candidates.copy()  # keeps the operations alive: their ids stay theirs
         by_key: dict[Hashable, list[int]] = {}
+        interrupt: BaseException | None = None
         for op_id, operation in taken.items():
             candidates.pop(op_id, None)
             keys = operation._watch_keys
             if keys is not None:
                 for key in keys:
-                    ids = by_key.get(key)
-                    if ids is None:
-                        by_key[key] = [op_id]
-                    else:
-                        ids.append(op_id)
-        shards = self._shards
-        num_shards = self._num_shards
+                    try:
+                        ids = by_key.get(key)
+                        if ids is None:
+                            by_key[key] = [op_id]
+                        else:
+                            ids.append(op_id)
+                    except BaseException as exc:
+                        interrupt = self._key_failed(key, exc) or interrupt
         purged = 0
         for key, ids in by_key.items():
-            shard = shards[abs(hash(key)) % num_shards]
-            with shard.lock:
-                watchers = shard.watchers.get(key)
-                if watchers is not None:
-                    ops = watchers.ops
-                    unlinked = 0
-                    for op_id in ids:
-                        if ops.pop(op_id, None) is not None:
-                            unlinked += 1
-                    purged += unlinked
-                    shard.count -= unlinked
-                    if not ops:
-                        del shard.watchers[key]
+            try:
+                purged += self._unlink_ids(key, ids)
+            except BaseException as exc:
+                interrupt = self._key_failed(key, exc) or interrupt
+        if interrupt is not None:
+            raise interrupt
         return purged
+
+    def _unlink_ids(self, key: Hashable, ids: list[int]) -> int:
+        """Unlink the operations ``ids`` from ``key``'s list; drop it if that empties it.
+        The key is hashed and compared before anything changes."""
+        shard = self._shards[abs(hash(key)) % self._num_shards]
+        with shard.lock:
+            watchers = shard.watchers.get(key)
+            if watchers is None:
+                return 0
+            ops = watchers.ops
+            present = [op_id for op_id in ids if op_id in ops]
+            if len(present) == len(ops):
+                del shard.watchers[key]
+            for op_id in present:
+                del ops[op_id]
+            shard.count -= len(present)
+            return len(present)
+
+    def _key_failed(self, key: Hashable, exc: BaseException) -> BaseException | None:
+        """A key's ``__hash__``/``__eq__`` raised in a purge (R67): its list stays as it
+        was and the next purge scans every list; log it. Returns ``exc`` if it must still
+        propagate (not an ``Exception``), after the rest of the purge."""
+        self._scan_all = True
+        return key_failed_in_purge(logger, self._name, key, exc)
 
     def _purge_scan(self) -> int:
         """Unlink every completed operation from every list (Kafka's scan, after the
-        candidates overflowed); return the pairs unlinked. O(watched)."""
+        candidates overflowed or a key failed); return the pairs unlinked. O(watched)."""
         self._scan_all = False  # cleared first: an overflow meanwhile asks for another scan
         self._candidates.clear()
         purged = 0
+        interrupt: BaseException | None = None
         for shard in self._shards:
-            with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it
-                if shard.watchers:
-                    for key, watchers in list(shard.watchers.items()):
-                        ops = watchers.ops
-                        done = [op_id for op_id, op in ops.items() if op._completed]
-                        for op_id in done:
-                            del ops[op_id]
-                        purged += len(done)
-                        shard.count -= len(done)
-                        if not ops:
+            with shard.lock:
+                for key, watchers in list(shard.watchers.items()):
+                    ops = watchers.ops
+                    done = [op_id for op_id, op in ops.items() if op._completed]
+                    try:
+                        if len(done) == len(ops):
                             del shard.watchers[key]
+                    except BaseException as exc:
+                        interrupt = self._key_failed(key, exc) or interrupt
+                        continue
+                    for op_id in done:
+                        del ops[op_id]
+                    purged += len(done)
+                    shard.count -= len(done)
+        if interrupt is not None:
+            raise interrupt
         return purged
 
     def _reap(self) -> None:

@@ -7,8 +7,12 @@ Follows Kafka 2.7-4.0, with two choices from Kafka 4.x made explicit (R17, R18):
 expiry holds the operation's lock, and ``safe_try_complete`` skips ``try_complete``
 on an operation that is already completed.
 
-Rules implemented here: R16-R21, R40 (abandon) and R41 (the pending flag on the blocking
-paths).
+Its lifecycle is the table of docs/spec.md (R68): the completed flag is the one
+compare-and-set every ending races for, and the winner then writes the outcome, so a
+reader sees an operation pending, completed or abandoned, never one after the other.
+
+Rules implemented here: R16-R21, R40 (abandon), R41 (the pending flag on the blocking
+paths), R63 (a re-entrant lock) and R68 (one outcome).
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ class DelayedOperation(TimerTask):
         self._completed = sync.new_flag(False)
         self._try_complete_pending = sync.new_flag(False)
         self._submitted = sync.new_flag(False)
-        self._abandoned = False
+        self._outcome: str | None = None  # "completed" or "abandoned": the winner writes it
+        self._untimed = False  # cancel_for_key took its timer entry: never timed again (R66)
         self._owner: _Owner | None = None
         self._watch_keys: tuple[object, ...] = ()
         self._counted = False  # counted as unfinished by its purgatory (R61; its lock)
@@ -62,12 +67,12 @@ class DelayedOperation(TimerTask):
     @property
     def is_completed(self) -> bool:
         """Whether the operation has completed (early or by expiry); False once abandoned."""
-        return self._completed.get() and not self._abandoned
+        return self._outcome == "completed"
 
     @property
     def is_abandoned(self) -> bool:
         """Whether the operation was abandoned (R40): it will never complete or expire."""
-        return self._abandoned
+        return self._outcome == "abandoned"
 
     def cancel(self) -> None:
         """Abandon the operation if it was submitted to a purgatory, else unschedule it (R40).
@@ -93,11 +98,14 @@ class DelayedOperation(TimerTask):
         this method's caller. Every other call returns False and does nothing.
         """
         if self._completed.compare_and_set(False, True):
+            self._outcome = "completed"
             self._unschedule()
             owner = self._owner
-            if owner is not None:
-                owner._left_watching(self)  # uncounts it if counted; may let all go (R61)
-            self.on_complete()
+            try:
+                if owner is not None:
+                    owner._left_watching(self)  # uncounts it if counted; may let all go (R61)
+            finally:  # whatever the purge raised (R67), on_complete runs exactly once
+                self.on_complete()
             return True
         return False
 
@@ -215,17 +223,17 @@ class DelayedOperation(TimerTask):
         """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
         self._owner = None
         self._watch_keys = ()
+        self._untimed = False
         self._submitted.set(False)
 
     def _abandon(self) -> bool:
         """Mark a pending operation finished without completing it (R40); lock held."""
         if not self._completed.compare_and_set(False, True):
             return False
-        self._abandoned = True
+        self._outcome = "abandoned"
         self._unschedule()
         return True
 
     def __repr__(self) -> str:
-        done = "completed" if self._completed.get() else "pending"
-        state = "abandoned" if self._abandoned else done
+        state = self._outcome or "pending"
         return f"<{type(self).__name__} delay_ms={self.delay_ms} {state}>"

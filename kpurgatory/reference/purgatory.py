@@ -5,14 +5,16 @@ condition true, or the timer expires them. One re-entrant lock guards the watche
 map and the estimate; it is never held while an operation's ``try_complete`` runs
 (KAFKA-3994), and it is always taken after an operation's lock, never before.
 
-Rules implemented here: R22-R34.
+Rules implemented here: R22-R34, R38, R40, R41, R53-R55, R61, R64, R66, R67 (the
+submission reads as R22; its rollback is an undo log, R38).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import ClassVar, Generic
 
 from kpurgatory import sync
@@ -24,8 +26,13 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
-from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
-from kpurgatory._sweep import raise_collected
+from kpurgatory._lifecycle import (
+    REAPER_STEP_MS,
+    UndoLog,
+    await_purgatory_termination,
+    run_reaper,
+)
+from kpurgatory._sweep import key_failed_in_purge, raise_collected
 from kpurgatory._typing import TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.reference.operation import DelayedOperation
@@ -96,14 +103,7 @@ class DelayedOperationPurgatory(Generic[T]):
         self._shutdown_done = False
         self._shutdown_finished = sync.new_condition(self._lock)
         self._stop_reaper = threading.Event()
-        self._reaper: threading.Thread | None = None
-        if reaper_enabled:
-            self._reaper = threading.Thread(
-                target=self._reap,
-                name=f"ExpirationReaper-{broker_id}-{purgatory_name}",
-                daemon=True,
-            )
-            self._reaper.start()
+        self._reaper = self._start_reaper() if reaper_enabled else None
 
     # -- read-only state -------------------------------------------------------------
 
@@ -186,79 +186,93 @@ class DelayedOperationPurgatory(Generic[T]):
         return False
 
     def _submit(self, operation: T, keys: list[Hashable]) -> bool:
-        """R22 under the operation's lock, rolled back if it raises (R38); then R41's retry."""
-        watched: list[Hashable] = []
-        counted = entered = False
-        lock = operation.lock
+        """R22, step by step under the operation's lock; each step logs its undo (R38)."""
+        undo = UndoLog(operation._release_submission)  # the claim is undone last
+        with self._holding_lock(operation, undo):
+            if operation.is_abandoned:  # abandoned between the claim and the lock (R40)
+                return False
+            operation._clear_pending()
+            if operation.try_complete():
+                return True
+            self._enter(operation, undo)
+            self._watch(operation, keys, undo)
+            self._add_to_estimate(1)
+            undo.push(self._add_to_estimate, -1)
+            if operation.try_complete():
+                return True
+            self._time(operation, undo)
+        if not operation._knocked():  # a knock found the lock held: its attempt is ours (R41)
+            return False
+        with self._undone_on_error(operation, undo):  # part of the submission (R54)
+            return operation._safe_try_complete_for(self)
+
+    @contextmanager
+    def _holding_lock(self, operation: T, undo: UndoLog) -> Iterator[None]:
+        """Hold the operation's lock; if a step raises, undo the submission (R38). A lock
+        whose ``acquire`` raises has changed nothing: only the claim is undone (R54)."""
         try:
-            lock.acquire()
-        except BaseException:  # the lock failed before anything changed: no claim (R54)
-            operation._release_submission()
+            operation.lock.acquire()
+        except BaseException:
+            undo.unwind()
             raise
         try:
-            try:
-                if operation._abandoned:  # abandoned between the claim and the lock (R40)
-                    return False
-                operation._clear_pending()
-                if operation.try_complete():
-                    return True
-                if not operation._is_finished():  # counted only if unfinished here (R61)
-                    with self._lock:  # before its keys are set: a finish sees it
-                        self._unfinished += 1
-                        operation._counted = True
-                    entered = True
-                operation._watch_keys = tuple(keys)
-                if entered and operation._is_finished():  # finished while being counted
-                    self._left_watching(operation)
-                for key in keys:
-                    if operation._is_finished():
-                        break
-                    with self._lock:
-                        self._watchers.setdefault(key, []).append(operation)
-                    watched.append(key)
-                with self._lock:
-                    self._estimated_total_operations += 1
-                counted = True
-                if operation.try_complete():
-                    return True
-                if self._timer_enabled and not operation._is_finished():
-                    self._timer.add(operation)
-                    if operation._is_finished():  # force_complete by a lock-free caller
-                        operation._unschedule()
-            except BaseException as exc:
-                if operation._is_finished():
-                    raise  # on_complete ran: the operation stays completed and submitted
-                self._roll_back(operation, watched, counted, entered)
-                if isinstance(exc, RuntimeError) and self._is_shut_down:
-                    raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
-                raise
+            with self._undone_on_error(operation, undo):
+                yield
         finally:
-            lock.release()
-        # A maybe_try_complete that found the lock held left its attempt to us (R41). The
-        # attempt is part of the submission: if it raises, it is rolled back too (R54).
-        if not operation._knocked():
-            return False
+            operation.lock.release()
+
+    @contextmanager
+    def _undone_on_error(self, operation: T, undo: UndoLog) -> Iterator[None]:
+        """If the body raises, unwind ``undo`` under the operation's lock, unless the
+        operation finished meanwhile (its ``on_complete`` ran: it stays completed and
+        submitted, R38) or is no longer submitted here. A step refused because the
+        purgatory was shut down meanwhile says so (R64)."""
         try:
-            return operation._safe_try_complete_for(self)
-        except BaseException:
+            yield
+        except BaseException as exc:
             with operation.lock:
                 if not operation._is_finished() and operation._owner is self:
-                    self._roll_back(operation, watched, counted, entered)
+                    undo.unwind()
+            if isinstance(exc, RuntimeError) and self._is_shut_down:
+                raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
             raise
 
-    def _roll_back(
-        self, operation: T, watched: list[Hashable], counted: bool, entered: bool
-    ) -> None:
-        """Undo a submission that raised (R38, R54); the operation's lock is held."""
-        for key in watched:
-            self._unwatch(key, operation)
-        if counted:
-            with self._lock:
-                self._estimated_total_operations -= 1
-        operation._unschedule()
-        operation._release_submission()
-        if entered:
+    def _enter(self, operation: T, undo: UndoLog) -> None:
+        """Count the operation as unfinished if it is (R61), before its keys are watched,
+        so that whatever finishes it from now on uncounts it; its undo uncounts it too."""
+        if operation._is_finished():
+            return
+        with self._lock:
+            self._unfinished += 1
+            operation._counted = True
+        undo.push(self._left_watching, operation)
+        if operation._is_finished():  # finished while being counted: nobody else saw it
             self._left_watching(operation)
+
+    def _watch(self, operation: T, keys: list[Hashable], undo: UndoLog) -> None:
+        """Watch the operation on each key in order while it is unfinished (R24,
+        KAFKA-18027), logging each watch's undo."""
+        operation._watch_keys = tuple(keys)
+        for key in keys:
+            if operation._is_finished():
+                break
+            with self._lock:
+                self._watchers.setdefault(key, []).append(operation)
+            undo.push(self._unwatch, key, operation)
+
+    def _add_to_estimate(self, change: int) -> None:
+        with self._lock:
+            self._estimated_total_operations += change
+
+    def _time(self, operation: T, undo: UndoLog) -> None:
+        """Add the operation to the timer unless it finished, timers are off (R33), or a
+        ``cancel_for_key`` made from its own callback took it out already (R66)."""
+        if not self._timer_enabled or operation._is_finished() or operation._untimed:
+            return
+        undo.push(operation._unschedule)
+        self._timer.add(operation)
+        if operation._is_finished():  # force_complete by a lock-free caller meanwhile
+            operation._unschedule()
 
     def _left_watching(self, operation: T) -> None:
         """``operation`` no longer counts as unfinished, if it did (its flag, under this
@@ -322,6 +336,7 @@ class DelayedOperationPurgatory(Generic[T]):
             try:
                 with operation.lock:
                     operation._unschedule()
+                    operation._untimed = True  # its submission, if under way, adds none (R66)
                 # A maybe_try_complete that found the lock held left its attempt here (R55).
                 if operation._knocked() and not operation._is_finished():
                     operation._safe_try_complete_for(self)
@@ -444,18 +459,38 @@ class DelayedOperationPurgatory(Generic[T]):
             logger.debug("purgatory %r purged %d completed operations", self._name, purged)
 
     def _purge_watchers(self) -> int:
-        """Unlink completed operations from every watcher list; return how many (lock held)."""
+        """Unlink finished operations from every watcher list; return how many (lock held).
+
+        A key whose ``__hash__`` or ``__eq__`` raises is skipped: its list is left as it
+        was, the error logged (R67). Housekeeping never lets a key's error escape into the
+        unrelated call that purged; a ``BaseException`` that is not an ``Exception``
+        propagates once the other keys are done."""
         purged = 0
-        for key in list(self._watchers):
-            operations = self._watchers[key]
+        interrupt: BaseException | None = None
+        for key, operations in list(self._watchers.items()):
             pending = [operation for operation in operations if not operation._is_finished()]
+            try:
+                if not pending:
+                    del self._watchers[key]  # may hash the key: nothing changed if it raises
+            except BaseException as exc:
+                interrupt = key_failed_in_purge(logger, self._name, key, exc) or interrupt
+                continue
             purged += len(operations) - len(pending)
-            if pending:
-                self._watchers[key] = pending
-            else:
-                del self._watchers[key]
+            operations[:] = pending
         self._num_purged += purged
+        if interrupt is not None:
+            raise interrupt
         return purged
+
+    def _start_reaper(self) -> threading.Thread:
+        """Start the reaper thread, named as Kafka names it (R31)."""
+        reaper = threading.Thread(
+            target=self._reap,
+            name=f"ExpirationReaper-{self._broker_id}-{self._name}",
+            daemon=True,
+        )
+        reaper.start()
+        return reaper
 
     def _reap(self) -> None:
         run_reaper(self._stop_reaper, self._timer, self._reaper_step, self._name, logger)

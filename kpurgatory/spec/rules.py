@@ -647,6 +647,60 @@ RULES: tuple[Rule, ...] = (
         "answer. (The threaded purgatory keeps R32: there check_and_complete and "
         "cancel_for_key still work after shutdown.)",
     ),
+    Rule(
+        "R63",
+        "lifecycle",
+        "The operation lock is re-entrant",
+        "An operation's lock must be re-entrant for the thread holding it: the library "
+        "takes it again while holding it (an add handing a due task over inside the "
+        "submission, callbacks calling back in). threading.Lock, Semaphore and "
+        "BoundedSemaphore are refused with TypeError naming lock at construction.",
+    ),
+    Rule(
+        "R64",
+        "lifecycle",
+        "Shutdown from a callback",
+        "shutdown() from any callback returns once the purgatory is closed; the enclosing "
+        "call then goes on as a call after shutdown: a drain hands nothing more over, an "
+        "unfinished submission is rolled back and raises RuntimeError, sweeps finish.",
+    ),
+    Rule(
+        "R65",
+        "lifecycle",
+        "An executor that refuses a task",
+        "A submit that raises (RuntimeError included) while the timer is open is the "
+        "call's error (R53, R54); only after the timer was closed is a refusal dropped.",
+    ),
+    Rule(
+        "R66",
+        "lifecycle",
+        "cancel_for_key during a submission",
+        "An operation that cancel_for_key returned is never added to the timer afterwards, "
+        "also when cancel_for_key ran inside that operation's own submission.",
+    ),
+    Rule(
+        "R67",
+        "lifecycle",
+        "Keys that fail during a purge",
+        "A key whose hash or equality raises during a purge is skipped and logged; its "
+        "list stays; the call that purged is unaffected (a non-Exception BaseException is "
+        "re-raised after the call's own work, for force_complete after on_complete).",
+    ),
+    Rule(
+        "R68",
+        "lifecycle",
+        "Lifecycle",
+        "An operation is new, submitted, completed or abandoned; the ending transitions "
+        "race through one compare-and-set and a reader never sees a mix. A purgatory is "
+        "open, shutting down, closed.",
+    ),
+    Rule(
+        "R69",
+        "lifecycle",
+        "Calls from callbacks",
+        "For each place user code runs, the locks held and what a public call from there "
+        "does (docs/spec.md's re-entrancy table).",
+    ),
 )
 
 _BY_ID = {r.id: r for r in RULES}
