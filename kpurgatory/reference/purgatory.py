@@ -32,7 +32,7 @@ from kpurgatory._lifecycle import (
     await_purgatory_termination,
     run_reaper,
 )
-from kpurgatory._sweep import key_failed_in_purge, raise_collected
+from kpurgatory._sweep import KeyFailedError, key_failed_in_purge, keyed, raise_collected
 from kpurgatory._typing import TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.reference.operation import DelayedOperation
@@ -470,10 +470,10 @@ class DelayedOperationPurgatory(Generic[T]):
         for key, operations in list(self._watchers.items()):
             pending = [operation for operation in operations if not operation._is_finished()]
             try:
-                if not pending:
-                    del self._watchers[key]  # may hash the key: nothing changed if it raises
-            except BaseException as exc:
-                interrupt = key_failed_in_purge(logger, self._name, key, exc) or interrupt
+                if not pending:  # hashes the key: nothing changed if that raises
+                    keyed(self._watchers.pop, key, None)
+            except KeyFailedError as failed:
+                interrupt = key_failed_in_purge(logger, self._name, key, failed.error) or interrupt
                 continue
             purged += len(operations) - len(pending)
             operations[:] = pending
