@@ -382,7 +382,11 @@ class DelayedOperationPurgatory(Generic[T]):
         if not operation._try_complete_pending:  # a knock found the lock held: ours (R41)
             return False
         try:  # part of the submission (R54)
-            return operation._safe_try_complete_for(self)
+            if operation._safe_try_complete_for(self):
+                return True
+            if self._is_shut_down and not operation._completed:  # by its callback (R64)
+                raise RuntimeError(f"purgatory {self._name!r} is shut down")
+            return False
         except BaseException as exc:
             with operation._lock:
                 self._fail(operation, exc, keys[:watched], estimated, entered)
@@ -453,7 +457,11 @@ class DelayedOperationPurgatory(Generic[T]):
         """Add the operation to the timer unless it finished, timers are off (R33) or
         ``cancel_for_key`` took it out from its own callback (R66). Reference
         equivalent: ``_time``."""
-        if self._timer_enabled and not operation._completed and not operation._untimed:
+        if operation._completed:
+            return
+        if self._is_shut_down:  # by its own callback (R64)
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        if self._timer_enabled and not operation._untimed:
             self._timer.add(operation)
             if operation._completed:  # force_complete by a lock-free caller meanwhile
                 TimerTask.cancel(operation)

@@ -281,6 +281,8 @@ class LifecycleModel:
             counted = True
             if self._try_complete(op):
                 return True
+            if self.shut_down and not op.finished:
+                raise CallError(["RuntimeError"])  # R64: shut down by its own callback
             if self.timer_enabled and not op.finished:
                 self._timer_add(op, clock_fails, executor_fails)
         except CallError:
@@ -290,7 +292,11 @@ class LifecycleModel:
         if not op.pending_flag:
             return False
         try:  # R41: the attempt a knocker left; part of the submission (R54)
-            return self.safe_try_complete(op)
+            if self.safe_try_complete(op):
+                return True
+            if self.shut_down and not op.finished:
+                raise CallError(["RuntimeError"])  # R64
+            return False
         except CallError:
             if not op.finished and op.submitted:
                 self._roll_back(op, watched, counted)
