@@ -782,15 +782,21 @@ class DelayedOperationPurgatory(Generic[T]):
     def _unlink_ids(self, key: Hashable, ids: list[int]) -> int:
         """Unlink the operations ``ids`` from ``key``'s list; drop it if that empties it.
         The key is hashed and compared before anything changes (``KeyFailedError``, R67)."""
-        shard = self._shards[abs(keyed(hash, key)) % self._num_shards]
+        try:  # ``_sweep.keyed`` inlined (no call per key): the key's own hash
+            shard = self._shards[abs(hash(key)) % self._num_shards]
+        except BaseException as exc:
+            raise KeyFailedError(exc) from exc
         with shard.lock:
-            watchers = keyed(shard.watchers.get, key)
-            if watchers is None:
-                return 0
-            ops = watchers.ops
-            present = [op_id for op_id in ids if op_id in ops]
-            if len(present) == len(ops):
-                keyed(shard.watchers.pop, key, None)
+            try:  # ... and its equality with the keys of the shard
+                watchers = shard.watchers.get(key)
+                if watchers is None:
+                    return 0
+                ops = watchers.ops
+                present = [op_id for op_id in ids if op_id in ops]
+                if len(present) == len(ops):
+                    shard.watchers.pop(key, None)
+            except BaseException as exc:
+                raise KeyFailedError(exc) from exc
             for op_id in present:
                 del ops[op_id]
             shard.count -= len(present)
