@@ -1,0 +1,144 @@
+"""Behaviours of the shared lifecycle steps (the reaper loop, the wait for termination) a
+sampled mutation run left unpinned, each pinned here on every implementation.
+
+Each test names, in its docstring, the mutant it kills. Both need the reaper thread, so
+they run on a real clock; every wait is bounded and none asserts a duration.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from kpurgatory import InlineExecutor
+
+WAIT_S = 10.0
+"""Upper bound for a real-clock wait that should end far sooner (never asserted on)."""
+
+IDLE_STEPS = 3
+"""Reaper iterations watched after the timer was closed under it."""
+
+
+def _ready_operation(impl: ModuleType) -> type[Any]:
+    class Ready(impl.DelayedOperation):  # type: ignore[misc,name-defined]
+        """Completes when ``ready``; ``on_expiration`` runs ``expire_hook`` if any."""
+
+        def __init__(self, delay_ms: int) -> None:
+            super().__init__(delay_ms)
+            self.ready = False
+            self.expire_hook: Any = None
+
+        def try_complete(self) -> bool:
+            return bool(self.ready and self.force_complete())
+
+        def on_complete(self) -> None:
+            pass
+
+        def on_expiration(self) -> None:
+            if self.expire_hook is not None:
+                self.expire_hook()
+
+    return Ready
+
+
+def _wait_until(condition: Any) -> bool:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+@pytest.mark.realtime
+def test_r31_the_reaper_idles_on_a_timer_closed_from_outside(impl: ModuleType) -> None:
+    """R31, R30: when the timer is closed under a running purgatory (not by its
+    ``shutdown``), the reaper waits instead of stepping: it calls no ``advance_clock``
+    and purges nothing, even with a completed operation due for a purge
+    (``purge_interval=0``; a second operation stays pending, so the completion itself
+    lets nothing go, R61), until ``shutdown`` ends it.
+
+    Kills: removing the ``continue`` after the idle wait in ``_lifecycle.run_reaper``
+    (the reaper then steps, and purges, on the closed timer every 200 ms)."""
+    lock = threading.Lock()
+    advanced: list[int] = []
+    closed_reads = [0]
+
+    class Watched(impl.SystemTimer):  # type: ignore[misc,name-defined]
+        @property
+        def closed(self) -> bool:
+            is_closed = bool(super().closed)
+            if is_closed:
+                with lock:
+                    closed_reads[0] += 1
+            return is_closed
+
+        def advance_clock(self, timeout_ms: Any) -> bool:
+            with lock:
+                advanced.append(closed_reads[0])
+            return bool(super().advance_clock(timeout_ms))
+
+    timer = Watched("closed-under")
+    purgatory = impl.DelayedOperationPurgatory("closed-under", timer=timer, purge_interval=0)
+    try:
+        operation, pending = _ready_operation(impl)(60_000), _ready_operation(impl)(60_000)
+        assert purgatory.try_complete_else_watch(operation, ["k"]) is False
+        assert purgatory.try_complete_else_watch(pending, ["k"]) is False  # no let-go (R61)
+        assert _wait_until(lambda: bool(advanced))  # the reaper is stepping
+        timer.close()
+        assert _wait_until(lambda: closed_reads[0] >= 1)  # a step in flight has ended
+        operation.ready = True
+        assert operation.try_complete()
+        with lock:
+            seen_at_close = closed_reads[0]
+            steps_before = len(advanced)
+        assert _wait_until(lambda: closed_reads[0] >= seen_at_close + IDLE_STEPS)
+        with lock:
+            stepped_after = [read for read in advanced[steps_before:] if read >= seen_at_close]
+        assert stepped_after == [], "the reaper stepped on a timer closed under it"
+        assert purgatory.num_purged == 0
+        assert purgatory.watched == 2  # the completed one is still linked: nobody purged
+    finally:
+        purgatory.shutdown()
+        assert purgatory.await_termination(WAIT_S)
+
+
+@pytest.mark.realtime
+def test_r39_await_termination_on_the_reaper_thread_returns_false(impl: ModuleType) -> None:
+    """R39: ``await_termination`` called on the reaper thread (here from an expiry the
+    reaper runs inline, after that expiry shut the purgatory down) cannot wait for its
+    own thread: it returns False at once; called afterwards from the test's thread it
+    returns True once the reaper has exited.
+
+    Kills: ``return True`` instead of ``return False`` for the reaper thread in
+    ``_lifecycle.await_purgatory_termination`` (and removing that test, which makes the
+    reaper join itself and raise)."""
+    timer = impl.SystemTimer("own-thread", executor=InlineExecutor())
+    purgatory = impl.DelayedOperationPurgatory("own-thread", timer=timer)
+    results: list[tuple[bool, str]] = []
+    finished = threading.Event()
+    operation = _ready_operation(impl)(1)
+
+    def shut_down_and_wait() -> None:
+        try:
+            purgatory.shutdown()
+            results.append((purgatory.await_termination(WAIT_S), threading.current_thread().name))
+        finally:
+            finished.set()
+
+    operation.expire_hook = shut_down_and_wait
+    try:
+        assert purgatory.try_complete_else_watch(operation, ["k"]) is False
+        assert finished.wait(WAIT_S)
+        assert operation.is_completed
+    finally:
+        purgatory.shutdown()
+    assert purgatory.await_termination(WAIT_S) is True
+    assert len(results) == 1
+    returned, thread_name = results[0]
+    assert returned is False
+    assert thread_name != threading.current_thread().name
