@@ -7,6 +7,7 @@ they run on a real clock; every wait is bounded and none asserts a duration.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from types import ModuleType
@@ -142,3 +143,33 @@ def test_r39_await_termination_on_the_reaper_thread_returns_false(impl: ModuleTy
     returned, thread_name = results[0]
     assert returned is False
     assert thread_name != threading.current_thread().name
+
+
+@pytest.mark.realtime
+def test_r52_a_failing_reaper_step_waits_a_step_before_the_next(impl: ModuleType) -> None:
+    """R52, R31: a reaper step that raises is logged and the reaper carries on, but only
+    after waiting one step (200 ms), so a step that keeps failing neither spins a core
+    nor floods the log. The check is a lower bound on the gap between two failing steps
+    (half a step, so a slow machine cannot fail it: a wait never ends early).
+
+    Kills: ``REAPER_STEP_MS // 1000`` (a wait of 0 s) in the error path of
+    ``_lifecycle.run_reaper``, and removing that wait."""
+    step_s = impl.purgatory.REAPER_STEP_MS / 1000
+    lock = threading.Lock()
+    calls: list[float] = []
+
+    class Failing(impl.SystemTimer):  # type: ignore[misc,name-defined]
+        def advance_clock(self, timeout_ms: Any) -> bool:
+            with lock:
+                calls.append(time.monotonic())
+            raise OSError("the clock's source is gone")
+
+    purgatory = impl.DelayedOperationPurgatory("failing", timer=Failing("failing"))
+    try:
+        assert _wait_until(lambda: len(calls) >= 3)
+    finally:
+        purgatory.shutdown()
+        assert purgatory.await_termination(WAIT_S)
+    with lock:
+        gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
+    assert gaps and min(gaps) >= step_s / 2, f"steps {gaps} s apart; a step is {step_s} s"
