@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from kpurgatory import InlineExecutor
+from kpurgatory import InlineExecutor, ManualClock
+from tests.support import Recorder, WaiterLock, operation_class
 
 WAIT_S = 10.0
 """Upper bound for a real-clock wait that should end far sooner (never asserted on)."""
@@ -173,3 +174,74 @@ def test_r52_a_failing_reaper_step_waits_a_step_before_the_next(impl: ModuleType
     with lock:
         gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
     assert gaps and min(gaps) >= step_s / 2, f"steps {gaps} s apart; a step is {step_s} s"
+
+
+def test_r39_await_termination_before_shutdown_is_false(impl: ModuleType) -> None:
+    """R39: before ``shutdown`` there is nothing to wait for: ``await_termination`` is
+    False at once, with or without a reaper, whatever the timeout.
+
+    Kills: ``return True`` for the not-shut-down case in
+    ``_lifecycle.await_purgatory_termination``."""
+    manual = impl.SystemTimer("before", clock=ManualClock(0), executor=InlineExecutor())
+    without_reaper = impl.DelayedOperationPurgatory("before", timer=manual, reaper_enabled=False)
+    with_reaper = impl.DelayedOperationPurgatory("before-reaped")
+    try:
+        for purgatory in (without_reaper, with_reaper):
+            assert purgatory.await_termination(0) is False
+            assert purgatory.await_termination(0.01) is False
+    finally:
+        for purgatory in (without_reaper, with_reaper):
+            purgatory.shutdown()
+            assert purgatory.await_termination(WAIT_S) is True
+
+
+@pytest.mark.realtime
+def test_r39_await_termination_is_false_while_the_reaper_runs_an_expiry(
+    impl: ModuleType,
+) -> None:
+    """R39: after ``shutdown``, a reaper still running an expiry (inline, waiting for a
+    lock the test holds) makes a bounded ``await_termination`` return False when its
+    timeout ends; once the lock is released it returns True.
+
+    Kills: ``return True`` when the reaper is still alive after its join in
+    ``_lifecycle.await_purgatory_termination``."""
+    timer = impl.SystemTimer("busy-reaper", executor=InlineExecutor())
+    purgatory = impl.DelayedOperationPurgatory("busy-reaper", timer=timer)
+    shared = WaiterLock()
+    operation = operation_class(impl)(1, "held", Recorder(ManualClock(0)), shared)
+    try:
+        with shared:
+            assert purgatory.try_complete_else_watch(operation, ["k"]) is False
+            assert shared.contended.wait(WAIT_S)  # the reaper runs the expiry and waits
+            purgatory.shutdown()
+            assert purgatory.await_termination(0.05) is False
+    finally:
+        purgatory.shutdown()
+    assert purgatory.await_termination(WAIT_S) is True
+    assert operation.is_completed
+
+
+def test_r39_await_termination_gives_the_timer_what_remains_of_the_timeout(
+    impl: ModuleType,
+) -> None:
+    """R39: the purgatory's ``await_termination(timeout)`` waits for its timer with what
+    remains of ``timeout`` (never more, never a negative wait): 0 for 0, None for None.
+
+    Kills: ``max(1.0, ...)`` and ``max(-1.0, ...)`` for ``max(0.0, ...)`` in
+    ``_lifecycle.await_purgatory_termination`` (a wait past the caller's timeout, a
+    negative one)."""
+    asked: list[float | None] = []
+
+    class Recording(impl.SystemTimer):  # type: ignore[misc,name-defined]
+        def await_termination(self, timeout: float | None = None) -> bool:
+            asked.append(timeout)
+            return bool(super().await_termination(timeout))
+
+    timer = Recording("remaining", clock=ManualClock(0), executor=InlineExecutor())
+    purgatory = impl.DelayedOperationPurgatory("remaining", timer=timer, reaper_enabled=False)
+    purgatory.shutdown()
+    assert purgatory.await_termination(0) is True
+    assert purgatory.await_termination(None) is True
+    assert purgatory.await_termination(WAIT_S) is True
+    assert asked[:2] == [0.0, None]
+    assert 0.0 < asked[2] <= WAIT_S  # type: ignore[operator]
