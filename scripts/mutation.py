@@ -233,6 +233,7 @@ def _sample(mutants: list[Mutant], size: int, seed: int, module: str) -> list[Mu
     locations = sorted(by_location)
     rng.shuffle(locations)
     for location in locations:
+        by_location[location].sort(key=lambda m: m.ident)
         rng.shuffle(by_location[location])
     rounds = max((len(group) for group in by_location.values()), default=0)
     order = [
