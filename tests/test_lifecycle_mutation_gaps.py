@@ -62,13 +62,17 @@ def test_r31_the_reaper_idles_on_a_timer_closed_from_outside(impl: ModuleType) -
     ``shutdown``), the reaper waits instead of stepping: it calls no ``advance_clock``
     and purges nothing, even with a completed operation due for a purge
     (``purge_interval=0``; a second operation stays pending, so the completion itself
-    lets nothing go, R61), until ``shutdown`` ends it.
+    lets nothing go, R61), until ``shutdown`` ends it. It waits a step (200 ms) between
+    two looks at the timer rather than spinning (a lower bound of half a step).
 
     Kills: removing the ``continue`` after the idle wait in ``_lifecycle.run_reaper``
-    (the reaper then steps, and purges, on the closed timer every 200 ms)."""
+    (the reaper then steps, and purges, on the closed timer every 200 ms), and
+    ``REAPER_STEP_MS // 1000`` there (a wait of 0 s: it spins)."""
+    step_s = impl.purgatory.REAPER_STEP_MS / 1000
     lock = threading.Lock()
     advanced: list[int] = []
     closed_reads = [0]
+    read_at: list[float] = []
 
     class Watched(impl.SystemTimer):  # type: ignore[misc,name-defined]
         @property
@@ -77,6 +81,7 @@ def test_r31_the_reaper_idles_on_a_timer_closed_from_outside(impl: ModuleType) -
             if is_closed:
                 with lock:
                     closed_reads[0] += 1
+                    read_at.append(time.monotonic())
             return is_closed
 
         def advance_clock(self, timeout_ms: Any) -> bool:
@@ -101,7 +106,10 @@ def test_r31_the_reaper_idles_on_a_timer_closed_from_outside(impl: ModuleType) -
         assert _wait_until(lambda: closed_reads[0] >= seen_at_close + IDLE_STEPS)
         with lock:
             stepped_after = [read for read in advanced[steps_before:] if read >= seen_at_close]
+            idle = read_at[seen_at_close - 1 :]
         assert stepped_after == [], "the reaper stepped on a timer closed under it"
+        gaps = [later - earlier for earlier, later in itertools.pairwise(idle)]
+        assert gaps and min(gaps) >= step_s / 2, f"looks {gaps} s apart; a step is {step_s} s"
         assert purgatory.num_purged == 0
         assert purgatory.watched == 2  # the completed one is still linked: nobody purged
     finally:
