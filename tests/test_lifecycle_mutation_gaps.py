@@ -8,6 +8,7 @@ they run on a real clock; every wait is bounded and none asserts a duration.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from types import ModuleType
@@ -57,17 +58,22 @@ def _wait_until(condition: Any) -> bool:
 
 
 @pytest.mark.realtime
-def test_r31_the_reaper_idles_on_a_timer_closed_from_outside(impl: ModuleType) -> None:
+def test_r31_the_reaper_idles_on_a_timer_closed_from_outside(
+    impl: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
     """R31, R30: when the timer is closed under a running purgatory (not by its
     ``shutdown``), the reaper waits instead of stepping: it calls no ``advance_clock``
     and purges nothing, even with a completed operation due for a purge
     (``purge_interval=0``; a second operation stays pending, so the completion itself
     lets nothing go, R61), until ``shutdown`` ends it. It waits a step (200 ms) between
-    two looks at the timer rather than spinning (a lower bound of half a step).
+    two looks at the timer rather than spinning (a lower bound of half a step), and
+    logs nothing: a closed timer is not a failing step.
 
     Kills: removing the ``continue`` after the idle wait in ``_lifecycle.run_reaper``
     (the reaper then steps, and purges, on the closed timer every 200 ms), and
-    ``REAPER_STEP_MS // 1000`` there (a wait of 0 s: it spins)."""
+    ``REAPER_STEP_MS // 1000`` there (a wait of 0 s: it spins), and ``<< 1000`` there
+    (the wait raises ``OverflowError``: logged as a failing step every 200 ms)."""
+    caplog.set_level(logging.WARNING)
     step_s = impl.purgatory.REAPER_STEP_MS / 1000
     lock = threading.Lock()
     advanced: list[int] = []
@@ -112,6 +118,7 @@ def test_r31_the_reaper_idles_on_a_timer_closed_from_outside(impl: ModuleType) -
         assert gaps and min(gaps) >= step_s / 2, f"looks {gaps} s apart; a step is {step_s} s"
         assert purgatory.num_purged == 0
         assert purgatory.watched == 2  # the completed one is still linked: nobody purged
+        assert caplog.records == []
     finally:
         purgatory.shutdown()
         assert purgatory.await_termination(WAIT_S)
