@@ -152,3 +152,24 @@ conformance-catalogue: $(STAMP)
 .PHONY: pipeline-cluster
 pipeline-cluster: $(STAMP)
 	$(PY) -m pytest -q -m slow tests/pipeline/test_cluster.py tests/pipeline/test_standalone.py
+
+# The project's own mutation score (docs/verification.md, "Mutation score"; slow tier, not
+# CI's quick path): a seeded sample of cosmic-ray mutants per module of reference/,
+# optimized/, aio/ and the lifecycle helpers, each run against that module's quick tests
+# and, if it survives them, the concurrency tier; equivalents listed in
+# scripts/mutation_equivalents.txt are not run. Reports in build/mutation/. One module:
+# make mutation MODULE=kpurgatory/_sweep.py (several: space-separated).
+MODULE ?=
+MUTATION_SAMPLE ?= 25
+MUTATION_SEED ?= 1
+MUTATION_STAMP := $(VENV)/.mutation-installed
+.PHONY: mutation
+
+$(MUTATION_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --config-settings editable_mode=compat \
+		-e '.[$(EXTRAS),mutation]'
+	touch $@
+
+mutation: $(MUTATION_STAMP)
+	nice -n 10 $(PY) scripts/mutation.py --sample $(MUTATION_SAMPLE) --seed $(MUTATION_SEED) \
+		$(foreach module,$(MODULE),--module $(module))

@@ -18,7 +18,7 @@ from hypothesis import settings
 
 from tests.aio import test_cancellation as cancellation
 from tests.aio.test_cancellation_machine import make_machine
-from tests.mutants.catalog import Mutant, applied
+from tests.mutants.catalog import Mutant, MutantError, applied, mutated_source
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
 
 _PURGATORY = "kpurgatory.aio.purgatory"
@@ -266,9 +266,18 @@ def _patchable(module: str) -> bool:
 @pytest.mark.parametrize(("mutant", "check"), AIO_MUTANTS, ids=[m.name for m, _ in AIO_MUTANTS])
 def test_aio_mutant_is_caught(mutant: Mutant, check: Check) -> None:
     """Under the mutant the named test fails (an assertion, an error, or a timeout of
-    the virtual-time wait it bounds itself with)."""
+    the virtual-time wait it bounds itself with).
+
+    Skipped, saying why, when the code the mutant patches is not the code it expects
+    (its target or fragment is gone: the aio source was changed from outside, as a
+    mutation run does, or refactored; then adapt the mutant to the new code): failing
+    there would blame the named test for a patch that never applied."""
     if not _patchable(mutant.module):
         pytest.skip(f"{mutant.module} is compiled: nothing to patch")
+    try:
+        mutated_source(mutant)
+    except MutantError as exc:
+        pytest.skip(f"the code this mutant patches is not the code it expects: {exc}")
     with applied(mutant), pytest.raises(BaseException) as caught:
         check()
     assert not isinstance(caught.value, KeyboardInterrupt)
