@@ -19,10 +19,10 @@ from collections.abc import Hashable, Iterable
 from typing import Any, Generic, Literal
 
 from kpurgatory import optimized, reference
-from kpurgatory._checks import require_str
+from kpurgatory._checks import require_at_least, require_str
 from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import TypeVar
-from kpurgatory.aio.driver import LoopTimerDriver
+from kpurgatory.aio.driver import DEFAULT_MAX_HAND_OVERS, LoopTimerDriver
 from kpurgatory.aio.executor import LoopExecutor
 from kpurgatory.aio.operation import (
     DelayedOperation,
@@ -63,6 +63,8 @@ class AsyncPurgatory(Generic[T]):
     otherwise; a ``ManualClock`` needs a ``VirtualTimeLoop`` on that same clock
     (``ValueError`` otherwise). ``tick_ms``, ``wheel_size``, ``purge_interval`` and
     ``timer_enabled`` are those of ``SystemTimer`` and ``DelayedOperationPurgatory``.
+    ``max_hand_overs``: the most expiries one firing of the driver runs before it yields
+    to the loop (R73; default ``kpurgatory.aio.driver.DEFAULT_MAX_HAND_OVERS``).
     ``implementation`` picks the wrapped purgatory: ``"optimized"`` (operations are
     ``kpurgatory.aio.DelayedOperation``) or ``"reference"`` (operations are
     ``kpurgatory.aio.ReferenceDelayedOperation``).
@@ -79,8 +81,10 @@ class AsyncPurgatory(Generic[T]):
         timer_enabled: bool = True,
         implementation: PurgatoryImplementation = "optimized",
         loop: asyncio.AbstractEventLoop | None = None,
+        max_hand_overs: int = DEFAULT_MAX_HAND_OVERS,
     ) -> None:
         name = require_str("purgatory_name", purgatory_name)
+        max_hand_overs = require_at_least("max_hand_overs", max_hand_overs, 1)
         if implementation not in _OPERATION_TYPES:
             raise ValueError(
                 f"implementation must be 'optimized' or 'reference', not {implementation!r}"
@@ -105,7 +109,8 @@ class AsyncPurgatory(Generic[T]):
                 "that clock, and a VirtualTimeLoop only with its clock"
             )
         impl: Any = optimized if implementation == "optimized" else reference
-        timer = impl.SystemTimer(name, tick_ms, wheel_size, clock=clock, executor=LoopExecutor())
+        executor = LoopExecutor()
+        timer = impl.SystemTimer(name, tick_ms, wheel_size, clock=clock, executor=executor)
         self._purgatory: Any = impl.DelayedOperationPurgatory(
             name,
             timer,
@@ -121,7 +126,15 @@ class AsyncPurgatory(Generic[T]):
         self._tick_ms: int = timer.tick_ms
         self._timer_enabled = timer_enabled
         direct = virtual or isinstance(clock, MonotonicClock)
-        self._driver = LoopTimerDriver(loop, timer, clock, self._advance, direct=direct)
+        self._driver = LoopTimerDriver(
+            loop,
+            timer,
+            clock,
+            self._advance,
+            direct=direct,
+            executor=executor,
+            max_hand_overs=max_hand_overs,
+        )
         self._waiting: dict[int, Waiter] = {}
         """The waiters not settled yet, by ``id``: what ``shutdown`` abandons (R49)."""
         self._closed = False

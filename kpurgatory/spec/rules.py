@@ -647,6 +647,19 @@ RULES: tuple[Rule, ...] = (
         "answer. (The threaded purgatory keeps R32: there check_and_complete and "
         "cancel_for_key still work after shutdown.)",
     ),
+    Rule(
+        "R73",
+        "aio",
+        "Bounded firings",
+        "A firing of an AsyncPurgatory's driver runs at most max_hand_overs of the tasks "
+        "its drain handed over (the expiries); if more are left, the driver re-arms at once "
+        "with loop.call_soon and runs the next batch at that callback, so every callback "
+        "ready on the loop before it (I/O, other timers) runs between two batches. The "
+        "tasks of one drain run in the drain's order (R6), none before its due time (R4); "
+        "no new drain starts until they have all run; a task that one of them adds due at "
+        "once still runs inside its add (R3, R6). shutdown drops the tasks not run yet: "
+        "nothing expires after it returns (R32, R49).",
+    ),
 )
 
 _BY_ID = {r.id: r for r in RULES}

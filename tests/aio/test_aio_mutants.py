@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.aio import test_bounded_driver as bounded
 from tests.aio import test_cancellation as cancellation
 from tests.aio.test_cancellation_machine import make_machine
 from tests.mutants.catalog import Mutant, applied
@@ -254,6 +255,39 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "The driver's repr misnames its state.",
         ),
         _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+    ),
+    (
+        Mutant(
+            "driver-unbounded-firing",
+            _DRIVER,
+            "LoopTimerDriver._continue",
+            "executor.run_backlog(self._max_hand_overs)",
+            "executor.run_backlog(1 << 62)",
+            "R73: one firing runs every expiry of its drain, however many.",
+        ),
+        _on(bounded.test_r73_a_firing_hands_over_at_most_the_bound_then_yields, "optimized"),
+    ),
+    (
+        Mutant(
+            "driver-continues-later",
+            _DRIVER,
+            "LoopTimerDriver._continue",
+            "self._handle = self._loop.call_soon(self._continue)",
+            "self._handle = self._loop.call_later(0.001, self._continue)",
+            "R73: the next batch waits for a later timer instead of running at once.",
+        ),
+        _on(bounded.test_r73_a_firing_hands_over_at_most_the_bound_then_yields, "reference"),
+    ),
+    (
+        Mutant(
+            "driver-stop-keeps-backlog",
+            _DRIVER,
+            "LoopTimerDriver.stop",
+            "self._executor.drop_backlog()",
+            "pass",
+            "R73, R32: the rest of a batch still expires after shutdown.",
+        ),
+        _on(bounded.test_r73_shutdown_from_an_expiry_drops_the_rest_of_the_backlog, "optimized"),
     ),
 )
 
