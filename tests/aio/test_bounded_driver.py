@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kpurgatory.aio import AsyncPurgatory, Outcome, run
+from kpurgatory.aio import AsyncPurgatory, Outcome, PurgatoryImplementation, run
 from kpurgatory.aio.driver import DEFAULT_MAX_HAND_OVERS
 from kpurgatory.clock import ManualClock
 from tests.aio.support import Event, recording_operation
@@ -51,7 +51,9 @@ def _batches(log: list[Any]) -> list[list[str]]:
     return [batch for batch in batches if batch]
 
 
-def test_r73_a_firing_hands_over_at_most_the_bound_then_yields(implementation: str) -> None:
+def test_r73_a_firing_hands_over_at_most_the_bound_then_yields(
+    implementation: PurgatoryImplementation,
+) -> None:
     """Ten operations overdue at once (due 10..19, the process paused until 100): each
     firing runs at most three expiries, the heartbeat runs between batches, due order is
     kept, nothing runs before its due time, and the clock does not move between batches
@@ -91,7 +93,9 @@ def test_r73_a_firing_hands_over_at_most_the_bound_then_yields(implementation: s
     run(main(), clock)
 
 
-def test_r73_never_early_and_in_due_order_across_batches(implementation: str) -> None:
+def test_r73_never_early_and_in_due_order_across_batches(
+    implementation: PurgatoryImplementation,
+) -> None:
     """Operations due at different times, some overdue and some not: the overdue ones
     run in batches of the bound, the rest each at its own due time, never before it."""
     operation = recording_operation(implementation)
@@ -118,7 +122,9 @@ def test_r73_never_early_and_in_due_order_across_batches(implementation: str) ->
     run(main(), clock)
 
 
-def test_r73_shutdown_from_an_expiry_drops_the_rest_of_the_backlog(implementation: str) -> None:
+def test_r73_shutdown_from_an_expiry_drops_the_rest_of_the_backlog(
+    implementation: PurgatoryImplementation,
+) -> None:
     """R73, R32, R49: the second expiry of a batch shuts the purgatory down; no operation
     of the backlog expires afterwards and every waiter settles (ABANDONED)."""
     operation = recording_operation(implementation)
@@ -149,7 +155,7 @@ def test_r73_shutdown_from_an_expiry_drops_the_rest_of_the_backlog(implementatio
 
 
 def test_r73_a_task_added_due_at_once_by_an_expiry_runs_inside_its_add(
-    implementation: str,
+    implementation: PurgatoryImplementation,
 ) -> None:
     """R73, R6: an expiry that submits an operation with delay 0 expires it inside its
     own add, before the rest of the batch."""
@@ -177,7 +183,7 @@ def test_r73_a_task_added_due_at_once_by_an_expiry_runs_inside_its_add(
     run(main(), clock)
 
 
-def test_r73_the_bound_is_checked(implementation: str) -> None:
+def test_r73_the_bound_is_checked(implementation: PurgatoryImplementation) -> None:
     """R35 for the new argument: a clear error naming it, and no purgatory built."""
 
     async def main() -> None:
