@@ -228,23 +228,24 @@ class AsyncPurgatory(Generic[T]):
             raise ValueError(f"operation {operation!r} is already awaited")
         waiter = Waiter(self, operation, self._loop)
         operation._waiter = waiter
-        try:
+        waiting = self._waiting
+        waiting[id(waiter)] = waiter  # before the submission: a shutdown from one of its
+        try:  # callbacks abandons this waiter too (R49, R58)
             self._try_complete_else_watch(operation, watch_keys)
         except BaseException:
             operation._waiter = None
+            waiting.pop(id(waiter), None)
             if waiter.done() and not waiter.cancelled():
                 waiter.exception()  # on_complete raised: the caller gets it from here (R48)
             raise
-        if not waiter.done():
-            self._waiting[id(waiter)] = waiter
-            if self._timer_enabled:  # _arm_for's first test inlined: a call less per wait
-                armed = self._driver.armed_due
-                if armed is None:
+        if self._timer_enabled and not waiter.done():  # _arm_for's first test inlined
+            armed = self._driver.armed_due
+            if armed is None:
+                self._arm_for(operation)
+            else:
+                floor = self._timer.current_time + operation.delay_ms
+                if armed > floor - floor % self._tick_ms:
                     self._arm_for(operation)
-                else:
-                    floor = self._timer.current_time + operation.delay_ms
-                    if armed > floor - floor % self._tick_ms:
-                        self._arm_for(operation)
         return waiter
 
     def try_complete_else_watch(
@@ -319,11 +320,17 @@ class AsyncPurgatory(Generic[T]):
         if self._closed:
             return
         running = running_loop()
-        if running is not self._loop and (running is not None or self._loop.is_running()):
-            raise RuntimeError(
-                "AsyncPurgatory.shutdown must be called on its event loop's thread, or once "
-                "that loop has stopped (from another thread: loop.call_soon_threadsafe)"
-            )
+        if running is not self._loop:
+            if self._loop.is_running():
+                raise RuntimeError(
+                    "AsyncPurgatory.shutdown must be called on its event loop's thread while "
+                    "that loop runs (from another thread: loop.call_soon_threadsafe)"
+                )
+            if running is not None:
+                raise RuntimeError(
+                    "AsyncPurgatory.shutdown was called from another running event loop; its "
+                    "own loop has stopped: call it from a thread with no running loop (R50)"
+                )
         self._closed = True
         self._driver.stop()
         errors: list[BaseException] = []
@@ -332,6 +339,8 @@ class AsyncPurgatory(Generic[T]):
                 self._purgatory.abandon(waiter._operation)  # tells the waiter (R58)
             except BaseException as exc:  # the other waiters are settled first (R53)
                 errors.append(exc)
+            else:  # told: off the loop its outcome is queued (or dropped with a closed
+                self._forget(waiter)  # loop), so it is no longer awaited here (R50)
         try:
             self._purgatory.shutdown()
         except BaseException as exc:
