@@ -102,7 +102,7 @@ def check_span(span: str) -> None:
         parameters = [p for p in actual.parameters.values() if p.name != "self"]
         documented = _documented_parameters(params)
         positional = [*documented.posonlyargs, *documented.args]
-        kinds = [inspect.Parameter.POSITIONAL_ONLY] * len(documented.posonlyargs) + [
+        kinds: list[object] = [inspect.Parameter.POSITIONAL_ONLY] * len(documented.posonlyargs) + [
             inspect.Parameter.POSITIONAL_OR_KEYWORD
         ] * len(documented.args)
         names = [a.arg for a in positional] + [a.arg for a in documented.kwonlyargs]
