@@ -82,7 +82,8 @@ class _Setup:
         future = self.futures[key] = self.loop.create_future()
         handle = self.loop.call_at(self.loop.time() + delay_ms / 1000, _expire, future)
         try:
-            return await future
+            answered: bool = await future
+            return answered
         finally:
             handle.cancel()
             del self.futures[key]
