@@ -13,6 +13,11 @@ Three questions, each answered side by side in one process per mechanism:
 - **Heartbeat lag at scale**: ``n`` pending waits, delays uniform over 1-20 s, 90 %
   answered at a random time before their deadline and 10 % expiring; a 1 ms heartbeat
   (``asyncio.sleep(0.001)`` in a loop) records how late it wakes, for ``seconds``.
+- **Heartbeat lag after a pause**: ``n`` waits due within 100-200 ms, then the process
+  blocks for 300 ms (a long garbage collection, a blocking call), so all of them are
+  overdue at once; the heartbeat's lag until the last one has expired.
+
+``--max-hand-overs`` sets the aio purgatory's bound per firing (R73; default: its own).
 
 Run ``python -m kpurgatory.bench.aiocost --help``. Benchmarks, not tests: the numbers
 depend on the machine and its load (print ``os.getloadavg`` beside them).
@@ -35,7 +40,14 @@ from typing import Any
 
 from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome
 
-__all__ = ["MECHANISMS", "cpu_per_wait", "heartbeat_lag", "main", "memory_per_wait"]
+__all__ = [
+    "MECHANISMS",
+    "cpu_per_wait",
+    "heartbeat_lag",
+    "lag_after_pause",
+    "main",
+    "memory_per_wait",
+]
 
 MECHANISMS: tuple[str, ...] = ("future+call_at", "timeout_at", "aio wait", "aio submit")
 
@@ -67,7 +79,7 @@ def _expire(future: asyncio.Future[bool]) -> None:
 class _Setup:
     """One mechanism's wait and answer, on the running loop."""
 
-    def __init__(self, mechanism: str) -> None:
+    def __init__(self, mechanism: str, max_hand_overs: int | None = None) -> None:
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, not {mechanism!r}")
         self.mechanism = mechanism
@@ -76,7 +88,11 @@ class _Setup:
         self.operations: dict[int, _Answer] = {}
         self.purgatory: AsyncPurgatory[Any] | None = None
         if mechanism.startswith("aio"):
-            self.purgatory = AsyncPurgatory("bench")
+            self.purgatory = (
+                AsyncPurgatory("bench")
+                if max_hand_overs is None
+                else AsyncPurgatory("bench", max_hand_overs=max_hand_overs)
+            )
 
     async def _future_call_at(self, key: int, delay_ms: int) -> bool:
         future = self.futures[key] = self.loop.create_future()
@@ -235,7 +251,41 @@ def heartbeat_lag(mechanism: str, n: int, seconds: float, seed: int = 1) -> dict
     return asyncio.run(_heartbeat(mechanism, n, seconds, seed))
 
 
+async def _pause(mechanism: str, n: int, max_hand_overs: int | None) -> dict[str, float]:
+    rng = random.Random(1)
+    setup = _Setup(mechanism, max_hand_overs)
+    loop = setup.loop
+    waits = [setup.start(key, rng.randint(100, 200)) for key in range(n)]
+    await asyncio.sleep(0)
+    lags: list[float] = []
+    done = asyncio.gather(*waits)
+
+    async def beat() -> None:
+        while not done.done():
+            expected = loop.time() + 0.001
+            await asyncio.sleep(0.001)
+            lags.append(loop.time() - expected)
+
+    heart = loop.create_task(beat())
+    await asyncio.sleep(0.05)
+    time.sleep(0.3)  # the pause: every wait is overdue when the loop runs again
+    cpu = time.process_time()
+    await done
+    cpu = time.process_time() - cpu
+    await heart
+    setup.close()
+    lags.sort()
+    return {"max_ms": lags[-1] * 1000, "beats": float(len(lags)), "cpu_s": cpu}
+
+
+def lag_after_pause(mechanism: str, n: int, max_hand_overs: int | None = None) -> dict[str, float]:
+    """The heartbeat's worst lag (ms) while ``n`` waits overdue at once expire."""
+    return asyncio.run(_pause(mechanism, n, max_hand_overs))
+
+
 def _child(args: argparse.Namespace) -> dict[str, Any]:
+    if args.what == "pause":
+        return lag_after_pause(args.mechanism, args.n, args.max_hand_overs)
     if args.what == "cpu":
         return {
             outcome: cpu_per_wait(args.mechanism, args.n, outcome, args.rounds)
@@ -250,20 +300,21 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Run every question for every mechanism, each in a fresh process; print JSON lines."""
     parser = argparse.ArgumentParser(prog="python -m kpurgatory.bench.aiocost")
-    parser.add_argument("--what", choices=("cpu", "memory", "lag", "all"), default="all")
+    parser.add_argument("--what", choices=("cpu", "memory", "lag", "pause", "all"), default="all")
     parser.add_argument("--mechanism", choices=MECHANISMS)
     parser.add_argument("--n", type=int, default=10_000, help="waits (cpu, memory)")
     parser.add_argument("--lag-n", type=int, default=100_000, help="pending waits (lag)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--max-hand-overs", type=int, default=None)
     args = parser.parse_args(argv)
     if args.mechanism is not None and args.what != "all":
         print(json.dumps(_child(args)))
         return 0
-    questions = ("cpu", "memory", "lag") if args.what == "all" else (args.what,)
+    questions = ("cpu", "memory", "lag", "pause") if args.what == "all" else (args.what,)
     for what in questions:
         for mechanism in MECHANISMS:
-            if what == "lag" and mechanism == "aio submit":
+            if what in ("lag", "pause") and mechanism == "aio submit":
                 continue
             n = args.lag_n if what == "lag" else args.n
             command = [
@@ -276,8 +327,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"--rounds={args.rounds}",
                 f"--seconds={args.seconds}",
             ]
+            if args.max_hand_overs is not None:
+                command.append(f"--max-hand-overs={args.max_hand_overs}")
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-            row = {"what": what, "mechanism": mechanism, "n": n, "load": os.getloadavg()[0]}
+            row = {
+                "what": what,
+                "mechanism": mechanism,
+                "n": n,
+                "max_hand_overs": args.max_hand_overs,
+                "load": os.getloadavg()[0],
+            }
             row.update(json.loads(out))
             print(json.dumps(row), flush=True)
     return 0

@@ -30,3 +30,9 @@ def test_bad_arguments_are_refused() -> None:
         aiocost.cpu_per_wait("aio wait", 1, "late", rounds=1)
     with pytest.raises(ValueError, match="mechanism"):
         aiocost.cpu_per_wait("heap", 1, "completed", rounds=1)
+
+
+@pytest.mark.parametrize("mechanism", ["future+call_at", "aio wait"])
+def test_lag_after_a_pause_waits_for_every_expiry(mechanism: str) -> None:
+    figures = aiocost.lag_after_pause(mechanism, 100, max_hand_overs=8)
+    assert figures["max_ms"] >= 0 and figures["beats"] >= 1
