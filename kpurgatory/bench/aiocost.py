@@ -13,9 +13,13 @@ Three questions, each answered side by side in one process per mechanism:
 - **Heartbeat lag at scale**: ``n`` pending waits, delays uniform over 1-20 s, 90 %
   answered at a random time before their deadline and 10 % expiring; a 1 ms heartbeat
   (``asyncio.sleep(0.001)`` in a loop) records how late it wakes, for ``seconds``.
-- **Heartbeat lag after a pause**: ``n`` waits due within 100-200 ms, then the process
-  blocks for 300 ms (a long garbage collection, a blocking call), so all of them are
+- **Heartbeat lag after a pause**: ``n`` waits due within 5.0-5.1 s, and the process
+  blocks (a long garbage collection, a blocking call) until 5.2 s, so all of them are
   overdue at once; the heartbeat's lag until the last one has expired.
+
+For both lag questions, besides the wall-clock lag (which a loaded machine inflates),
+the CPU time the loop's thread spent between two heartbeats: the stall the loop
+itself causes, whatever else the machine runs.
 
 ``--max-hand-overs`` sets the aio purgatory's bound per firing (R73; default: its own).
 
@@ -221,26 +225,37 @@ async def _heartbeat(mechanism: str, n: int, seconds: float, seed: int) -> dict[
                 index += 1
             await asyncio.sleep(0.001)
 
+    stalls: list[float] = []
+
     async def beat() -> None:
         while True:
             expected = loop.time() + 0.001
+            spent = time.thread_time()
             await asyncio.sleep(0.001)
+            stalls.append(time.thread_time() - spent)
             lags.append(loop.time() - expected)
             if loop.time() >= stop:
                 return
 
-    cpu = time.process_time()
-    await asyncio.gather(beat(), answer_in_time())
-    cpu = time.process_time() - cpu
+    gc_pauses: list[float] = []
+    with _GcTimer(gc_pauses):
+        cpu = time.process_time()
+        await asyncio.gather(beat(), answer_in_time())
+        cpu = time.process_time() - cpu
     for wait in waits:
         wait.cancel()  # a task or a Waiter: either abandons what is left
     await asyncio.gather(*waits, return_exceptions=True)
     setup.close()
     lags.sort()
+    stalls.sort()
     return {
         "max_ms": lags[-1] * 1000,
         "p999_ms": lags[int(len(lags) * 0.999)] * 1000,
         "p99_ms": lags[int(len(lags) * 0.99)] * 1000,
+        "max_cpu_between_beats_ms": stalls[-1] * 1000,
+        "p999_cpu_between_beats_ms": stalls[int(len(stalls) * 0.999)] * 1000,
+        "max_gc_ms": max(gc_pauses, default=0.0) * 1000,
+        "gc_s": sum(gc_pauses),
         "beats": float(len(lags)),
         "cpu_s": cpu,
     }
@@ -251,36 +266,86 @@ def heartbeat_lag(mechanism: str, n: int, seconds: float, seed: int = 1) -> dict
     return asyncio.run(_heartbeat(mechanism, n, seconds, seed))
 
 
-async def _pause(mechanism: str, n: int, max_hand_overs: int | None) -> dict[str, float]:
+class _GcTimer:
+    """Records the CPU time of each garbage collection while the block runs."""
+
+    def __init__(self, pauses: list[float]) -> None:
+        self.pauses = pauses
+        self.started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.started = time.thread_time()
+        else:
+            self.pauses.append(time.thread_time() - self.started)
+
+    def __enter__(self) -> _GcTimer:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
+async def _pause(
+    mechanism: str, n: int, max_hand_overs: int | None, due_s: float
+) -> dict[str, float]:
     rng = random.Random(1)
     setup = _Setup(mechanism, max_hand_overs)
     loop = setup.loop
-    waits = [setup.start(key, rng.randint(100, 200)) for key in range(n)]
+    began = loop.time()
+    due_ms = int(due_s * 1000)
+    waits = [setup.start(key, rng.randint(due_ms, due_ms + 100)) for key in range(n)]
     await asyncio.sleep(0)
     lags: list[float] = []
     done = asyncio.gather(*waits)
+
+    resumed = [float("inf")]  # when the pause ended: beats armed before it are not counted
 
     async def beat() -> None:
         while not done.done():
             expected = loop.time() + 0.001
             await asyncio.sleep(0.001)
-            lags.append(loop.time() - expected)
+            if expected >= resumed[0]:
+                lags.append(loop.time() - expected)
+
+    stalls: list[float] = []
+
+    async def beat_cpu() -> None:
+        while not done.done():
+            spent = time.thread_time()
+            await asyncio.sleep(0.001)
+            stalls.append(time.thread_time() - spent)
 
     heart = loop.create_task(beat())
+    heart_cpu = loop.create_task(beat_cpu())
     await asyncio.sleep(0.05)
-    time.sleep(0.3)  # the pause: every wait is overdue when the loop runs again
+    if loop.time() > began + due_s:
+        raise RuntimeError(f"setting up {n} waits took over {due_s} s: use fewer")
+    time.sleep(began + due_s + 0.2 - loop.time())  # the pause: all overdue after it
+    resumed[0] = loop.time()
+    stalls.clear()
     cpu = time.process_time()
     await done
     cpu = time.process_time() - cpu
     await heart
+    await heart_cpu
     setup.close()
     lags.sort()
-    return {"max_ms": lags[-1] * 1000, "beats": float(len(lags)), "cpu_s": cpu}
+    return {
+        "max_ms": lags[-1] * 1000,
+        "max_cpu_between_beats_ms": max(stalls) * 1000,
+        "beats": float(len(lags)),
+        "cpu_s": cpu,
+    }
 
 
-def lag_after_pause(mechanism: str, n: int, max_hand_overs: int | None = None) -> dict[str, float]:
-    """The heartbeat's worst lag (ms) while ``n`` waits overdue at once expire."""
-    return asyncio.run(_pause(mechanism, n, max_hand_overs))
+def lag_after_pause(
+    mechanism: str, n: int, max_hand_overs: int | None = None, due_s: float = 5.0
+) -> dict[str, float]:
+    """The heartbeat's worst lag (ms) while ``n`` waits, due ``due_s`` to ``due_s`` +
+    0.1 s after they start, all expire at once after a pause until ``due_s`` + 0.2 s."""
+    return asyncio.run(_pause(mechanism, n, max_hand_overs, due_s))
 
 
 def _child(args: argparse.Namespace) -> dict[str, Any]:

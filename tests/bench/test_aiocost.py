@@ -34,5 +34,5 @@ def test_bad_arguments_are_refused() -> None:
 
 @pytest.mark.parametrize("mechanism", ["future+call_at", "aio wait"])
 def test_lag_after_a_pause_waits_for_every_expiry(mechanism: str) -> None:
-    figures = aiocost.lag_after_pause(mechanism, 100, max_hand_overs=8)
+    figures = aiocost.lag_after_pause(mechanism, 100, max_hand_overs=8, due_s=0.2)
     assert figures["max_ms"] >= 0 and figures["beats"] >= 1
