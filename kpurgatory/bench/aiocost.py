@@ -199,20 +199,27 @@ def memory_per_wait(mechanism: str, n: int) -> tuple[float, float]:
     return asyncio.run(_memory(mechanism, n))
 
 
-async def _heartbeat(mechanism: str, n: int, seconds: float, seed: int) -> dict[str, float]:
+async def _heartbeat(
+    mechanism: str, n: int, seconds: float, seed: int, offset_s: float | None
+) -> dict[str, float]:
     rng = random.Random(seed)
     setup = _Setup(mechanism)
     loop = setup.loop
+    offset_ms = int(1000 * (max(1.0, n / 10_000) if offset_s is None else offset_s))
     answers: list[tuple[float, int]] = []
     waits = []
+    began = loop.time()
     for key in range(n):
-        delay_ms = rng.randint(1_000, 20_000)
+        delay_ms = offset_ms + rng.randint(1_000, 20_000)
         waits.append(setup.start(key, delay_ms))
         if rng.random() < 0.9:
-            answers.append((rng.uniform(0, delay_ms / 1000 - 0.05), key))
+            answers.append((rng.uniform(0, (delay_ms - offset_ms) / 1000 - 0.05), key))
     answers.sort()
-    await asyncio.sleep(0)
-    start = loop.time()
+    await asyncio.sleep(0)  # every task has started waiting
+    start = began + offset_ms / 1000  # nothing is due before start + 1 s
+    if loop.time() > start:
+        raise RuntimeError(f"setting up {n} waits took over {offset_ms} ms: raise the offset")
+    await asyncio.sleep(start - loop.time())
     lags: list[float] = []
     stop = start + seconds
 
@@ -261,9 +268,15 @@ async def _heartbeat(mechanism: str, n: int, seconds: float, seed: int) -> dict[
     }
 
 
-def heartbeat_lag(mechanism: str, n: int, seconds: float, seed: int = 1) -> dict[str, float]:
-    """Heartbeat lag (max, 99.9th and 99th percentile, ms) with ``n`` waits pending."""
-    return asyncio.run(_heartbeat(mechanism, n, seconds, seed))
+def heartbeat_lag(
+    mechanism: str, n: int, seconds: float, seed: int = 1, offset_s: float | None = None
+) -> dict[str, float]:
+    """Heartbeat lag (max, 99.9th and 99th percentile, ms) with ``n`` waits pending.
+
+    The waits fall due ``offset_s`` + 1-20 s after they start (default offset: ``n`` /
+    10,000 s, at least 1 s, for the set-up to finish first); the heartbeat runs from
+    the offset on, for ``seconds``."""
+    return asyncio.run(_heartbeat(mechanism, n, seconds, seed, offset_s))
 
 
 class _GcTimer:
@@ -350,7 +363,7 @@ def lag_after_pause(
 
 def _child(args: argparse.Namespace) -> dict[str, Any]:
     if args.what == "pause":
-        return lag_after_pause(args.mechanism, args.n, args.max_hand_overs)
+        return lag_after_pause(args.mechanism, args.n, args.max_hand_overs, args.due_s)
     if args.what == "cpu":
         return {
             outcome: cpu_per_wait(args.mechanism, args.n, outcome, args.rounds)
@@ -372,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--max-hand-overs", type=int, default=None)
+    parser.add_argument("--due-s", type=float, default=5.0, help="pause: when waits fall due")
     args = parser.parse_args(argv)
     if args.mechanism is not None and args.what != "all":
         print(json.dumps(_child(args)))
@@ -392,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"--rounds={args.rounds}",
                 f"--seconds={args.seconds}",
             ]
+            if what == "pause":
+                command.append(f"--due-s={args.due_s}")
             if args.max_hand_overs is not None:
                 command.append(f"--max-hand-overs={args.max_hand_overs}")
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
