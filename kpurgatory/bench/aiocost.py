@@ -372,7 +372,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     if args.what == "memory":
         size, objects = memory_per_wait(args.mechanism, args.n)
         return {"bytes": size, "objects": objects}
-    return heartbeat_lag(args.mechanism, args.n, args.seconds)
+    return heartbeat_lag(args.mechanism, args.n, args.seconds, offset_s=args.offset_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -385,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--max-hand-overs", type=int, default=None)
+    parser.add_argument("--offset-s", type=float, default=None, help="lag: set-up time")
     parser.add_argument("--due-s", type=float, default=5.0, help="pause: when waits fall due")
     args = parser.parse_args(argv)
     if args.mechanism is not None and args.what != "all":
@@ -408,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             ]
             if what == "pause":
                 command.append(f"--due-s={args.due_s}")
+            if what == "lag" and args.offset_s is not None:
+                command.append(f"--offset-s={args.offset_s}")
             if args.max_hand_overs is not None:
                 command.append(f"--max-hand-overs={args.max_hand_overs}")
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
