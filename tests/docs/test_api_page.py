@@ -6,7 +6,8 @@ hand-written summary tables are not: a table row's first cell holds code spans, 
 signature (``[await ]target(params)[ -> return]``) or an attribute (``target``), and
 each is checked against the object it names: parameter names, kinds (``*``, ``/``) and
 defaults, the return annotation as written in the source, ``await`` exactly on coroutine
-functions, and an attribute's existence on its class.
+functions, and an attribute's existence on its class. (In the mypyc-compiled build a
+compiled constructor shows no signature: there only its existence is checked.)
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def check_span(span: str) -> None:
             assert match["await"] is None and match["returns"] is None, span
             continue
         function = obj.__init__ if inspect.isclass(obj) else obj
+        if not inspect.isfunction(function):  # compiled by mypyc: no signature to read;
+            continue  # the pure build's run of this test checks it
         actual = inspect.signature(function)
         parameters = [p for p in actual.parameters.values() if p.name != "self"]
         documented = _documented_parameters(params)
