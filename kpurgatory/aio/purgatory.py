@@ -19,10 +19,10 @@ from collections.abc import Hashable, Iterable
 from typing import Any, Generic, Literal
 
 from kpurgatory import optimized, reference
-from kpurgatory._checks import require_str
+from kpurgatory._checks import require_at_least, require_str
 from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import TypeVar
-from kpurgatory.aio.driver import LoopTimerDriver
+from kpurgatory.aio.driver import DEFAULT_MAX_HAND_OVERS, LoopTimerDriver
 from kpurgatory.aio.executor import LoopExecutor
 from kpurgatory.aio.operation import (
     DelayedOperation,
@@ -63,6 +63,8 @@ class AsyncPurgatory(Generic[T]):
     otherwise; a ``ManualClock`` needs a ``VirtualTimeLoop`` on that same clock
     (``ValueError`` otherwise). ``tick_ms``, ``wheel_size``, ``purge_interval`` and
     ``timer_enabled`` are those of ``SystemTimer`` and ``DelayedOperationPurgatory``.
+    ``max_hand_overs``: the most expiries one firing of the driver runs before it yields
+    to the loop (R70; default ``kpurgatory.aio.driver.DEFAULT_MAX_HAND_OVERS``).
     ``implementation`` picks the wrapped purgatory: ``"optimized"`` (operations are
     ``kpurgatory.aio.DelayedOperation``) or ``"reference"`` (operations are
     ``kpurgatory.aio.ReferenceDelayedOperation``).
@@ -79,8 +81,10 @@ class AsyncPurgatory(Generic[T]):
         timer_enabled: bool = True,
         implementation: PurgatoryImplementation = "optimized",
         loop: asyncio.AbstractEventLoop | None = None,
+        max_hand_overs: int = DEFAULT_MAX_HAND_OVERS,
     ) -> None:
         name = require_str("purgatory_name", purgatory_name)
+        max_hand_overs = require_at_least("max_hand_overs", max_hand_overs, 1)
         if implementation not in _OPERATION_TYPES:
             raise ValueError(
                 f"implementation must be 'optimized' or 'reference', not {implementation!r}"
@@ -105,7 +109,8 @@ class AsyncPurgatory(Generic[T]):
                 "that clock, and a VirtualTimeLoop only with its clock"
             )
         impl: Any = optimized if implementation == "optimized" else reference
-        timer = impl.SystemTimer(name, tick_ms, wheel_size, clock=clock, executor=LoopExecutor())
+        executor = LoopExecutor()
+        timer = impl.SystemTimer(name, tick_ms, wheel_size, clock=clock, executor=executor)
         self._purgatory: Any = impl.DelayedOperationPurgatory(
             name,
             timer,
@@ -121,7 +126,15 @@ class AsyncPurgatory(Generic[T]):
         self._tick_ms: int = timer.tick_ms
         self._timer_enabled = timer_enabled
         direct = virtual or isinstance(clock, MonotonicClock)
-        self._driver = LoopTimerDriver(loop, timer, clock, self._advance, direct=direct)
+        self._driver = LoopTimerDriver(
+            loop,
+            timer,
+            clock,
+            self._advance,
+            direct=direct,
+            executor=executor,
+            max_hand_overs=max_hand_overs,
+        )
         self._waiting: dict[int, Waiter] = {}
         """The waiters not settled yet, by ``id``: what ``shutdown`` abandons (R49)."""
         self._closed = False
@@ -215,23 +228,24 @@ class AsyncPurgatory(Generic[T]):
             raise ValueError(f"operation {operation!r} is already awaited")
         waiter = Waiter(self, operation, self._loop)
         operation._waiter = waiter
-        try:
+        waiting = self._waiting
+        waiting[id(waiter)] = waiter  # before the submission: a shutdown from one of its
+        try:  # callbacks abandons this waiter too (R49, R58)
             self._try_complete_else_watch(operation, watch_keys)
         except BaseException:
             operation._waiter = None
+            waiting.pop(id(waiter), None)
             if waiter.done() and not waiter.cancelled():
                 waiter.exception()  # on_complete raised: the caller gets it from here (R48)
             raise
-        if not waiter.done():
-            self._waiting[id(waiter)] = waiter
-            if self._timer_enabled:  # _arm_for's first test inlined: a call less per wait
-                armed = self._driver.armed_due
-                if armed is None:
+        if self._timer_enabled and not waiter.done():  # _arm_for's first test inlined
+            armed = self._driver.armed_due
+            if armed is None:
+                self._arm_for(operation)
+            else:
+                floor = self._timer.current_time + operation.delay_ms
+                if armed > floor - floor % self._tick_ms:
                     self._arm_for(operation)
-                else:
-                    floor = self._timer.current_time + operation.delay_ms
-                    if armed > floor - floor % self._tick_ms:
-                        self._arm_for(operation)
         return waiter
 
     def try_complete_else_watch(
@@ -306,11 +320,17 @@ class AsyncPurgatory(Generic[T]):
         if self._closed:
             return
         running = running_loop()
-        if running is not self._loop and (running is not None or self._loop.is_running()):
-            raise RuntimeError(
-                "AsyncPurgatory.shutdown must be called on its event loop's thread, or once "
-                "that loop has stopped (from another thread: loop.call_soon_threadsafe)"
-            )
+        if running is not self._loop:
+            if self._loop.is_running():
+                raise RuntimeError(
+                    "AsyncPurgatory.shutdown must be called on its event loop's thread while "
+                    "that loop runs (from another thread: loop.call_soon_threadsafe)"
+                )
+            if running is not None:
+                raise RuntimeError(
+                    "AsyncPurgatory.shutdown was called from another running event loop; its "
+                    "own loop has stopped: call it from a thread with no running loop (R50)"
+                )
         self._closed = True
         self._driver.stop()
         errors: list[BaseException] = []
@@ -319,6 +339,8 @@ class AsyncPurgatory(Generic[T]):
                 self._purgatory.abandon(waiter._operation)  # tells the waiter (R58)
             except BaseException as exc:  # the other waiters are settled first (R53)
                 errors.append(exc)
+            else:  # told: off the loop its outcome is queued (or dropped with a closed
+                self._forget(waiter)  # loop), so it is no longer awaited here (R50)
         try:
             self._purgatory.shutdown()
         except BaseException as exc:

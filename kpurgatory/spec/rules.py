@@ -482,7 +482,9 @@ RULES: tuple[Rule, ...] = (
         "the loop (try_complete, on_complete, on_expiration). It cancels the call_at handle "
         "for good, abandons every awaited operation still pending (each wait returns "
         "ABANDONED), then shuts the purgatory down (R32). An operation that completed "
-        "during the call keeps its outcome; later waits raise RuntimeError.",
+        "during the call keeps its outcome; later waits raise RuntimeError. An operation is "
+        "awaited from the start of its own submission, so a shutdown from its own "
+        "try_complete (first try or R41's retry) abandons it too.",
     ),
     Rule(
         "R50",
@@ -498,7 +500,8 @@ RULES: tuple[Rule, ...] = (
         "another thread through the wrapped purgatory reaches its waiter through "
         "call_soon_threadsafe; if the loop is closed it is dropped (the operation still "
         "completes). shutdown also works from a thread with no running loop once the loop "
-        "has stopped or closed.",
+        "has stopped or closed, and then counts none of the abandoned operations in "
+        "waiting; from a second running loop it is refused with a RuntimeError saying so.",
     ),
     Rule(
         "R51",
@@ -700,6 +703,19 @@ RULES: tuple[Rule, ...] = (
         "Calls from callbacks",
         "For each place user code runs, the locks held and what a public call from there "
         "does (docs/spec.md's re-entrancy table).",
+    ),
+    Rule(
+        "R70",
+        "aio",
+        "Bounded firings",
+        "A firing of an AsyncPurgatory's driver runs at most max_hand_overs of the tasks "
+        "its drain handed over (the expiries); if more are left, the driver re-arms at once "
+        "with loop.call_soon and runs the next batch at that callback, so every callback "
+        "ready on the loop before it (I/O, other timers) runs between two batches. The "
+        "tasks of one drain run in the drain's order (R6), none before its due time (R4); "
+        "no new drain starts until they have all run; a task that one of them adds due at "
+        "once still runs inside its add (R3, R6). shutdown drops the tasks not run yet: "
+        "nothing expires after it returns (R32, R49).",
     ),
 )
 

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.aio import test_bounded_driver as bounded
 from tests.aio import test_cancellation as cancellation
+from tests.aio import test_reentrant_shutdown as reentrant
 from tests.aio.test_cancellation_machine import make_machine
 from tests.mutants.catalog import Mutant, MutantError, applied, mutated_source
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
@@ -205,8 +207,8 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "armed-with-timer-disabled",
             _PURGATORY,
             "AsyncPurgatory._submit",
-            "if self._timer_enabled:  # _arm_for's first test inlined",
-            "if True:  # _arm_for's first test inlined",
+            "if self._timer_enabled and not waiter.done():  # _arm_for's first test inlined",
+            "if not waiter.done():  # _arm_for's first test inlined",
             "R33, R45: the driver is armed though nothing is ever timed.",
         ),
         _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
@@ -254,6 +256,70 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "The driver's repr misnames its state.",
         ),
         _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+    ),
+    (
+        Mutant(
+            "driver-unbounded-firing",
+            _DRIVER,
+            "LoopTimerDriver._continue",
+            "executor.run_backlog(self._max_hand_overs)",
+            "executor.run_backlog(1 << 62)",
+            "R70: one firing runs every expiry of its drain, however many.",
+        ),
+        _on(bounded.test_r73_a_firing_hands_over_at_most_the_bound_then_yields, "optimized"),
+    ),
+    (
+        Mutant(
+            "driver-continues-later",
+            _DRIVER,
+            "LoopTimerDriver._continue",
+            "self._handle = self._loop.call_soon(self._continue)",
+            "self._handle = self._loop.call_later(0.001, self._continue)",
+            "R70: the next batch waits for a later timer instead of running at once.",
+        ),
+        _on(bounded.test_r73_a_firing_hands_over_at_most_the_bound_then_yields, "reference"),
+    ),
+    (
+        Mutant(
+            "driver-stop-keeps-backlog",
+            _DRIVER,
+            "LoopTimerDriver.stop",
+            "self._executor.drop_backlog()",
+            "pass",
+            "R70, R32: the rest of a batch still expires after shutdown.",
+        ),
+        _on(bounded.test_r73_shutdown_from_an_expiry_drops_the_rest_of_the_backlog, "optimized"),
+    ),
+    (
+        Mutant(
+            "waiter-registered-after-submission",
+            _PURGATORY,
+            "AsyncPurgatory._submit",
+            "waiting[id(waiter)] = waiter  # before the submission",
+            "pass  # after the submission",
+            "R49, R58: a shutdown from the operation's own try_complete leaves its wait "
+            "pending for ever.",
+        ),
+        lambda: (
+            reentrant.test_r49_r58_shutdown_from_the_awaited_operations_try_complete_settles_its_waiter(
+                "optimized", 2, False, "submit"
+            )
+        ),
+    ),
+    (
+        Mutant(
+            "shutdown-off-loop-keeps-waiters",
+            _PURGATORY,
+            "AsyncPurgatory.shutdown",
+            "self._forget(waiter)  # loop), so",
+            "pass  # loop), so",
+            "R50: after the loop closed, shutdown abandons the operations but their waiters "
+            "stay counted and referenced.",
+        ),
+        _on(
+            reentrant.test_r50_shutdown_from_a_thread_after_the_loop_closed_lets_the_waiters_go,
+            "reference",
+        ),
     ),
 )
 

@@ -12,6 +12,10 @@ Rules, which docs/conformance.md and the page sources follow:
 - A runnable block imports nothing that only this repository has (``examples``,
   ``tests``, ...): a reader copies it next to an installed kpurgatory, which has none
   of them. Show such code by include instead.
+- A block preceded, on the line just before its fence, by
+  ``<!-- copy of: path:section -->`` shows that section of a tested file in the page
+  itself (readable outside the built site): this test checks that it equals the
+  section, dedented, and that the file is one the suite runs; it is not executed here.
 - A block that is intentionally not runnable is preceded, on the line just before its
   fence, by ``<!-- snippet: skip (reason) -->``. Keep these few: the reason is
   required, and the total is capped.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import ast
 import doctest
 import re
+import textwrap
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +40,7 @@ PAGES = [*sorted(DOCS.glob("**/*.md")), ROOT / "README.md"]
 RUNNABLE = {"python", "py"}
 DOCTEST = {"pycon"}
 SKIP_MARK = re.compile(r"<!--\s*snippet:\s*skip\b\s*(.*?)\s*-->")
+COPY_MARK = re.compile(r"<!--\s*copy of:\s*(?P<path>[^:\s]+):(?P<section>[\w-]+)\s*-->")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
 INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$')
 MAX_SKIPPED = 5
@@ -53,6 +59,7 @@ class Block:
     language: str
     code: str
     skip_reason: str | None
+    copy_of: tuple[str, str] | None = None
 
     @property
     def where(self) -> str:
@@ -73,6 +80,7 @@ def blocks_of(page: Path) -> list[Block]:
         language = opening["info"].strip().split(" ")[0].lstrip(".{").rstrip("}").lower()
         previous = lines[index - 1] if index else ""
         skip = SKIP_MARK.search(previous)
+        copy = COPY_MARK.search(previous)
         body: list[str] = []
         end = index + 1
         while end < len(lines) and not lines[end].strip().startswith(fence):
@@ -81,7 +89,14 @@ def blocks_of(page: Path) -> list[Block]:
         if end == len(lines):
             raise AssertionError(f"{page.relative_to(ROOT)}:{index + 1}: unclosed code fence")
         found.append(
-            Block(page, index + 1, language, "\n".join(body) + "\n", skip and skip.group(1))
+            Block(
+                page,
+                index + 1,
+                language,
+                "\n".join(body) + "\n",
+                skip and skip.group(1),
+                (copy["path"], copy["section"]) if copy else None,
+            )
         )
         index = end + 1
     return found
@@ -106,7 +121,7 @@ def run_page(page: Path) -> int:
     namespace: dict[str, object] = {"__name__": "__docs__"}
     ran = 0
     for block in blocks_of(page):
-        if block.skip_reason is not None or is_include_only(block):
+        if block.skip_reason is not None or is_include_only(block) or block.copy_of:
             continue
         if block.language in RUNNABLE:
             try:
@@ -155,6 +170,29 @@ def test_included_code_comes_from_tested_files() -> None:
                 for edge in ("start", "end"):
                     marker = f"--8<-- [{edge}:{section}]"
                     assert marker in text, f"{block.where}: no {marker} in {match['path']}"
+
+
+def section_of(path: str, section: str) -> str:
+    """The lines between ``--8<-- [start:section]`` and ``[end:section]``, dedented."""
+    lines = (ROOT / path).read_text(encoding="utf-8").splitlines()
+    markers = [line.strip() for line in lines]
+    start = markers.index(f"# --8<-- [start:{section}]")
+    end = markers.index(f"# --8<-- [end:{section}]")
+    return textwrap.dedent("\n".join(lines[start + 1 : end])).strip("\n") + "\n"
+
+
+def test_copied_code_equals_its_tested_section() -> None:
+    """A ``copy of`` block shows exactly its section of a file the suite runs."""
+    copies = [block for block in all_blocks() if block.copy_of is not None]
+    assert copies, "no copied block found: the marker is not recognised"
+    for block in copies:
+        assert block.copy_of is not None
+        path, section = block.copy_of
+        assert (ROOT / path).is_file(), f"{block.where}: {path} does not exist"
+        assert Path(path).parts[0] in TESTED_SOURCES, f"{block.where}: {path} is not run"
+        assert block.code == section_of(path, section), (
+            f"{block.where} differs from {path}:{section}; copy the section again"
+        )
 
 
 REPOSITORY_ONLY = frozenset(

@@ -1,0 +1,430 @@
+"""What one asyncio wait costs: ``kpurgatory.aio`` against asyncio's own timers.
+
+Three questions, each answered side by side in one process per mechanism:
+
+- **CPU per wait** (process CPU, median of rounds): ``n`` tasks each wait for an event
+  with a deadline; either every event comes first (``completed``) or none does
+  (``expired``). Mechanisms: ``future+call_at`` (a ``Future`` and a ``loop.call_at``
+  that resolves it, cancelled when the event wins), ``timeout_at`` (``asyncio.timeout_at``
+  around the ``Future``), ``aio wait`` (``await purgatory.wait(op, [key])``) and
+  ``aio submit`` (``purgatory.submit``, no task per wait).
+- **Memory per pending wait**: ``tracemalloc`` bytes and ``gc``-tracked objects per wait
+  while ``n`` waits are pending (each mechanism with its task and everything it needs).
+- **Heartbeat lag at scale**: ``n`` pending waits, delays uniform over 1-20 s, 90 %
+  answered at a random time before their deadline and 10 % expiring; a 1 ms heartbeat
+  (``asyncio.sleep(0.001)`` in a loop) records how late it wakes, for ``seconds``.
+- **Heartbeat lag after a pause**: ``n`` waits due within 5.0-5.1 s, and the process
+  blocks (a long garbage collection, a blocking call) until 5.2 s, so all of them are
+  overdue at once; the heartbeat's lag until the last one has expired.
+
+For both lag questions, besides the wall-clock lag (which a loaded machine inflates),
+the CPU time the loop's thread spent between two heartbeats: the stall the loop
+itself causes, whatever else the machine runs.
+
+``--max-hand-overs`` sets the aio purgatory's bound per firing (R70; default: its own).
+
+Run ``python -m kpurgatory.bench.aiocost --help``. Benchmarks, not tests: the numbers
+depend on the machine and its load (print ``os.getloadavg`` beside them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome
+
+__all__ = [
+    "MECHANISMS",
+    "cpu_per_wait",
+    "heartbeat_lag",
+    "lag_after_pause",
+    "main",
+    "memory_per_wait",
+]
+
+MECHANISMS: tuple[str, ...] = ("future+call_at", "timeout_at", "aio wait", "aio submit")
+
+
+class _Answer(DelayedOperation):
+    """A wait for one event: completes once ``ready`` is set (the event came)."""
+
+    __slots__ = ("ready",)
+
+    def __init__(self, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.ready = False
+
+    def try_complete(self) -> bool:
+        return self.ready and self.force_complete()
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        pass
+
+
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
+
+
+class _Setup:
+    """One mechanism's wait and answer, on the running loop."""
+
+    def __init__(self, mechanism: str, max_hand_overs: int | None = None) -> None:
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {MECHANISMS}, not {mechanism!r}")
+        self.mechanism = mechanism
+        self.loop = asyncio.get_running_loop()
+        self.futures: dict[int, asyncio.Future[bool]] = {}
+        self.operations: dict[int, _Answer] = {}
+        self.purgatory: AsyncPurgatory[Any] | None = None
+        if mechanism.startswith("aio"):
+            self.purgatory = (
+                AsyncPurgatory("bench")
+                if max_hand_overs is None
+                else AsyncPurgatory("bench", max_hand_overs=max_hand_overs)
+            )
+
+    async def _future_call_at(self, key: int, delay_ms: int) -> bool:
+        future = self.futures[key] = self.loop.create_future()
+        handle = self.loop.call_at(self.loop.time() + delay_ms / 1000, _expire, future)
+        try:
+            answered: bool = await future
+            return answered
+        finally:
+            handle.cancel()
+            del self.futures[key]
+
+    async def _timeout_at(self, key: int, delay_ms: int) -> bool:
+        future = self.futures[key] = self.loop.create_future()
+        try:
+            async with asyncio.timeout_at(self.loop.time() + delay_ms / 1000):
+                answered: bool = await future
+                return answered
+        except TimeoutError:
+            return False
+        finally:
+            del self.futures[key]
+
+    def start(self, key: int, delay_ms: int) -> asyncio.Future[Any]:
+        """Start one wait; return what to gather."""
+        mechanism = self.mechanism
+        if mechanism == "future+call_at":
+            return self.loop.create_task(self._future_call_at(key, delay_ms))
+        if mechanism == "timeout_at":
+            return self.loop.create_task(self._timeout_at(key, delay_ms))
+        purgatory = self.purgatory
+        assert purgatory is not None
+        operation = self.operations[key] = _Answer(delay_ms)
+        if mechanism == "aio wait":
+            return self.loop.create_task(purgatory.wait(operation, (key,)))
+        return purgatory.submit(operation, (key,))
+
+    def answer(self, key: int) -> None:
+        """The event for ``key`` comes (a no-op if its wait is over)."""
+        if self.purgatory is None:
+            future = self.futures.get(key)
+            if future is not None and not future.done():
+                future.set_result(True)
+            return
+        operation = self.operations.pop(key, None)
+        if operation is not None:
+            operation.ready = True
+            self.purgatory.check_and_complete(key)
+
+    def close(self) -> None:
+        if self.purgatory is not None:
+            self.purgatory.shutdown()
+
+
+async def _cpu_round(mechanism: str, n: int, outcome: str) -> float:
+    setup = _Setup(mechanism)
+    delay_ms = 5 if outcome == "expired" else 60_000
+    await asyncio.sleep(0)
+    started = time.process_time()
+    waits = [setup.start(key, delay_ms) for key in range(n)]
+    await asyncio.sleep(0)  # every task starts waiting
+    if outcome == "completed":
+        for key in range(n):
+            setup.answer(key)
+    results = await asyncio.gather(*waits)
+    spent = time.process_time() - started
+    expected = {True, Outcome.COMPLETED} if outcome == "completed" else {False, Outcome.EXPIRED}
+    if not set(results) <= expected:
+        raise AssertionError(f"{mechanism} {outcome}: unexpected results {set(results)}")
+    setup.close()
+    return spent / n * 1e6
+
+
+def cpu_per_wait(mechanism: str, n: int, outcome: str, rounds: int) -> float:
+    """Median process CPU per wait in microseconds over ``rounds`` rounds of ``n`` waits."""
+    if outcome not in ("completed", "expired"):
+        raise ValueError(f"outcome must be 'completed' or 'expired', not {outcome!r}")
+    return statistics.median(asyncio.run(_cpu_round(mechanism, n, outcome)) for _ in range(rounds))
+
+
+async def _memory(mechanism: str, n: int) -> tuple[float, float]:
+    setup = _Setup(mechanism)
+    gc.collect()
+    objects_before = len(gc.get_objects())
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    waits = [setup.start(key, 600_000) for key in range(n)]
+    await asyncio.sleep(0)
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    objects_after = len(gc.get_objects())
+    for key in range(n):
+        setup.answer(key)
+    await asyncio.gather(*waits)
+    setup.close()
+    return (after - before) / n, (objects_after - objects_before) / n
+
+
+def memory_per_wait(mechanism: str, n: int) -> tuple[float, float]:
+    """(bytes, gc-tracked objects) per pending wait, ``n`` waits pending."""
+    return asyncio.run(_memory(mechanism, n))
+
+
+async def _heartbeat(
+    mechanism: str, n: int, seconds: float, seed: int, offset_s: float | None
+) -> dict[str, float]:
+    rng = random.Random(seed)
+    setup = _Setup(mechanism)
+    loop = setup.loop
+    offset_ms = int(1000 * (max(1.0, n / 10_000) if offset_s is None else offset_s))
+    answers: list[tuple[float, int]] = []
+    waits = []
+    began = loop.time()
+    for key in range(n):
+        delay_ms = offset_ms + rng.randint(1_000, 20_000)
+        waits.append(setup.start(key, delay_ms))
+        if rng.random() < 0.9:
+            answers.append((rng.uniform(0, (delay_ms - offset_ms) / 1000 - 0.05), key))
+    answers.sort()
+    await asyncio.sleep(0)  # every task has started waiting
+    start = began + offset_ms / 1000  # nothing is due before start + 1 s
+    if loop.time() > start:
+        raise RuntimeError(f"setting up {n} waits took over {offset_ms} ms: raise the offset")
+    await asyncio.sleep(start - loop.time())
+    lags: list[float] = []
+    stop = start + seconds
+
+    async def answer_in_time() -> None:
+        index = 0
+        while loop.time() < stop:
+            now = loop.time() - start
+            while index < len(answers) and answers[index][0] <= now:
+                setup.answer(answers[index][1])
+                index += 1
+            await asyncio.sleep(0.001)
+
+    stalls: list[float] = []
+
+    async def beat() -> None:
+        while True:
+            expected = loop.time() + 0.001
+            spent = time.thread_time()
+            await asyncio.sleep(0.001)
+            stalls.append(time.thread_time() - spent)
+            lags.append(loop.time() - expected)
+            if loop.time() >= stop:
+                return
+
+    gc_pauses: list[float] = []
+    with _GcTimer(gc_pauses):
+        cpu = time.process_time()
+        await asyncio.gather(beat(), answer_in_time())
+        cpu = time.process_time() - cpu
+    for wait in waits:
+        wait.cancel()  # a task or a Waiter: either abandons what is left
+    await asyncio.gather(*waits, return_exceptions=True)
+    setup.close()
+    lags.sort()
+    stalls.sort()
+    return {
+        "max_ms": lags[-1] * 1000,
+        "p999_ms": lags[int(len(lags) * 0.999)] * 1000,
+        "p99_ms": lags[int(len(lags) * 0.99)] * 1000,
+        "max_cpu_between_beats_ms": stalls[-1] * 1000,
+        "p999_cpu_between_beats_ms": stalls[int(len(stalls) * 0.999)] * 1000,
+        "max_gc_ms": max(gc_pauses, default=0.0) * 1000,
+        "gc_s": sum(gc_pauses),
+        "beats": float(len(lags)),
+        "cpu_s": cpu,
+    }
+
+
+def heartbeat_lag(
+    mechanism: str, n: int, seconds: float, seed: int = 1, offset_s: float | None = None
+) -> dict[str, float]:
+    """Heartbeat lag (max, 99.9th and 99th percentile, ms) with ``n`` waits pending.
+
+    The waits fall due ``offset_s`` + 1-20 s after they start (default offset: ``n`` /
+    10,000 s, at least 1 s, for the set-up to finish first); the heartbeat runs from
+    the offset on, for ``seconds``."""
+    return asyncio.run(_heartbeat(mechanism, n, seconds, seed, offset_s))
+
+
+class _GcTimer:
+    """Records the CPU time of each garbage collection while the block runs."""
+
+    def __init__(self, pauses: list[float]) -> None:
+        self.pauses = pauses
+        self.started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.started = time.thread_time()
+        else:
+            self.pauses.append(time.thread_time() - self.started)
+
+    def __enter__(self) -> _GcTimer:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
+async def _pause(
+    mechanism: str, n: int, max_hand_overs: int | None, due_s: float
+) -> dict[str, float]:
+    rng = random.Random(1)
+    setup = _Setup(mechanism, max_hand_overs)
+    loop = setup.loop
+    began = loop.time()
+    due_ms = int(due_s * 1000)
+    waits = [setup.start(key, rng.randint(due_ms, due_ms + 100)) for key in range(n)]
+    await asyncio.sleep(0)
+    lags: list[float] = []
+    done = asyncio.gather(*waits)
+
+    resumed = [float("inf")]  # when the pause ended: beats armed before it are not counted
+
+    async def beat() -> None:
+        while not done.done():
+            expected = loop.time() + 0.001
+            await asyncio.sleep(0.001)
+            if expected >= resumed[0]:
+                lags.append(loop.time() - expected)
+
+    stalls: list[float] = []
+
+    async def beat_cpu() -> None:
+        while not done.done():
+            spent = time.thread_time()
+            await asyncio.sleep(0.001)
+            stalls.append(time.thread_time() - spent)
+
+    heart = loop.create_task(beat())
+    heart_cpu = loop.create_task(beat_cpu())
+    await asyncio.sleep(0.05)
+    if loop.time() > began + due_s:
+        raise RuntimeError(f"setting up {n} waits took over {due_s} s: use fewer")
+    time.sleep(began + due_s + 0.2 - loop.time())  # the pause: all overdue after it
+    resumed[0] = loop.time()
+    stalls.clear()
+    cpu = time.process_time()
+    await done
+    cpu = time.process_time() - cpu
+    await heart
+    await heart_cpu
+    setup.close()
+    lags.sort()
+    return {
+        "max_ms": lags[-1] * 1000,
+        "max_cpu_between_beats_ms": max(stalls) * 1000,
+        "beats": float(len(lags)),
+        "cpu_s": cpu,
+    }
+
+
+def lag_after_pause(
+    mechanism: str, n: int, max_hand_overs: int | None = None, due_s: float = 5.0
+) -> dict[str, float]:
+    """The heartbeat's worst lag (ms) while ``n`` waits, due ``due_s`` to ``due_s`` +
+    0.1 s after they start, all expire at once after a pause until ``due_s`` + 0.2 s."""
+    return asyncio.run(_pause(mechanism, n, max_hand_overs, due_s))
+
+
+def _child(args: argparse.Namespace) -> dict[str, Any]:
+    if args.what == "pause":
+        return lag_after_pause(args.mechanism, args.n, args.max_hand_overs, args.due_s)
+    if args.what == "cpu":
+        return {
+            outcome: cpu_per_wait(args.mechanism, args.n, outcome, args.rounds)
+            for outcome in ("completed", "expired")
+        }
+    if args.what == "memory":
+        size, objects = memory_per_wait(args.mechanism, args.n)
+        return {"bytes": size, "objects": objects}
+    return heartbeat_lag(args.mechanism, args.n, args.seconds, offset_s=args.offset_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every question for every mechanism, each in a fresh process; print JSON lines."""
+    parser = argparse.ArgumentParser(prog="python -m kpurgatory.bench.aiocost")
+    parser.add_argument("--what", choices=("cpu", "memory", "lag", "pause", "all"), default="all")
+    parser.add_argument("--mechanism", choices=MECHANISMS)
+    parser.add_argument("--n", type=int, default=10_000, help="waits (cpu, memory)")
+    parser.add_argument("--lag-n", type=int, default=100_000, help="pending waits (lag)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--max-hand-overs", type=int, default=None)
+    parser.add_argument("--offset-s", type=float, default=None, help="lag: set-up time")
+    parser.add_argument("--due-s", type=float, default=5.0, help="pause: when waits fall due")
+    args = parser.parse_args(argv)
+    if args.mechanism is not None and args.what != "all":
+        print(json.dumps(_child(args)))
+        return 0
+    questions = ("cpu", "memory", "lag", "pause") if args.what == "all" else (args.what,)
+    for what in questions:
+        for mechanism in MECHANISMS:
+            if what in ("lag", "pause") and mechanism == "aio submit":
+                continue
+            n = args.lag_n if what == "lag" else args.n
+            command = [
+                sys.executable,
+                "-m",
+                "kpurgatory.bench.aiocost",
+                f"--what={what}",
+                f"--mechanism={mechanism}",
+                f"--n={n}",
+                f"--rounds={args.rounds}",
+                f"--seconds={args.seconds}",
+            ]
+            if what == "pause":
+                command.append(f"--due-s={args.due_s}")
+            if what == "lag" and args.offset_s is not None:
+                command.append(f"--offset-s={args.offset_s}")
+            if args.max_hand_overs is not None:
+                command.append(f"--max-hand-overs={args.max_hand_overs}")
+            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+            row = {
+                "what": what,
+                "mechanism": mechanism,
+                "n": n,
+                "max_hand_overs": args.max_hand_overs,
+                "load": os.getloadavg()[0],
+            }
+            row.update(json.loads(out))
+            print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
