@@ -12,7 +12,7 @@ purgatory. The *achieved* rate is requests over the generator's real span; a poi
 saturated when it falls below 95 % of the target. The sweep raises the target rate
 until each design has saturated twice without climbing: its plateau. Designs:
 ``optimized`` (the timing wheel) and ``old`` (Kafka 0.8's delay queue,
-``kpurgatory.bench.old``), on identical workloads, alternating at each point.
+``kpurgatory.bench.kafka08``), on identical workloads, alternating at each point.
 
 ``python -m kpurgatory.bench.enqueue --mode quick|reduced|full --out FILE`` runs the
 sweep in the interpreter it is started with (so in the build installed there).
@@ -53,7 +53,7 @@ SATURATION_FRACTION = 0.95
 PCT75_Z = 0.674490
 """The 75th percentile of the standard normal distribution (Kafka's constant)."""
 
-DESIGNS: dict[str, str] = {"optimized": "kpurgatory.optimized", "old": "kpurgatory.bench.old"}
+DESIGNS: dict[str, str] = {"optimized": "kpurgatory.optimized", "old": "kpurgatory.bench.kafka08"}
 
 
 @dataclass(frozen=True)

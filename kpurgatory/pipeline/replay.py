@@ -11,8 +11,9 @@ conformance driver, in virtual time (ManualClock, InlineExecutor), and returns:
   ``kpurgatory.pipeline.costs`` (Kafka's bucket delay queue vs a per-request heap), plus
   peaks of pending and watched operations and purge counts.
 
-The Spark job calls this inside its executors; ``kpurgatory replay`` calls it locally to
-reproduce a counterexample; the tests compare the two row for row.
+The Spark job calls this inside its executors; ``kpurgatory replay``
+(``kpurgatory.pipeline.reproduce``) calls it locally to reproduce a counterexample;
+the tests compare the two row for row.
 """
 
 from __future__ import annotations
