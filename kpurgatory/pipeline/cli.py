@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,17 +106,17 @@ def add_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
+    add_run_parser(commands)
+    add_vectors_parser(commands)
 
+
+def add_run_parser(commands: Any) -> None:
+    """Register ``pipeline run``: what to replay, where, and against what."""
     run_parser = commands.add_parser(
         "run",
         help="replay and diff the grid on Spark, report",
         description=RUN_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    run_parser.add_argument(
-        "--master",
-        help="Spark master: local[N], local[*] (default), local-cluster[N,cores,MB] or "
-        "spark://host:port; under spark-submit the submit's --master is used",
     )
     run_parser.add_argument(
         "--grid",
@@ -149,6 +150,19 @@ def add_parser(subparsers: Any) -> None:
     run_parser.add_argument(
         "--ops", type=at_least(1), help="operations per stream (default: the grid's)"
     )
+    add_spark_options(run_parser)
+    add_adapter_options(run_parser)
+    run_parser.add_argument("--quiet", action="store_true", help="no progress display")
+    run_parser.set_defaults(func=run)
+
+
+def add_spark_options(run_parser: argparse.ArgumentParser) -> None:
+    """``pipeline run``'s options for Spark: master, replay mode, partitions, executors."""
+    run_parser.add_argument(
+        "--master",
+        help="Spark master: local[N], local[*] (default), local-cluster[N,cores,MB] or "
+        "spark://host:port; under spark-submit the submit's --master is used",
+    )
     run_parser.add_argument(
         "--mode",
         default="arrow",
@@ -166,6 +180,10 @@ def add_parser(subparsers: Any) -> None:
         "the compiled build when there is one, else this interpreter), driver (this "
         "interpreter) or an interpreter path",
     )
+
+
+def add_adapter_options(run_parser: argparse.ArgumentParser) -> None:
+    """``pipeline run``'s options for checking a port through its conformance adapter."""
     run_parser.add_argument(
         "--adapter",
         metavar="CMD",
@@ -188,9 +206,10 @@ def add_parser(subparsers: Any) -> None:
         help=f"with --adapter: seconds to wait for each answer (default "
         f"{DEFAULT_STEP_TIMEOUT_S:g}); an adapter that does not answer fails its stream",
     )
-    run_parser.add_argument("--quiet", action="store_true", help="no progress display")
-    run_parser.set_defaults(func=run)
 
+
+def add_vectors_parser(commands: Any) -> None:
+    """Register ``pipeline vectors``: export conformance vectors."""
     vec_parser = commands.add_parser(
         "vectors",
         help="export conformance vectors (JSON)",
@@ -224,104 +243,143 @@ def run(args: argparse.Namespace) -> int:
     return run_with(args, None)
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """What ``run`` checked before starting Spark: the grid's rows, the adapter's port
+    (None without ``--adapter``), the master URL and the executors' interpreter (None
+    with a given session)."""
+
+    rows: list[GridRow]
+    port: Any
+    master_url: str
+    selected: Any
+
+    @property
+    def operations(self) -> int:
+        """Operations in the grid."""
+        return sum(row.n_ops for row in self.rows)
+
+
 def run_with(args: argparse.Namespace, session: Any) -> int:
     """``run`` on ``session`` if given (left running: the tests share one; its executors
     are as they are, so ``--executor-python`` must be ``auto``), else on a session of its
     own built from ``--master`` and ``--executor-python`` and stopped at the end."""
-    from kpurgatory.pipeline.executor_python import ExecutorPythonError, select
-    from kpurgatory.pipeline.replay import resolve_impl
-    from kpurgatory.pipeline.spark import (
-        ExecutorEnvironmentError,
-        JavaMissingError,
-        build_session,
-        check_executors,
-        resolve_master,
-        run_pipeline,
-    )
+    from kpurgatory.pipeline.executor_python import ExecutorPythonError
+    from kpurgatory.pipeline.spark import ExecutorEnvironmentError, JavaMissingError, run_pipeline
 
     started = time.perf_counter()
-    port = None
     try:
-        rows = grid_rows(
-            args.grid,
-            scenarios=args.scenario,
-            presets=args.preset,
-            seeds=args.seed,
-            n_ops=args.ops,
-        )
-        resolve_impl(args.impl_a)
-        if args.adapter is None:
-            resolve_impl(args.impl_b)
-        if session is not None and args.executor_python != "auto":
-            raise ValueError(
-                f"--executor-python {args.executor_python}: a running session's executors "
-                "cannot be changed (only auto with a given session)"
-            )
-        check_out(args.out)
-        master_url = resolve_master(args.master)
-        if session is None:
-            check_master(master_url)
-        if args.adapter is not None:
-            port = check_port(args)
-        elif args.allow is not None:
-            raise ValueError("--allow: known differences are accepted only with --adapter")
-        selected = None if session is not None else select(args.executor_python, master_url)
+        plan = plan_run(args, session)
     except (ValueError, ExecutorPythonError) as exc:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
-    impl_b = args.impl_b if port is None else f"adapter {port.command!r}"
-    total = sum(r.n_ops for r in rows)
-    if selected is not None:
-        print(selected.message, flush=True)
+    if plan.selected is not None:
+        print(plan.selected.message, flush=True)
     try:
-        spark = build_session(master_url, executor_python=selected) if session is None else session
-    except (JavaMissingError, ImportError) as exc:
+        spark, probes = open_session(plan, session)
+    except (JavaMissingError, ImportError, ExecutorEnvironmentError) as exc:
         print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
         return 2
-    master = spark.sparkContext.master
-    probes: list[dict[str, Any]] = []
-    if session is None:  # the executors must run the build selected, with the replay's modules
-        try:
-            probes = check_executors(spark, selected)
-        except ExecutorEnvironmentError as exc:
-            spark.stop()
-            print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
-            return 2
     print(
-        f"grid {args.grid}: {len(rows)} streams, {total:,} operations; "
-        f"{args.impl_a} vs {impl_b}; master {master}; mode {args.mode}",
+        f"grid {args.grid}: {len(plan.rows)} streams, {plan.operations:,} operations; "
+        f"{args.impl_a} vs {side_b(args, plan)}; master {spark.sparkContext.master}; "
+        f"mode {args.mode}",
         flush=True,
     )
     try:
         show = not args.quiet and sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
         result = run_pipeline(
             spark,
-            rows,
+            plan.rows,
             impl_a=args.impl_a,
             impl_b=args.impl_b,
             mode=args.mode,
             partitions=args.partitions,
             out_dir=args.out,
             show_progress=show,
-            port=port,
+            port=plan.port,
         )
-        cores = spark.sparkContext.defaultParallelism
+        spark_info = {
+            "master": str(spark.sparkContext.master),
+            "cores": spark.sparkContext.defaultParallelism,
+            "probes": probes,
+        }
     finally:
         if session is None:
             spark.stop()
-    from kpurgatory.pipeline.report import (
-        builds_by_worker,
-        builds_line,
-        cpu_throughput,
-        replay_command,
-        write_report,
-        write_run_json,
-    )
+    return report_run(args, plan, result, spark_info, time.perf_counter() - started)
 
-    elapsed = time.perf_counter() - started
-    per_minute = result.operations / elapsed * 60
+
+def side_b(args: argparse.Namespace, plan: RunPlan) -> str:
+    """How the run names its side b: ``--impl-b``, or the adapter command."""
+    return args.impl_b if plan.port is None else f"adapter {plan.port.command!r}"
+
+
+def plan_run(args: argparse.Namespace, session: Any) -> RunPlan:
+    """Check every option of ``run`` before Spark starts: ``ValueError`` (or
+    ``ExecutorPythonError``) naming the option that is wrong."""
+    from kpurgatory.pipeline.executor_python import select
+    from kpurgatory.pipeline.replay import resolve_impl
+    from kpurgatory.pipeline.spark import resolve_master
+
+    rows = grid_rows(
+        args.grid,
+        scenarios=args.scenario,
+        presets=args.preset,
+        seeds=args.seed,
+        n_ops=args.ops,
+    )
+    resolve_impl(args.impl_a)
+    if args.adapter is None:
+        resolve_impl(args.impl_b)
+    if session is not None and args.executor_python != "auto":
+        raise ValueError(
+            f"--executor-python {args.executor_python}: a running session's executors "
+            "cannot be changed (only auto with a given session)"
+        )
+    check_out(args.out)
+    master_url = resolve_master(args.master)
+    if session is None:
+        check_master(master_url)
+    port = None
+    if args.adapter is not None:
+        port = check_port(args)
+    elif args.allow is not None:
+        raise ValueError("--allow: known differences are accepted only with --adapter")
+    selected = None if session is not None else select(args.executor_python, master_url)
+    return RunPlan(rows, port, master_url, selected)
+
+
+def open_session(plan: RunPlan, session: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """The Spark session to run on (``session``, or a new one for ``plan``) and, for a
+    new one, the probes showing its executors run the build selected with the replay's
+    modules (``ExecutorEnvironmentError`` otherwise, after stopping it)."""
+    from kpurgatory.pipeline.spark import build_session, check_executors
+
+    if session is not None:
+        return session, []
+    spark = build_session(plan.master_url, executor_python=plan.selected)
+    try:
+        return spark, check_executors(spark, plan.selected)
+    except BaseException:
+        spark.stop()
+        raise
+
+
+def report_run(
+    args: argparse.Namespace,
+    plan: RunPlan,
+    result: Any,
+    spark_info: dict[str, Any],
+    elapsed: float,
+) -> int:
+    """Write the run's report and run.json, print its summary and counterexamples;
+    return the exit status (0: no differences and the cost model agrees, else 1)."""
+    from kpurgatory.pipeline.report import builds_by_worker, builds_line, cpu_throughput
+
     workers = builds_by_worker(result.stream_table)
     replayed_by = builds_line(workers)
+    per_minute = result.operations / elapsed * 60
     per_cpu_minute = cpu_throughput(workers)
     cpu_note = (
         ""
@@ -329,22 +387,46 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         else f" (the replay alone: {per_cpu_minute:,.0f} per CPU-minute of the Python workers)"
     )
     context = (
-        f"Grid `{args.grid}` ({len(rows)} streams), `{args.impl_a}` (expected) vs "
-        f"`{impl_b}`, Spark master `{master}` ({cores} cores), mode `{args.mode}`, "
+        f"Grid `{args.grid}` ({len(plan.rows)} streams), `{args.impl_a}` (expected) vs "
+        f"`{side_b(args, plan)}`, Spark master `{spark_info['master']}` "
+        f"({spark_info['cores']} cores), mode `{args.mode}`, "
         f"replayed by the {replayed_by}, {elapsed:.0f} s wall including Spark start-up: "
         f"{per_minute:,.0f} operations replayed (on both) and diffed per minute{cpu_note}."
     )
     executors = {
-        "selected": None if selected is None else selected.as_dict(),
-        "probes": probes,
+        "selected": None if plan.selected is None else plan.selected.as_dict(),
+        "probes": spark_info["probes"],
         "workers": workers,
     }
+    summary = {
+        "replayed_by": replayed_by,
+        "per_minute": per_minute,
+        "per_cpu_minute": per_cpu_minute,
+        "elapsed": elapsed,
+    }
+    report, port_lines = write_run_outputs(args, plan, result, context, executors)
+    write_run_record(args, plan, result, spark_info, executors, summary)
+    print(context)
+    return print_outcome(args, plan, result, report, port_lines)
+
+
+def write_run_outputs(
+    args: argparse.Namespace,
+    plan: RunPlan,
+    result: Any,
+    context: str,
+    executors: dict[str, Any],
+) -> tuple[Path, list[str]]:
+    """Write report.md (and its HTML, tables, charts) in ``--out``; return its path and
+    the adapter's summary lines (none without ``--adapter``)."""
+    from kpurgatory.pipeline.report import write_report
+
     port_lines: list[str] = []
     commands: dict[tuple[Any, ...], str] = {}
-    if port is not None:
+    if plan.port is not None:
         from kpurgatory.pipeline.port_report import port_summary
 
-        port_lines, commands = port_summary(result.stream_table, port, args.out)
+        port_lines, commands = port_summary(result.stream_table, plan.port, args.out)
     report = write_report(
         result,
         args.out,
@@ -356,6 +438,21 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
         sections=port_lines,
         commands=commands,
     )
+    return report, port_lines
+
+
+def write_run_record(
+    args: argparse.Namespace,
+    plan: RunPlan,
+    result: Any,
+    spark_info: dict[str, Any],
+    executors: dict[str, Any],
+    summary: dict[str, Any],
+) -> None:
+    """Write run.json in ``--out``: the run's options, figures and executors."""
+    from kpurgatory.pipeline.report import write_run_json
+
+    per_cpu_minute = summary["per_cpu_minute"]
     write_run_json(
         args.out,
         {
@@ -363,27 +460,35 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
             "streams": result.streams,
             "operations": result.operations,
             "impl_a": args.impl_a,
-            "impl_b": impl_b,
-            "adapter": None if port is None else port.command,
-            "master": str(master),
-            "cores": cores,
+            "impl_b": side_b(args, plan),
+            "adapter": None if plan.port is None else plan.port.command,
+            "master": spark_info["master"],
+            "cores": spark_info["cores"],
             "mode": args.mode,
-            "wall_seconds": round(elapsed, 3),
-            "operations_per_minute": round(per_minute),
+            "wall_seconds": round(summary["elapsed"], 3),
+            "operations_per_minute": round(summary["per_minute"]),
             "replay_operations_per_cpu_minute": (
                 None if per_cpu_minute is None else round(per_cpu_minute)
             ),
             "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
             "counterexamples": result.counterexample_count,
             "model_mismatches": result.model_mismatches,
-            "replayed_by": replayed_by,
+            "replayed_by": summary["replayed_by"],
             "executors": executors,
         },
     )
-    print(context)
-    if port is not None:
+
+
+def print_outcome(
+    args: argparse.Namespace, plan: RunPlan, result: Any, report: Path, port_lines: list[str]
+) -> int:
+    """Print the adapter's summary or the first counterexamples, and the verdict; return
+    the exit status."""
+    from kpurgatory.pipeline.report import replay_command
+
+    if plan.port is not None:
         print("\n".join(port_lines))
-    for row in result.counterexamples[:10] if port is None else ():
+    for row in result.counterexamples[:10] if plan.port is None else ():
         print(
             f"COUNTEREXAMPLE {row['scenario']} {row['preset']} seed {row['seed']} shard "
             f"{row['shard']}: {row['reason']}\n"
