@@ -12,7 +12,8 @@
 - ``builds`` and ``executor_python``: which build of ``kpurgatory.optimized`` an
   interpreter runs, and which interpreter the executors replay with (the compiled build
   when there is one: ``pipeline run --executor-python``).
-- ``spark``: the PySpark job (local or cluster): replay in the executors, diff, report.
+- ``spark``: the PySpark job (local or cluster): replay in the executors, diff, report;
+  ``session``: starting Spark for it (session, executors' Python, Java).
 - ``report``: aggregates to Parquet, Markdown/HTML and PNG charts.
 - ``cli``: ``kpurgatory pipeline run`` and ``kpurgatory pipeline vectors``
   (``python -m kpurgatory.pipeline`` and the spark-submit script ``__main__``);

@@ -265,7 +265,8 @@ def run_with(args: argparse.Namespace, session: Any) -> int:
     are as they are, so ``--executor-python`` must be ``auto``), else on a session of its
     own built from ``--master`` and ``--executor-python`` and stopped at the end."""
     from kpurgatory.pipeline.executor_python import ExecutorPythonError
-    from kpurgatory.pipeline.spark import ExecutorEnvironmentError, JavaMissingError, run_pipeline
+    from kpurgatory.pipeline.session import ExecutorEnvironmentError, JavaMissingError
+    from kpurgatory.pipeline.spark import run_pipeline
 
     started = time.perf_counter()
     try:
@@ -320,7 +321,7 @@ def plan_run(args: argparse.Namespace, session: Any) -> RunPlan:
     ``ExecutorPythonError``) naming the option that is wrong."""
     from kpurgatory.pipeline.executor_python import select
     from kpurgatory.pipeline.replay import resolve_impl
-    from kpurgatory.pipeline.spark import resolve_master
+    from kpurgatory.pipeline.session import resolve_master
 
     rows = grid_rows(
         args.grid,
@@ -354,7 +355,7 @@ def open_session(plan: RunPlan, session: Any) -> tuple[Any, list[dict[str, Any]]
     """The Spark session to run on (``session``, or a new one for ``plan``) and, for a
     new one, the probes showing its executors run the build selected with the replay's
     modules (``ExecutorEnvironmentError`` otherwise, after stopping it)."""
-    from kpurgatory.pipeline.spark import build_session, check_executors
+    from kpurgatory.pipeline.session import build_session, check_executors
 
     if session is not None:
         return session, []
