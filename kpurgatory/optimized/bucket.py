@@ -236,10 +236,9 @@ class TimerTaskList(EntryHolder):
         re-entrant ``flush``): an entry it adds here is flushed too. O(n + cost of f).
         """
         root = self.root
-        remove = self.remove
         head = root._entry_next
         while head is not root:
-            remove(head)
+            self.remove(head)
             f(head)
             head = root._entry_next
         self.expiration = NO_EXPIRATION
