@@ -457,11 +457,35 @@ def _aggregates(outcomes: DataFrame, streams: DataFrame) -> tuple[DataFrame, Dat
 
     group = ["scenario", "preset"]
     ops = outcomes.filter(sf.col("side") == "a")
+    per_ops = _outcome_aggregates(ops, group)
+    per_streams = _stream_aggregates(streams, group)
+    summary = per_ops.join(per_streams, on=group, how="outer").orderBy(*group)
+    placed = ops.filter(sf.col("wheel_level") >= 0)
+    window = Window.partitionBy(*group).orderBy("delay_ms", "scenario", "seed", "shard", "op")
+    deciles = (
+        placed.withColumn("decile", sf.ntile(10).over(window))
+        .groupBy(*group, "decile")
+        .agg(
+            sf.count("*").alias("ops"),
+            sf.min("delay_ms").alias("delay_min_ms"),
+            sf.max("delay_ms").alias("delay_max_ms"),
+            sf.avg("op_cascades").alias("cascades_per_op"),
+            sf.avg("wheel_level").alias("mean_level"),
+        )
+        .orderBy(*group, "decile")
+    )
+    return summary, deciles
+
+
+def _outcome_aggregates(ops: DataFrame, group: list[str]) -> DataFrame:
+    """Per group: outcome fractions, virtual lateness of expiries, completion latency."""
+    from pyspark.sql import functions as sf
+
     lateness = sf.col("at_ms") - sf.col("deadline_ms")
     latency = sf.col("at_ms") - sf.col("arrival_ms")
     expired = sf.col("outcome") == "expired"
     early = (sf.col("outcome") == "completed") & (sf.col("via") != "expiry")
-    per_ops = ops.groupBy(*group).agg(
+    return ops.groupBy(*group).agg(
         sf.count("*").alias("ops"),
         sf.avg(expired.cast("double")).alias("expired_fraction"),
         sf.avg(early.cast("double")).alias("completed_fraction"),
@@ -474,10 +498,16 @@ def _aggregates(outcomes: DataFrame, streams: DataFrame) -> tuple[DataFrame, Dat
         sf.percentile_approx(sf.when(early, latency), 0.5).alias("completion_p50_ms"),
         sf.percentile_approx(sf.when(early, latency), 0.99).alias("completion_p99_ms"),
     )
+
+
+def _stream_aggregates(streams: DataFrame, group: list[str]) -> DataFrame:
+    """Per group: the streams' cost counters, peaks, purges and builds."""
+    from pyspark.sql import functions as sf
+
     # null, not a division by zero, for streams without timed operations (a port's
     # streams that its adapter never answered have no outcomes)
     total = sf.when(sf.sum("timed_ops") > 0, sf.sum("timed_ops"))
-    per_streams = streams.groupBy(*group).agg(
+    return streams.groupBy(*group).agg(
         sf.count("*").alias("streams"),
         sf.sum("timed_ops").alias("timed_ops"),
         sf.sum("bucket_offers").alias("bucket_offers"),
@@ -503,19 +533,3 @@ def _aggregates(outcomes: DataFrame, streams: DataFrame) -> tuple[DataFrame, Dat
         sf.sum("seconds").alias("replay_seconds"),
         sf.concat_ws(",", sf.array_sort(sf.collect_set("build"))).alias("builds"),
     )
-    summary = per_ops.join(per_streams, on=group, how="outer").orderBy(*group)
-    placed = ops.filter(sf.col("wheel_level") >= 0)
-    window = Window.partitionBy(*group).orderBy("delay_ms", "scenario", "seed", "shard", "op")
-    deciles = (
-        placed.withColumn("decile", sf.ntile(10).over(window))
-        .groupBy(*group, "decile")
-        .agg(
-            sf.count("*").alias("ops"),
-            sf.min("delay_ms").alias("delay_min_ms"),
-            sf.max("delay_ms").alias("delay_max_ms"),
-            sf.avg("op_cascades").alias("cascades_per_op"),
-            sf.avg("wheel_level").alias("mean_level"),
-        )
-        .orderBy(*group, "decile")
-    )
-    return summary, deciles
