@@ -220,6 +220,27 @@ def check_executors(
     return found
 
 
+def _configured(
+    builder: Any, master: str, app_name: str, scratch: Path, shuffle_partitions: int | None
+) -> Any:
+    """``builder`` set for this project: UI off, quiet log4j2 (written into ``scratch``),
+    a shuffle partition per core (at least 2), adaptive execution, reused workers."""
+    log4j = scratch / "log4j2.properties"
+    log4j.write_text(LOG4J2, encoding="utf-8")
+    cores = os.cpu_count() or 2
+    return (
+        builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, cores)))
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config("spark.python.worker.reuse", "true")
+    )
+
+
 def build_session(
     master: str | None = "local[*]",
     app_name: str = "kpurgatory-pipeline",
@@ -253,20 +274,7 @@ def build_session(
             interpreter = executor_python.executable
     scratch = Path(tempfile.mkdtemp(prefix="kpurgatory-spark-"))
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # log4j2 file, package zip
-    log4j = scratch / "log4j2.properties"
-    log4j.write_text(LOG4J2, encoding="utf-8")
-    cores = os.cpu_count() or 2
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, cores)))
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
-        .config("spark.python.worker.reuse", "true")
-    )
+    builder = _configured(SparkSession.builder, master, app_name, scratch, shuffle_partitions)
     for name, value in (executor_python.worker_env if executor_python else {}).items():
         builder = builder.config(f"spark.executorEnv.{name}", value)
     # pyspark reads PYSPARK_PYTHON once, when the context starts: set it only for that,
@@ -275,7 +283,7 @@ def build_session(
     if interpreter is not None:
         os.environ["PYSPARK_PYTHON"] = interpreter
     try:
-        session = builder.getOrCreate()
+        session: SparkSession = builder.getOrCreate()
     finally:
         if interpreter is not None:
             if saved is None:
