@@ -329,7 +329,6 @@ def run_pipeline(
     Writes Parquet tables under ``out_dir`` if given (``streams``, ``counterexamples``,
     ``summary``, ``deciles``). ``ValueError`` for an unknown mode or implementation.
     """
-    import pandas as pd
     from pyspark import StorageLevel
     from pyspark.sql import functions as sf
 
@@ -349,28 +348,14 @@ def run_pipeline(
         stages.run("replay", replayed.count)
         outcomes = replayed.filter(sf.col("kind") == "outcome").select(*OUTCOME_COLUMNS)
         streams = replayed.filter(sf.col("kind") == "stream").select(*STREAM_COLUMNS)
-        counterexamples = _diff(outcomes, streams)
-        diff_rows = stages.run(
-            "diff",
-            lambda: [row.asDict() for row in counterexamples.limit(max_counterexamples).collect()],
-        )
-        diff_count = (
-            len(diff_rows)
-            if len(diff_rows) < max_counterexamples
-            else stages.run("diff-count", counterexamples.count)
-        )
+        diff_rows, diff_count = _collect_diff(stages, _diff(outcomes, streams), max_counterexamples)
         summary_df, deciles_df = _aggregates(outcomes, streams)
         summary: pd.DataFrame = stages.run("aggregate", summary_df.toPandas)
         deciles: pd.DataFrame = stages.run("deciles", deciles_df.toPandas)
         stream_table: pd.DataFrame = stages.run("streams", streams.toPandas)
         if out_dir is not None:
-            tables = {
-                "streams": stream_table,
-                "counterexamples": pd.DataFrame(diff_rows, columns=COUNTEREXAMPLE_COLUMNS),
-                "summary": summary,
-                "deciles": deciles,
-            }
-            stages.run("write", lambda: _write_tables(out_dir, tables))
+            written = (stream_table, diff_rows, summary, deciles)
+            stages.run("write", lambda: _write_tables(out_dir, *written))
     replayed.unpersist()
     operations = int(stream_table["ops"].sum()) if len(stream_table) else 0
     return PipelineResult(
@@ -386,10 +371,36 @@ def run_pipeline(
     )
 
 
-def _write_tables(out_dir: Path, tables: dict[str, pd.DataFrame]) -> None:
-    """Write each table as ``out_dir/<name>.parquet``: by the driver, from collected
+def _collect_diff(
+    stages: _Stages, counterexamples: DataFrame, most: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The first ``most`` counterexample rows (stage ``diff``) and how many there are
+    (stage ``diff-count``, only when there may be more)."""
+    rows = stages.run(
+        "diff", lambda: [row.asDict() for row in counterexamples.limit(most).collect()]
+    )
+    count = len(rows) if len(rows) < most else stages.run("diff-count", counterexamples.count)
+    return rows, count
+
+
+def _write_tables(
+    out_dir: Path,
+    stream_table: pd.DataFrame,
+    diff_rows: list[dict[str, Any]],
+    summary: pd.DataFrame,
+    deciles: pd.DataFrame,
+) -> None:
+    """Write the run's tables as ``out_dir/<name>.parquet``: by the driver, from collected
     tables (on a cluster the executors' disks are not the driver's; these are small)."""
+    import pandas as pd
+
     out_dir.mkdir(parents=True, exist_ok=True)
+    tables = {
+        "streams": stream_table,
+        "counterexamples": pd.DataFrame(diff_rows, columns=COUNTEREXAMPLE_COLUMNS),
+        "summary": summary,
+        "deciles": deciles,
+    }
     for name, table in tables.items():
         table.to_parquet(out_dir / f"{name}.parquet", index=False)
 
