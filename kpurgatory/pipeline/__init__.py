@@ -17,8 +17,9 @@
 - ``report``: aggregates to Parquet, Markdown/HTML and PNG charts.
 - ``cli``: ``kpurgatory pipeline run`` and ``kpurgatory pipeline vectors``
   (``python -m kpurgatory.pipeline`` and the spark-submit script ``__main__``);
-  ``reproduce``: ``kpurgatory replay``, one stream of a run replayed locally.
+  ``run``: the body of ``pipeline run``; ``reproduce``: ``kpurgatory replay``, one
+  stream of a run replayed locally.
 
-Only ``spark`` and ``report`` import pyspark, pandas, pyarrow or matplotlib (the
+Only ``spark``, ``session`` and ``report`` import pyspark, pandas, pyarrow or matplotlib (the
 ``[pipeline]`` and ``[plot]`` extras); everything else is plain Python.
 """
