@@ -13,7 +13,8 @@
   interpreter runs, and which interpreter the executors replay with (the compiled build
   when there is one: ``pipeline run --executor-python``).
 - ``spark``: the PySpark job (local or cluster): replay in the executors, diff, report;
-  ``session``: starting Spark for it (session, executors' Python, Java).
+  ``session``: starting Spark for it (session, executors' Python, Java); ``stages``:
+  its stages, timed, with a progress bar.
 - ``report``: aggregates to Parquet, Markdown/HTML and PNG charts.
 - ``cli``: ``kpurgatory pipeline run`` and ``kpurgatory pipeline vectors``
   (``python -m kpurgatory.pipeline`` and the spark-submit script ``__main__``);

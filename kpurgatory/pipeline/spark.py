@@ -19,13 +19,10 @@ Starting Spark (``build_session``, ``check_executors``, Java, the package zip) i
 
 from __future__ import annotations
 
-import threading
-import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from kpurgatory.pipeline.ports import Port
 from kpurgatory.pipeline.replay import resolve_impl
@@ -47,6 +44,7 @@ from kpurgatory.pipeline.session import (
     package_zip,
     resolve_master,
 )
+from kpurgatory.pipeline.stages import Stages
 from kpurgatory.workloads import GridRow
 
 if TYPE_CHECKING:
@@ -75,8 +73,6 @@ COUNTEREXAMPLE_COLUMNS = (*KEY_COLUMNS, "n_ops", "op", "step", "reason", "rule",
 
 MODES = ("arrow", "pandas", "rdd")
 """How the replay stage runs in the executors: mapInArrow, mapInPandas, RDD mapPartitions."""
-
-T = TypeVar("T")
 
 
 def _grid_tuples(columns: dict[str, list[Any]]) -> list[tuple[str, str, int, int, int]]:
@@ -192,82 +188,6 @@ class PipelineResult:
         return self.counterexample_count == 0
 
 
-class _Stages:
-    """Runs one Spark action per stage and shows its task progress (rich) if asked."""
-
-    def __init__(self, spark: SparkSession, show: bool) -> None:
-        self.spark = spark
-        self.show = show
-        self.seconds: dict[str, float] = {}
-        self._progress: Any = None
-
-    def __enter__(self) -> _Stages:
-        if self.show:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("[bold]{task.description:<10}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("tasks"),
-                TimeElapsedColumn(),
-            )
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-    def run(self, name: str, action: Callable[[], T]) -> T:
-        """Run ``action`` (which triggers Spark jobs) as stage ``name``; returns its result."""
-        started = time.perf_counter()
-        if self._progress is None:
-            direct = action()
-            self.seconds[name] = time.perf_counter() - started
-            return direct
-        context = self.spark.sparkContext
-        group = f"kpurgatory-{name}-{uuid.uuid4().hex[:8]}"
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            context.setJobGroup(group, name)
-            try:
-                box["result"] = action()
-            except BaseException as exc:  # handed to the caller's thread below
-                box["error"] = exc
-
-        task = self._progress.add_task(name, total=None)
-        worker = threading.Thread(target=target, name=f"stage-{name}", daemon=True)
-        worker.start()
-        tracker = context.statusTracker()
-        while worker.is_alive():
-            worker.join(0.25)
-            done = total = 0
-            for job_id in tracker.getJobIdsForGroup(group):
-                job = tracker.getJobInfo(job_id)
-                for stage_id in job.stageIds if job is not None else ():
-                    stage = tracker.getStageInfo(stage_id)
-                    if stage is not None:
-                        done += stage.numCompletedTasks
-                        total += stage.numTasks
-            if total:
-                self._progress.update(task, completed=done, total=total)
-        final = self._progress.tasks[task].total or 1
-        self._progress.update(task, completed=final, total=final)
-        self.seconds[name] = time.perf_counter() - started
-        if "error" in box:
-            raise box["error"]
-        result: T = box["result"]
-        return result
-
-
 def replay_dataframe(
     spark: SparkSession,
     grid_rows: Sequence[GridRow],
@@ -344,7 +264,7 @@ def run_pipeline(
     )
     replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
 
-    with _Stages(spark, show_progress) as stages:
+    with Stages(spark, show_progress) as stages:
         stages.run("replay", replayed.count)
         outcomes = replayed.filter(sf.col("kind") == "outcome").select(*OUTCOME_COLUMNS)
         streams = replayed.filter(sf.col("kind") == "stream").select(*STREAM_COLUMNS)
@@ -372,7 +292,7 @@ def run_pipeline(
 
 
 def _collect_diff(
-    stages: _Stages, counterexamples: DataFrame, most: int
+    stages: Stages, counterexamples: DataFrame, most: int
 ) -> tuple[list[dict[str, Any]], int]:
     """The first ``most`` counterexample rows (stage ``diff``) and how many there are
     (stage ``diff-count``, only when there may be more)."""
