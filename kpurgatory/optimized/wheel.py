@@ -251,63 +251,76 @@ class TimingWheel:
                 raise AssertionError(f"{where}: interval {wheel.interval} != tick * wheel_size")
             if len(wheel.buckets) != size:
                 raise AssertionError(f"{where}: {len(wheel.buckets)} buckets, not {size}")
-            overflow = wheel.overflow
-            if overflow is not None:
-                if overflow.tick_ms != wheel.interval:
-                    raise AssertionError(
-                        f"{where}: overflow tick {overflow.tick_ms} != interval {wheel.interval}"
-                    )
-                if overflow.wheel_size != size:
-                    raise AssertionError(f"{where}: overflow wheel_size {overflow.wheel_size}")
-                if (
-                    overflow.counter is not wheel.counter
-                    or overflow.queue is not wheel.queue
-                    or overflow.lock is not wheel.lock
-                ):
-                    raise AssertionError(f"{where}: overflow does not share counter/queue/lock")
-                if overflow.current_time != round_down(current, overflow.tick_ms):
-                    raise AssertionError(
-                        f"{where}: overflow current time {overflow.current_time} is not "
-                        f"{current} rounded down to {overflow.tick_ms}"
-                    )
-            for slot, bucket in enumerate(wheel.buckets):
-                if bucket.slot != slot or bucket.tick_ms != tick:
-                    raise AssertionError(f"{where}: bucket {slot} has wrong slot/tick labels")
-                if bucket.lock is not wheel.lock:
-                    raise AssertionError(f"{where}: bucket {slot} is guarded by another lock")
-                count = bucket._check()
-                total += count
-                expiration = bucket.expiration
-                is_queued = queued is None or id(bucket) in queued
-                if expiration is None:
-                    if count:
-                        raise AssertionError(f"{where}: bucket {slot} has entries, no expiration")
-                    if queued is not None and is_queued:
-                        raise AssertionError(f"{where}: bucket {slot} queued, no expiration")
-                    continue
-                if not is_queued:
-                    raise AssertionError(
-                        f"{where}: bucket {slot} has expiration {expiration} but is not queued"
-                    )
-                if expiration % tick != 0 or slot_index(expiration // tick, size) != slot:
-                    raise AssertionError(
-                        f"{where}: bucket {slot} expiration {expiration} is not its slot start"
-                    )
-                if not current < expiration < current + wheel.interval:
-                    raise AssertionError(
-                        f"{where}: bucket {slot} expiration {expiration} outside the window "
-                        f"({current}, {current + wheel.interval})"
-                    )
-                for entry in bucket.entries():
-                    if not expiration <= entry._entry_due < expiration + tick:
-                        raise AssertionError(
-                            f"{where}: {entry!r} lies in bucket {slot} [{expiration}, "
-                            f"{expiration + tick})"
-                        )
+            wheel._check_overflow(where)
+            total += wheel._check_buckets(where, queued)
         if total != self.counter.value:
             raise AssertionError(
                 f"task counter {self.counter.value} != {total} entries linked on all levels"
             )
+        return total
+
+    def _check_overflow(self, where: str) -> None:
+        """``_check`` of the link to the overflow wheel: its tick is this interval, its
+        current time this one rounded down, and it shares counter, queue and lock."""
+        size, current = self.wheel_size, self.current_time
+        overflow = self.overflow
+        if overflow is not None:
+            if overflow.tick_ms != self.interval:
+                raise AssertionError(
+                    f"{where}: overflow tick {overflow.tick_ms} != interval {self.interval}"
+                )
+            if overflow.wheel_size != size:
+                raise AssertionError(f"{where}: overflow wheel_size {overflow.wheel_size}")
+            if (
+                overflow.counter is not self.counter
+                or overflow.queue is not self.queue
+                or overflow.lock is not self.lock
+            ):
+                raise AssertionError(f"{where}: overflow does not share counter/queue/lock")
+            if overflow.current_time != round_down(current, overflow.tick_ms):
+                raise AssertionError(
+                    f"{where}: overflow current time {overflow.current_time} is not "
+                    f"{current} rounded down to {overflow.tick_ms}"
+                )
+
+    def _check_buckets(self, where: str, queued: set[int] | None) -> int:
+        """``_check`` of this level's buckets; returns the entries linked in them."""
+        tick, size, current = self.tick_ms, self.wheel_size, self.current_time
+        total = 0
+        for slot, bucket in enumerate(self.buckets):
+            if bucket.slot != slot or bucket.tick_ms != tick:
+                raise AssertionError(f"{where}: bucket {slot} has wrong slot/tick labels")
+            if bucket.lock is not self.lock:
+                raise AssertionError(f"{where}: bucket {slot} is guarded by another lock")
+            count = bucket._check()
+            total += count
+            expiration = bucket.expiration
+            is_queued = queued is None or id(bucket) in queued
+            if expiration is None:
+                if count:
+                    raise AssertionError(f"{where}: bucket {slot} has entries, no expiration")
+                if queued is not None and is_queued:
+                    raise AssertionError(f"{where}: bucket {slot} queued, no expiration")
+                continue
+            if not is_queued:
+                raise AssertionError(
+                    f"{where}: bucket {slot} has expiration {expiration} but is not queued"
+                )
+            if expiration % tick != 0 or slot_index(expiration // tick, size) != slot:
+                raise AssertionError(
+                    f"{where}: bucket {slot} expiration {expiration} is not its slot start"
+                )
+            if not current < expiration < current + self.interval:
+                raise AssertionError(
+                    f"{where}: bucket {slot} expiration {expiration} outside the window "
+                    f"({current}, {current + self.interval})"
+                )
+            for entry in bucket.entries():
+                if not expiration <= entry._entry_due < expiration + tick:
+                    raise AssertionError(
+                        f"{where}: {entry!r} lies in bucket {slot} [{expiration}, "
+                        f"{expiration + tick})"
+                    )
         return total
 
     def __repr__(self) -> str:

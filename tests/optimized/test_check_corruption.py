@@ -235,12 +235,13 @@ def test_check_raises_on_the_corruption(name: str) -> None:
         check(timer)
 
 
-SOURCES: dict[str, Callable[..., object]] = {
-    "bucket": TimerTaskList._check,
-    "wheel": TimingWheel._check,
-    "queue": DelayQueue._check,
-    "timer": SystemTimer._check,
+SOURCES: dict[str, tuple[Callable[..., object], ...]] = {
+    "bucket": (TimerTaskList._check,),
+    "wheel": (TimingWheel._check, TimingWheel._check_overflow, TimingWheel._check_buckets),
+    "queue": (DelayQueue._check,),
+    "timer": (SystemTimer._check,),
 }
+"""Each structure's ``_check`` and the helpers it delegates to."""
 
 
 @pytest.mark.skipif(
@@ -248,7 +249,9 @@ SOURCES: dict[str, Callable[..., object]] = {
 )
 @pytest.mark.parametrize("structure", sorted(SOURCES))
 def test_every_assertion_has_a_corruption_case(structure: str) -> None:
-    """As many cases as ``raise AssertionError`` statements in that ``_check``."""
-    raises = len(re.findall(r"raise AssertionError", inspect.getsource(SOURCES[structure])))
+    """As many cases as ``raise AssertionError`` statements in that ``_check`` (and the
+    helpers it delegates to)."""
+    source = "".join(inspect.getsource(function) for function in SOURCES[structure])
+    raises = len(re.findall(r"raise AssertionError", source))
     cases = sum(1 for case in CASES.values() if case.structure == structure)
     assert cases == raises, f"{structure}: {raises} assertions, {cases} corruption cases"
