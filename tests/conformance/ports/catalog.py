@@ -43,6 +43,7 @@ def _shared(name: str, area: str) -> PortBug:
     return PortBug(name, area, mutant.description, (mutant,))
 
 
+_BUCKET = "kpurgatory.optimized.bucket"
 _WHEEL = "kpurgatory.optimized.wheel"
 _TIMER = "kpurgatory.optimized.timer"
 _QUEUE = "kpurgatory.optimized.delay_queue"
@@ -118,7 +119,25 @@ PORT_BUGS: tuple[PortBug, ...] = (
     _shared("cancel-skips-unlink", "cancel"),
     _shared("bucket-add-forgets-counter", "size"),
     _shared("bucket-remove-forgets-counter", "re-add"),
-    _shared("readd-keeps-old-entry", "re-add"),
+    _new(
+        "readd-keeps-old-entry",
+        "re-add",
+        "Re-adding a task neither unlinks its old scheduling nor detaches it when linking "
+        "it again: it stays in its old bucket as well, so it runs twice and size stays up "
+        "(R10, R12).",
+        (
+            _TIMER,
+            "SystemTimer.add",
+            "                if old.lock is lock:\n                    old.remove(checked)",
+            "                if old.lock is lock:\n                    pass",
+        ),
+        (
+            _BUCKET,
+            "TimerTaskList.add",
+            "        if current is not None:\n            current.remove(entry)\n",
+            "",
+        ),
+    ),
     _shared("next-due-is-bucket-expiration", "next_due_time"),
     _new(
         "close-forgets-tasks",
