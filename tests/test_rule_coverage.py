@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import kpurgatory
 from kpurgatory.spec.rules import RULES, Rule
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -118,7 +119,8 @@ def test_a_rule_filed_under_another_section_is_a_disagreement() -> None:
     assert disagreements(headings, [r1, r42, Rule("R7", "timer", "A")]) == ["R7: only in the index"]
 
 
-PACKAGE = TESTS_DIR.parent / "kpurgatory"
+PACKAGE = Path(kpurgatory.__file__).resolve().parent
+"""The package imported (its .py files ship in every build, the compiled one too)."""
 RULES_LINE = re.compile(r"^Rules: (.+)$", re.MULTILINE)
 
 
