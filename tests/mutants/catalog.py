@@ -359,16 +359,6 @@ MUTANTS: tuple[Mutant, ...] = (
         _TIMER_FIRST,
     ),
     Mutant(
-        "advance-leaves-overflow",
-        _WHEEL,
-        "TimingWheel.advance_clock",
-        "wheel = wheel.overflow",
-        "wheel = None",
-        "Advancing the clock moves the lowest level only: the levels above keep a stale "
-        "time, so a long delay added later lands a round off (R1, R5; _check).",
-        _TIMER_FIRST,
-    ),
-    Mutant(
         "bucket-remove-forgets-counter",
         _BUCKET,
         "TimerTaskList.remove",

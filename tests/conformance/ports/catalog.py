@@ -77,7 +77,6 @@ PORT_BUGS: tuple[PortBug, ...] = (
     _shared("drain-skips-wheel-advance", "cascade"),
     _shared("no-r11-recheck", "R11 stale entries"),
     _shared("current-time-not-advanced", "current time"),
-    _shared("advance-leaves-overflow", "overflow"),
     _shared("wheel-advance-late", "current time"),
     _new(
         "current-time-after-hand-over",
