@@ -19,7 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kpurgatory.bench.cli",
     "kpurgatory.conformance.cli",
     "kpurgatory.pipeline.cli",
-    "kpurgatory.replay",
+    "kpurgatory.pipeline.reproduce",
 )
 """Modules that register subcommands, in the order ``--help`` lists them."""
 

@@ -24,11 +24,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "reference": ("kpurgatory.optimized", "kpurgatory.pipeline", "kpurgatory.bench"),
     "optimized": ("kpurgatory.reference", "kpurgatory.pipeline", "kpurgatory.bench"),
     "aio": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.conformance"),
-    "conformance": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.replay"),
+    "conformance": ("kpurgatory.pipeline", "kpurgatory.bench"),
     "workloads.py": (
         "kpurgatory.pipeline",
         "kpurgatory.bench",
-        "kpurgatory.replay",
         "kpurgatory.conformance",
     ),
     "steps.py": (

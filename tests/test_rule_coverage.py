@@ -8,9 +8,11 @@ of every ``tests/**/*.py`` except this file (which names rules only to check the
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-from kpurgatory.spec.rules import RULES
+import kpurgatory
+from kpurgatory.spec.rules import RULES, Rule
 
 TESTS_DIR = Path(__file__).resolve().parent
 SPEC_MD = TESTS_DIR.parent / "docs" / "spec.md"
@@ -61,3 +63,101 @@ def test_every_rule_is_described_in_spec_md() -> None:
     assert not [rid for rid in headed if rid not in known], headed
     duplicated = sorted({rid for rid in headed if headed.count(rid) > 1})
     assert not duplicated, f"rules with more than one heading in docs/spec.md: {duplicated}"
+
+
+SECTION_HEADING = re.compile(r"^## (.+)$")
+RULE_HEADING = re.compile(r"^### (R\d+) (.+)$")
+
+
+def spec_headings(text: str) -> dict[str, tuple[str, str]]:
+    """Rule id -> (section, title) from docs/spec.md's ``## section`` and ``### Rn title``
+    headings (a rule heading belongs to the last section heading above it)."""
+    found: dict[str, tuple[str, str]] = {}
+    section = ""
+    for line in text.splitlines():
+        if match := SECTION_HEADING.match(line):
+            section = match.group(1)
+        elif match := RULE_HEADING.match(line):
+            found[match.group(1)] = (section, match.group(2))
+    return found
+
+
+def disagreements(headings: dict[str, tuple[str, str]], rules: Sequence[Rule]) -> list[str]:
+    """How an index of ``rules`` differs from docs/spec.md's ``headings``, one line each."""
+    index = {r.id: (r.section, r.title) for r in rules}
+    found = [f"{rid}: only in docs/spec.md" for rid in headings if rid not in index]
+    found += [f"{rid}: only in the index" for rid in index if rid not in headings]
+    found += [
+        f"{rid}: index says {index[rid]}, docs/spec.md {headings[rid]}"
+        for rid in index
+        if rid in headings and index[rid] != headings[rid]
+    ]
+    return found
+
+
+def test_rule_index_is_derived_from_spec_md() -> None:
+    """kpurgatory.spec.rules indexes docs/spec.md: the same ids, each with the section
+    and the title of its heading there (docs/spec.md is the one normative text)."""
+    headings = spec_headings(SPEC_MD.read_text(encoding="utf-8"))
+    assert not disagreements(headings, RULES)
+
+
+def test_a_rule_filed_under_another_section_is_a_disagreement() -> None:
+    """The check fires on a rule indexed under the wrong section (as R41 and R42 were),
+    a changed title, and a rule missing on either side."""
+    headings = spec_headings("## Timer\n### R1 A\n## Concurrency\n### R42 Unbounded timeouts\n")
+    assert headings == {"R1": ("Timer", "A"), "R42": ("Concurrency", "Unbounded timeouts")}
+    r1, r42 = Rule("R1", "timer", "A"), Rule("R42", "concurrency", "Unbounded timeouts")
+    assert disagreements(headings, [r1, r42]) == []
+    misfiled = Rule("R42", "timer", "Unbounded timeouts")
+    assert disagreements(headings, [r1, misfiled]) == [
+        "R42: index says ('Timer', 'Unbounded timeouts'), "
+        "docs/spec.md ('Concurrency', 'Unbounded timeouts')"
+    ]
+    assert disagreements(headings, [Rule("R1", "timer", "B"), r42])
+    assert disagreements(headings, [r1]) == ["R42: only in docs/spec.md"]
+    assert disagreements(headings, [r1, r42, Rule("R7", "timer", "A")]) == ["R7: only in the index"]
+
+
+PACKAGE = Path(kpurgatory.__file__).resolve().parent
+"""The package imported (its .py files ship in every build, the compiled one too)."""
+RULES_LINE = re.compile(r"^Rules: (.+)$", re.MULTILINE)
+
+
+def declared_rules(line: str) -> set[str]:
+    """The ids a ``Rules:`` header line lists: ``none``, or ids and ranges (``R1-R3``)."""
+    if line.strip() == "none":
+        return set()
+    declared: set[str] = set()
+    for part in line.rstrip(".").split(","):
+        first, _, last = part.strip().partition("-")
+        low, high = int(first.removeprefix("R")), int((last or first).removeprefix("R"))
+        declared |= {f"R{n}" for n in range(low, high + 1)}
+    return declared
+
+
+def test_declared_rules_read_ids_and_ranges() -> None:
+    """``R1-R3, R7`` is four rules; ``none`` is none."""
+    assert declared_rules("R1-R3, R7.") == {"R1", "R2", "R3", "R7"}
+    assert declared_rules("none") == set()
+
+
+def test_module_headers_list_the_rules_the_module_cites() -> None:
+    """A module whose docstring has a ``Rules:`` line lists there exactly the rule ids
+    its text cites elsewhere (or says ``none``), so a header cannot go stale."""
+    checked = 0
+    wrong: dict[str, tuple[list[str], list[str]]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        match = RULES_LINE.search(text)
+        if match is None:
+            continue
+        checked += 1
+        declared = declared_rules(match.group(1))
+        rest = text[: match.start()] + text[match.end() :]
+        cited = {f"R{int(n)}" for n in CITATION.findall(rest)}
+        if declared != cited:
+            key = str(path.relative_to(PACKAGE))
+            wrong[key] = (sorted(declared - cited), sorted(cited - declared))
+    assert checked >= 5, "the optimized timer's modules carry Rules: headers"
+    assert not wrong, f"Rules: headers (listed but not cited, cited but not listed): {wrong}"

@@ -49,7 +49,7 @@ def run_build(python: str, mode: str, say: Any = _say) -> dict[str, Any]:
         label = Path(folder) / "build.txt"
         run(
             "-c",
-            "from kpurgatory.bench.designs import build_label as b; "
+            "from kpurgatory.pipeline.builds import optimized_build as b; "
             f"open({str(label)!r}, 'w').write(b())",
         )
         merged = None

@@ -10,19 +10,21 @@ into its own venv, then uses this module to run the whole suite against it:
   (a silent fallback to pure Python would make the compiled job test nothing).
 
 Run ``check`` from a folder outside the source tree (``python -m`` puts the current
-folder first on ``sys.path``). Stdlib only: it runs before any extra is installed.
+folder first on ``sys.path``). Stdlib only (``kpurgatory.pipeline.builds`` is too): it
+runs before any extra is installed.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from kpurgatory.pipeline.builds import pure_modules
 
 __all__ = ["EXCLUDED_TOP_LEVEL", "check", "copy_tree", "tracked_files"]
 
@@ -91,16 +93,9 @@ def copy_tree(root: Path, dest: Path) -> int:
 
 
 def check(package: str = "kpurgatory.optimized") -> list[str]:
-    """Import every module of ``package``; return those NOT loaded from an extension."""
-    root = importlib.import_module(package)
-    modules = [package] + [f"{package}.{info.name}" for info in pkgutil.iter_modules(root.__path__)]
-    pure = []
-    for name in modules:
-        module = importlib.import_module(name)
-        origin = getattr(module, "__file__", "") or ""
-        if name != package and not origin.endswith((".so", ".pyd")):
-            pure.append(f"{name} ({origin})")
-    return pure
+    """Import every module of ``package``; return those NOT loaded from an extension
+    (``kpurgatory.pipeline.builds.pure_modules``, the one build probe)."""
+    return pure_modules(package)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

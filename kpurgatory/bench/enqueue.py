@@ -12,7 +12,7 @@ purgatory. The *achieved* rate is requests over the generator's real span; a poi
 saturated when it falls below 95 % of the target. The sweep raises the target rate
 until each design has saturated twice without climbing: its plateau. Designs:
 ``optimized`` (the timing wheel) and ``old`` (Kafka 0.8's delay queue,
-``kpurgatory.bench.old``), on identical workloads, alternating at each point.
+``kpurgatory.bench.kafka08``), on identical workloads, alternating at each point.
 
 ``python -m kpurgatory.bench.enqueue --mode quick|reduced|full --out FILE`` runs the
 sweep in the interpreter it is started with (so in the build installed there).
@@ -53,7 +53,7 @@ SATURATION_FRACTION = 0.95
 PCT75_Z = 0.674490
 """The 75th percentile of the standard normal distribution (Kafka's constant)."""
 
-DESIGNS: dict[str, str] = {"optimized": "kpurgatory.optimized", "old": "kpurgatory.bench.old"}
+DESIGNS: dict[str, str] = {"optimized": "kpurgatory.optimized", "old": "kpurgatory.bench.kafka08"}
 
 
 @dataclass(frozen=True)
@@ -239,6 +239,41 @@ class CompletionQueue:
         self._thread.join()
 
 
+def _generate(
+    purgatory: Any,
+    operation_class: Any,
+    workload: Workload,
+    completion: CompletionQueue,
+    latch: Latch,
+    max_seconds: float,
+    outcome: dict[str, float],
+) -> None:
+    """The generator thread of ``run_point``: enqueue ``workload``'s requests at their
+    arrival times, stopping after ``max_seconds``; record in ``outcome`` when it ended,
+    how many it enqueued and the planned duration (ms)."""
+    keys, intervals, latencies = workload.keys, workload.intervals, workload.latencies
+    start = arrival = _now_ms()
+    budget_end = time.monotonic() + max_seconds
+    enqueued = 0
+    try:
+        for index in range(workload.num):
+            latency = latencies[index]
+            arrival += intervals[index]
+            now = _now_ms()
+            if arrival > now:
+                time.sleep((arrival - now) / 1000.0)
+            if (index & 63) == 0 and time.monotonic() > budget_end:
+                break
+            operation = operation_class(TIMEOUT_MS, latency, latch, _now_ms)
+            if latency < TIMEOUT_MS:
+                completion.add(operation)
+            purgatory.try_complete_else_watch(operation, keys)
+            enqueued += 1
+    finally:
+        outcome.update(end_ns=time.perf_counter_ns(), enqueued=enqueued)
+        outcome["planned_ms"] = max(arrival - start, 1)
+
+
 def run_point(
     impl: ModuleType, case: EnqueueCase, workload: Workload, *, max_seconds: float
 ) -> dict[str, Any]:
@@ -250,34 +285,15 @@ def run_point(
     gc.collect()
     purgatory = impl.DelayedOperationPurgatory("fake purgatory")
     completion = CompletionQueue()
-    keys, intervals, latencies = workload.keys, workload.intervals, workload.latencies
     outcome: dict[str, float] = {}
-
-    def generate() -> None:
-        start = arrival = _now_ms()
-        budget_end = time.monotonic() + max_seconds
-        enqueued = 0
-        try:
-            for index in range(num):
-                latency = latencies[index]
-                arrival += intervals[index]
-                now = _now_ms()
-                if arrival > now:
-                    time.sleep((arrival - now) / 1000.0)
-                if (index & 63) == 0 and time.monotonic() > budget_end:
-                    break
-                operation = operation_class(TIMEOUT_MS, latency, latch, _now_ms)
-                if latency < TIMEOUT_MS:
-                    completion.add(operation)
-                purgatory.try_complete_else_watch(operation, keys)
-                enqueued += 1
-        finally:
-            outcome.update(end_ns=time.perf_counter_ns(), enqueued=enqueued)
-            outcome["planned_ms"] = max(arrival - start, 1)
 
     cpu_start = time.process_time()
     start_ns = time.perf_counter_ns()
-    generator = threading.Thread(target=generate, name="generator")
+    generator = threading.Thread(
+        target=_generate,
+        args=(purgatory, operation_class, workload, completion, latch, max_seconds, outcome),
+        name="generator",
+    )
     generator.start()
     generator.join()
     enqueued = int(outcome["enqueued"])

@@ -97,11 +97,33 @@ def tables(results: dict[str, Any]) -> list[Table]:
     cores = int(results["machine"].get("cores") or os.cpu_count() or 1)
     builds = sorted(results["builds"].items(), key=lambda item: item[0] != "pure")
     found = {build: figures(data["suite"]) for build, data in builds}
-    add_cancel, lifecycle, memory, poll, plateau = [], [], [], [], []
+    return [
+        add_cancel_table(found, cores),
+        lifecycle_table(found, cores),
+        memory_table(found),
+        long_poll_table(found, cores),
+        plateau_table(results, list(found), cores),
+    ]
+
+
+Found = dict[str, dict[tuple[str, str, int], Figure]]
+"""Build -> that build's ``figures``."""
+
+
+def _sizes(got: dict[tuple[str, str, int], Figure], question: str) -> list[int]:
+    """The sizes ``question`` was measured at for the optimized design, in order."""
+    return sorted(size for q, design, size in got if q == question and design == "optimized")
+
+
+def add_cancel_table(found: Found, cores: int) -> Table:
+    """Timer add+cancel: optimized against a bare heap and asyncio's call_at."""
+    rows = []
     for build, got in found.items():
-        for q, _, size in sorted(k for k in got if k[0] == "add-cancel" and k[1] == "optimized"):
-            opt, heap, loop = (got[(q, d, size)] for d in ("optimized", "bare-heap", "asyncio"))
-            add_cancel.append(
+        for size in _sizes(got, "add-cancel"):
+            opt, heap, loop = (
+                got[("add-cancel", d, size)] for d in ("optimized", "bare-heap", "asyncio")
+            )
+            rows.append(
                 (
                     build,
                     f"{size:,}",
@@ -113,15 +135,61 @@ def tables(results: dict[str, Any]) -> list[Table]:
                     _trust(cores, opt, heap, loop),
                 )
             )
-        for q, _, n in sorted(k for k in got if k[0] == "lifecycle" and k[1] == "optimized"):
-            opt, heap = got[(q, "optimized", n)], got[(q, "bare-heap", n)]
+    return Table(
+        "Timer add+cancel against asyncio's call_at and a heapq timer",
+        "CPU time per add + cancel of a task due within 10 s while other tasks are "
+        "pending far ahead: the optimized SystemTimer, a bare heapq timer, asyncio's "
+        "loop.call_at + TimerHandle.cancel in a running loop. Ratio below 1: the "
+        "optimized timer is cheaper.",
+        (
+            "build",
+            "pending",
+            "optimized",
+            "bare heap",
+            "asyncio call_at",
+            "optimized / bare heap",
+            "optimized / asyncio",
+            "trust",
+        ),
+        rows,
+    )
+
+
+def lifecycle_table(found: Found, cores: int) -> Table:
+    """The full timer lifecycle: tasks per CPU second, optimized against a bare heap."""
+    rows = []
+    for build, got in found.items():
+        for n in _sizes(got, "lifecycle"):
+            opt, heap = got[("lifecycle", "optimized", n)], got[("lifecycle", "bare-heap", n)]
             rates = (f"{n / opt.mean:,.0f}", f"{n / heap.mean:,.0f}")
-            lifecycle.append(
+            rows.append(
                 (build, f"{n:,}", *rates, _ratio(opt, heap, invert=True), _trust(cores, opt, heap))
             )
-        for q, _, n in sorted(k for k in got if k[0] == "memory" and k[1] == "optimized"):
-            opt, heap = got[(q, "optimized", n)], got[(q, "bare-heap", n)]
-            memory.append(
+    return Table(
+        "Full lifecycle at three sizes",
+        "n tasks added at once with log-normal delays (median 200 ms), 90 % cancelled "
+        "before they are due, the rest expiring as a manual clock walks in 5 ms steps; "
+        "garbage collector on. Throughput = n / CPU time. Ratio above 1: the optimized "
+        "timer is faster.",
+        (
+            "build",
+            "tasks",
+            "optimized tasks/s",
+            "bare heap tasks/s",
+            "optimized / bare heap",
+            "trust",
+        ),
+        rows,
+    )
+
+
+def memory_table(found: Found) -> Table:
+    """Bytes per pending task over the lifecycle, optimized against a bare heap."""
+    rows = []
+    for build, got in found.items():
+        for n in _sizes(got, "memory"):
+            opt, heap = got[("memory", "optimized", n)], got[("memory", "bare-heap", n)]
+            rows.append(
                 (
                     build,
                     f"{n:,}",
@@ -130,26 +198,63 @@ def tables(results: dict[str, Any]) -> list[Table]:
                     f"{opt.mean / heap.mean:.2f}",
                 )
             )
+    return Table(
+        "Memory per pending task",
+        "tracemalloc peak over the lifecycle above, divided by n (the task objects "
+        "included): one traced run each, so no spread.",
+        ("build", "tasks", "optimized", "bare heap", "optimized / bare heap"),
+        rows,
+    )
+
+
+def long_poll_table(found: Found, cores: int) -> Table:
+    """Long-poll CPU per wait: kpurgatory.aio against plain asyncio, harness taken off."""
+    rows = []
+    for build, got in found.items():
         keys = [k for k in got if k[0] == "long-poll"]
-        if keys:
-            waits = keys[0][2]
-            aio, plain, harness = (
-                got[("long-poll", a, waits)] for a in ("aio", "plain", "harness")
+        if not keys:
+            continue
+        waits = keys[0][2]
+        aio, plain, harness = (got[("long-poll", a, waits)] for a in ("aio", "plain", "harness"))
+        per = Figure(1 / waits, 0.0, None)
+        rows.append(
+            (
+                build,
+                _us(_scaled(aio, per)),
+                _us(_scaled(plain, per)),
+                _us(_scaled(harness, per)),
+                _us(_scaled(aio - harness, per)),
+                _us(_scaled(plain - harness, per)),
+                _ratio(aio - harness, plain - harness),
+                _ratio(aio, plain),
+                _trust(cores, aio, plain, harness),
             )
-            per = Figure(1 / waits, 0.0, None)
-            poll.append(
-                (
-                    build,
-                    _us(_scaled(aio, per)),
-                    _us(_scaled(plain, per)),
-                    _us(_scaled(harness, per)),
-                    _us(_scaled(aio - harness, per)),
-                    _us(_scaled(plain - harness, per)),
-                    _ratio(aio - harness, plain - harness),
-                    _ratio(aio, plain),
-                    _trust(cores, aio, plain, harness),
-                )
-            )
+        )
+    return Table(
+        "Long-poll CPU per wait against plain asyncio",
+        "10,000 waits on 2,500 keys in one process, 90 % answered by an event, the rest "
+        "timing out: kpurgatory.aio (await purgatory.wait) against a plain-asyncio "
+        "version (a future and a call_later per wait). Harness = the same tasks "
+        "returning at once; library-only = approach - harness. Process CPU per wait.",
+        (
+            "build",
+            "aio",
+            "plain asyncio",
+            "harness",
+            "aio library-only",
+            "plain library-only",
+            "aio / plain, library-only",
+            "aio / plain, total",
+            "trust",
+        ),
+        rows,
+    )
+
+
+def plateau_table(results: dict[str, Any], builds: list[str], cores: int) -> Table:
+    """The proposal's enqueue plateau: the timing wheel against Kafka 0.8's design."""
+    rows = []
+    for build in builds:
         enqueue = results["builds"][build].get("enqueue", {})
         for case, designs in enqueue.get("plateau", {}).items():
             opt, old = designs["optimized"], designs["old"]
@@ -157,7 +262,7 @@ def tables(results: dict[str, Any]) -> list[Table]:
                 max((p["unfinished"] for p in enqueue["points"] if p["design"] == d), default=0)
                 for d in ("optimized", "old")
             ]
-            plateau.append(
+            rows.append(
                 (
                     build,
                     case,
@@ -168,87 +273,25 @@ def tables(results: dict[str, Any]) -> list[Table]:
                     _saturation(cores, results, opt, old),
                 )
             )
-    return [
-        Table(
-            "Timer add+cancel against asyncio's call_at and a heapq timer",
-            "CPU time per add + cancel of a task due within 10 s while other tasks are "
-            "pending far ahead: the optimized SystemTimer, a bare heapq timer, asyncio's "
-            "loop.call_at + TimerHandle.cancel in a running loop. Ratio below 1: the "
-            "optimized timer is cheaper.",
-            (
-                "build",
-                "pending",
-                "optimized",
-                "bare heap",
-                "asyncio call_at",
-                "optimized / bare heap",
-                "optimized / asyncio",
-                "trust",
-            ),
-            add_cancel,
+    return Table(
+        "The proposal's enqueue plateau against Kafka 0.8's design",
+        "Kafka's purgatory benchmark on a real clock (timeout 200 ms, 3 keys of 100): "
+        "the highest achieved enqueue rate over a sweep of target rates, the timing "
+        "wheel (optimized) against Kafka 0.8's delay queue (old). Left behind: the most "
+        "requests of one point neither completed nor expired 30 s after its last "
+        "request. One sweep: no spread; loaded = the run's load average reached the "
+        "number of cores.",
+        (
+            "build",
+            "case",
+            "optimized",
+            "old",
+            "optimized / old",
+            "left behind, optimized / old",
+            "trust",
         ),
-        Table(
-            "Full lifecycle at three sizes",
-            "n tasks added at once with log-normal delays (median 200 ms), 90 % cancelled "
-            "before they are due, the rest expiring as a manual clock walks in 5 ms steps; "
-            "garbage collector on. Throughput = n / CPU time. Ratio above 1: the optimized "
-            "timer is faster.",
-            (
-                "build",
-                "tasks",
-                "optimized tasks/s",
-                "bare heap tasks/s",
-                "optimized / bare heap",
-                "trust",
-            ),
-            lifecycle,
-        ),
-        Table(
-            "Memory per pending task",
-            "tracemalloc peak over the lifecycle above, divided by n (the task objects "
-            "included): one traced run each, so no spread.",
-            ("build", "tasks", "optimized", "bare heap", "optimized / bare heap"),
-            memory,
-        ),
-        Table(
-            "Long-poll CPU per wait against plain asyncio",
-            "10,000 waits on 2,500 keys in one process, 90 % answered by an event, the rest "
-            "timing out: kpurgatory.aio (await purgatory.wait) against a plain-asyncio "
-            "version (a future and a call_later per wait). Harness = the same tasks "
-            "returning at once; library-only = approach - harness. Process CPU per wait.",
-            (
-                "build",
-                "aio",
-                "plain asyncio",
-                "harness",
-                "aio library-only",
-                "plain library-only",
-                "aio / plain, library-only",
-                "aio / plain, total",
-                "trust",
-            ),
-            poll,
-        ),
-        Table(
-            "The proposal's enqueue plateau against Kafka 0.8's design",
-            "Kafka's purgatory benchmark on a real clock (timeout 200 ms, 3 keys of 100): "
-            "the highest achieved enqueue rate over a sweep of target rates, the timing "
-            "wheel (optimized) against Kafka 0.8's delay queue (old). Left behind: the most "
-            "requests of one point neither completed nor expired 30 s after its last "
-            "request. One sweep: no spread; loaded = the run's load average reached the "
-            "number of cores.",
-            (
-                "build",
-                "case",
-                "optimized",
-                "old",
-                "optimized / old",
-                "left behind, optimized / old",
-                "trust",
-            ),
-            plateau,
-        ),
-    ]
+        rows,
+    )
 
 
 def _scaled(figure: Figure, by: Figure) -> Figure:

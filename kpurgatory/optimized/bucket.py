@@ -1,6 +1,8 @@
 """Buckets of the timing wheel: Kafka's ``TimerTaskList``, and ``TimerTaskEntry`` folded
 into the task.
 
+Rules: R1, R10-R12.
+
 Kafka allocates a ``TimerTaskEntry`` per ``add`` and points the task at it. Here the
 task *is* its entry: ``TimerTask`` derives from ``TimerTaskEntry``, whose four slots
 (due time, holder, next, prev) carry one scheduling at a time. That saves one object
@@ -18,13 +20,10 @@ and waits for its hand-over turn, R11), or None.
 Every bucket of a timer shares one ``TaskCounter``: the number of entries linked into
 any bucket at any level, i.e. the timer's ``size`` (R12).
 
-Inlined copies: the timer's hot paths inline the bodies of ``TimerTaskList.add``
-and ``set_expiration`` (in ``TimingWheel.add`` and ``SystemTimer.add``), ``remove`` (in
-``TimerTask.cancel``) and ``flush`` (in ``SystemTimer.advance_clock``): a Python call
-costs as much as the whole list operation (measured in docs/performance.md). The methods
-here stay the definitions, used by the rarer paths and the tests; a change to one must
-be made to its inlined copy too (the equivalence machines, ``_check`` and the mutants of
-tests/mutants cover both).
+The methods of ``TimerTaskList`` are the only definitions of the bucket operations: the
+wheel links with ``add`` and ``set_expiration``, ``cancel`` unlinks with ``remove``, and
+the drain empties a bucket with ``flush``. (They were once inlined into the timer's hot
+paths; docs/performance.md records the measurement that took the copies out.)
 
 Locking: a bucket has no lock of its own. Every method here is called with the owning
 timer's lock held (``holder.lock``), and that lock is re-entrant (``threading.RLock``),
@@ -237,10 +236,9 @@ class TimerTaskList(EntryHolder):
         re-entrant ``flush``): an entry it adds here is flushed too. O(n + cost of f).
         """
         root = self.root
-        remove = self.remove
         head = root._entry_next
         while head is not root:
-            remove(head)
+            self.remove(head)
             f(head)
             head = root._entry_next
         self.expiration = NO_EXPIRATION

@@ -1,5 +1,7 @@
 """The delay queue of buckets (Kafka's ``DelayQueue<TimerTaskList>``).
 
+Rules: R7.
+
 A binary heap of the buckets that hold (or held) entries, keyed by bucket expiration
 (the start of the bucket's slot). The wheel offers a bucket only when its expiration
 changes, and ``flush`` resets it after ``poll`` took it out, so a bucket is in the heap

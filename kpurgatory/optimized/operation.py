@@ -1,7 +1,9 @@
 """The optimized ``DelayedOperation``: a timer task of the wheel that completes exactly once.
 
-Behaviour is that of ``kpurgatory.reference.operation`` (R16-R21: CAS completed flag,
-``run`` holding the operation lock as in Kafka 4.1, ``safe_try_complete`` skipping a
+Rules: R16-R21, R30, R34, R38, R40, R41, R48, R56, R58, R61, R66, R67.
+
+Behaviour is that of ``kpurgatory.reference.operation`` (CAS completed flag, ``run``
+holding the operation lock (R21) as in Kafka 4.1, ``safe_try_complete`` skipping a
 completed operation as in Kafka 4.0, the 1.1-2.6 ``maybe_try_complete`` loop); the
 difference is the base class, the optimized ``TimerTask``, so ``force_complete``'s
 ``cancel`` is an O(1) unlink from a wheel bucket, and the three flags (completed,

@@ -1,6 +1,8 @@
 """The optimized timer: ``TimerTask`` and ``SystemTimer`` on a hierarchical timing wheel.
 
-Same API and observable behaviour as ``kpurgatory.reference.timer`` (R1-R15); the
+Rules: R1-R12, R14, R15, R35, R37, R39, R43, R44, R53, R64, R65.
+
+Same API and observable behaviour as ``kpurgatory.reference.timer``; the
 schedule is Kafka's structure instead of one flat dict: a ``TimingWheel`` with lazily
 created overflow levels, buckets that are circular linked lists, a delay queue of
 buckets, and a task counter shared by every bucket. ``add`` and ``cancel`` are O(1)
@@ -67,7 +69,6 @@ from kpurgatory.clock import MonotonicClock, deadline_reader
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.bucket import (
-    NO_EXPIRATION,
     UNLINKED,
     HandOver,
     TaskCounter,
@@ -158,9 +159,9 @@ class TimerTask(TimerTaskEntry, metaclass=abc.ABCMeta):
 
         Idempotent; ``size`` drops at once. A run already handed over is not stopped; a
         task that has left the schedule but whose hand-over turn has not come is not
-        handed over (R11). O(1): detach from the holder (bucket or drain) under the
-        holder's lock. Reference equivalent: ``_pending.pop`` under the reference's
-        global lock.
+        handed over (R11). O(1): ``holder.remove`` (``TimerTaskList.remove`` or
+        ``HandOver.remove``) under the holder's lock. Reference equivalent:
+        ``_pending.pop`` under the reference's global lock.
         """
         while True:
             holder = self._entry_list
@@ -170,18 +171,7 @@ class TimerTask(TimerTaskEntry, metaclass=abc.ABCMeta):
             lock.acquire()  # acquire/release: half the cost of a ``with`` block on an RLock
             try:
                 if self._entry_list is holder:  # else re-added or cancelled meanwhile: re-read
-                    if type(holder) is TimerTaskList:
-                        # TimerTaskList.remove inlined (the common case: a linked task)
-                        prev = self._entry_prev
-                        nxt = self._entry_next
-                        prev._entry_next = nxt
-                        nxt._entry_prev = prev
-                        self._entry_next = UNLINKED
-                        self._entry_prev = UNLINKED
-                        self._entry_list = None
-                        holder.counter.value -= 1
-                    else:
-                        holder.remove(self)
+                    holder.remove(self)
                     return
             finally:
                 lock.release()
@@ -198,6 +188,47 @@ operation module adds its own), for ``TimerTask.__init_subclass__``."""
 
 ABSTRACT_CLASSES: Final[dict[type, tuple[str, ...]]] = {TimerTask: ("run",)}
 """Task classes that cannot be instantiated, with their unimplemented methods."""
+
+
+class Drain(HandOver):
+    """What one drain of ``advance_clock`` collected, and the holder of those entries.
+
+    ``flush(bucket)`` is one turn of docs/algorithm.md's drain loop: advance the wheel
+    to the bucket's expiration and flush the bucket through ``take``, Kafka's
+    ``addTimerTaskEntry``: re-add the entry to the wheel (a cascade to a finer level)
+    or, if it is due on the lowest wheel, collect it. A collected entry's holder is
+    this ``Drain`` (a ``HandOver``) until its hand-over turn (R11).
+
+    Reference equivalent: the list the reference drain pops due entries into. Cost:
+    one object per drain; O(1) per entry taken.
+    """
+
+    __slots__ = ("cascades", "collected", "wheel")
+
+    def __init__(self, lock: AbstractLock, wheel: TimingWheel) -> None:
+        super().__init__(lock)
+        self.wheel = wheel
+        self.collected: list[TimerTaskEntry] = []
+        self.cascades = 0
+
+    def flush(self, bucket: TimerTaskList) -> None:
+        """Advance the wheel to ``bucket``'s expiration, then flush it through ``take``."""
+        expiration = bucket.expiration
+        if expiration is None:
+            raise AssertionError(f"drain: {bucket!r} was queued without an expiration")
+        wheel = self.wheel
+        wheel.advance_clock(expiration)
+        if wheel.current_time != expiration:  # else a cascade would re-link here forever
+            raise AssertionError(f"drain: the wheel is at {wheel.current_time}, not {expiration}")
+        bucket.flush(self.take)
+
+    def take(self, entry: TimerTaskEntry) -> None:
+        """Re-add ``entry`` to the wheel, or collect it if it is due there (R5)."""
+        if self.wheel.add(entry):
+            self.cascades += 1  # re-linked on a finer level: a cascade
+        else:  # due on the lowest wheel: expired_at_level, i.e. due <= current time
+            entry._entry_list = self
+            self.collected.append(entry)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -368,52 +399,28 @@ class SystemTimer:
                 else:  # a timer built under another lock (tests that rebind it)
                     with old.lock:
                         old.remove(checked)
-            if due > self._current_time:  # not is_due(due, current_time): due <= current
+            if due > self._current_time:  # not is_due(due, current_time): R3
                 checked._entry_due = due
-                # TimingWheel.add inlined, without its "already expired" test, which cannot
-                # fire here: due > current_time (both tick multiples) puts due at least a
-                # tick past the lowest level's time, and a level above is reached only for
-                # a due time past the window below, which ends at or after its own first tick.
-                wheel = self._wheel
-                while due >= wheel.current_time + wheel.interval:  # not fits_level
-                    overflow = wheel.overflow
-                    wheel = overflow if overflow is not None else wheel.add_overflow_wheel()
-                tick = wheel.tick_ms
-                vid = due // tick  # virtual_bucket_id(due, tick)
-                bucket = wheel.buckets[vid % wheel.wheel_size]  # slot_index(vid, wheel_size)
-                root = bucket.root  # TimerTaskList.add inlined (old holder detached above)
-                tail = root._entry_prev
-                checked._entry_next = root
-                checked._entry_prev = tail
-                checked._entry_list = bucket
-                tail._entry_next = checked
-                root._entry_prev = checked
-                self._counter.value += 1
+                self._wheel.add(checked)  # True: due > current_time is not expired (R3)
                 queue = self._queue
-                start = vid * tick  # bucket_expiration(vid, tick)
-                if bucket.expiration != start:  # TimerTaskList.set_expiration inlined
-                    bucket.expiration = start
-                    queue.offer(bucket)
                 if queue.waiters:  # note_scheduled only matters to a waiting drain
                     queue.note_scheduled(due)
                 return
         finally:
             lock.release()
-        self._hand_over(checked)
+        error = self._hand_over(checked)
+        if error is not None:
+            raise error
 
     def advance_clock(self, timeout_ms: IntArg) -> bool:
         """Let up to ``timeout_ms`` pass, then hand over every task due (R4-R8, R11).
 
-        Under the timer lock: wait through the clock (R7), then drain: take out each
-        bucket whose expiration is at or before the drain reading ``now``, advance the
-        wheel to its expiration and flush it, re-adding each entry (it cascades to a
-        finer level) or collecting it if it is due; finally advance the wheel to ``now``
-        (R2). Buckets leave in expiration order and a collected entry's due time equals
-        its bucket's expiration, so the collected list is in non-decreasing due order
-        (R6). Without the lock: hand each collected task over unless it was cancelled or
-        re-added meanwhile (R11). Returns True iff a task was handed over (R8); False at
-        once on a closed timer (R14). Cost: O(log B) per due bucket plus O(1) per entry
-        drained or cascaded. Reference equivalent: scan, sort and pop every due entry.
+        Under the timer lock: wait through the clock (R7, ``_wait``), then drain at the
+        reading ``now`` (``_drain``, the pseudocode of docs/algorithm.md). Without the
+        lock: hand each collected task over unless it was cancelled or re-added
+        meanwhile (R11). Returns True iff a task was handed over (R8); False at once on a
+        closed timer (R14). Cost: O(log B) per due bucket plus O(1) per entry drained or
+        cascaded. Reference equivalent: scan, sort and pop every due entry.
         """
         timeout = (
             timeout_ms
@@ -425,92 +432,78 @@ class SystemTimer:
         try:
             if self._closed:
                 return False
-            queue = self._queue
-            # Counted in as a waiter (what note_scheduled reads) while the clock lets time pass
-            queue.waiters += 1
-            try:
-                now = self._clock.wait(self._condition, timeout, self._next_due)
-            finally:
-                queue.waiters -= 1
-                if not queue.waiters:
-                    queue.target = None
-            self._wake_requested = False
+            now = self._wait(timeout)
             if self._closed:
                 return False
-            wheel = self._wheel
-            heap = queue.heap
-            if not heap or heap[0][0] > now:  # DelayQueue.poll(now) would return None
-                # Nothing due: only the current time moves (the end of a drain, below).
-                tick = self._tick_ms
-                if now >= self._current_time + tick:
-                    # TimingWheel.advance_clock(now) inlined for the lowest level; a level
-                    # above follows only once a whole tick of its own has passed.
-                    moved = now - now % tick
-                    wheel.current_time = moved
-                    overflow = wheel.overflow
-                    if overflow is not None and moved >= overflow.current_time + overflow.tick_ms:
-                        overflow.advance_clock(moved)
-                    self._current_time = moved
-                return False
-            collected: list[TimerTaskEntry] = []
-            append = collected.append
-            marker = HandOver(lock)
-            counter = self._counter
-            cascaded = 0
-            bucket = queue.poll(now)
-            while bucket is not None:
-                expiration = bucket.expiration
-                assert expiration is not None
-                wheel.advance_clock(expiration)
-                # TimerTaskList.flush inlined: unlink each entry from the head, then
-                # re-add it (a cascade to a finer level) or collect it (due now). An entry
-                # due on the lowest wheel is due at once: due <= that wheel's current time.
-                current = wheel.current_time
-                if current != expiration:  # else a cascade would re-link here forever
-                    raise AssertionError(f"drain: the wheel is at {current}, not {expiration}")
-                root = bucket.root
-                entry = root._entry_next
-                while entry is not root:
-                    nxt = entry._entry_next
-                    root._entry_next = nxt
-                    nxt._entry_prev = root
-                    counter.value -= 1
-                    if entry._entry_due <= current:  # expired_at_level on the lowest wheel
-                        entry._entry_next = UNLINKED
-                        entry._entry_prev = UNLINKED
-                        entry._entry_list = marker
-                        append(entry)
-                    else:
-                        entry._entry_list = None
-                        if wheel.add(entry):
-                            cascaded += 1  # re-linked on a finer level: a cascade
-                        else:  # unreachable (the test above is the lowest wheel's)
-                            entry._entry_list = marker
-                            append(entry)
-                    entry = root._entry_next
-                bucket.expiration = NO_EXPIRATION
-                bucket = queue.poll(now)
-            wheel.advance_clock(now)
-            self._current_time = wheel.current_time
-            self._cascades += cascaded
+            drain = self._drain(now)
         finally:
             lock.release()
+        return drain is not None and self._hand_over_collected(drain)
+
+    def _wait(self, timeout: int) -> int:
+        """Let up to ``timeout`` ms pass through the clock (R7); return the drain reading.
+
+        Counted in the delay queue's ``waiters`` (what ``add``'s ``note_scheduled``
+        reads) while the clock waits. Called with the timer lock held; a real clock's
+        wait releases it.
+        """
+        queue = self._queue
+        queue.waiters += 1
+        try:
+            now = self._clock.wait(self._condition, timeout, self._next_due)
+        finally:
+            queue.waiters -= 1
+            if not queue.waiters:
+                queue.target = None
+        self._wake_requested = False
+        return now
+
+    def _drain(self, now: int) -> Drain | None:
+        """Take every due task out of the schedule at reading ``now``; under the timer lock.
+
+        docs/algorithm.md's drain: each bucket whose expiration is at or before ``now``
+        leaves the delay queue in expiration order, the wheel advances to its expiration
+        and the bucket is flushed into the ``Drain`` (each entry cascades to a finer
+        level or is collected); then the wheel, and with it the current time, advance
+        to ``now`` (R2). Buckets leave in expiration order and a collected entry's due
+        time is its bucket's expiration, so the collected list is in non-decreasing due
+        order (R6). Returns the ``Drain``, or None if no bucket was due. Cost: O(log B)
+        per due bucket plus O(1) per entry.
+        """
+        queue, wheel = self._queue, self._wheel
+        drain: Drain | None = None  # none allocated while nothing is due (most steps)
+        bucket = queue.poll(now)
+        while bucket is not None:
+            if drain is None:
+                drain = Drain(self._lock, wheel)
+            drain.flush(bucket)
+            bucket = queue.poll(now)
+        wheel.advance_clock(now)
+        self._current_time = wheel.current_time
+        if drain is not None:
+            self._cascades += drain.cascades
+        return drain
+
+    def _hand_over_collected(self, drain: Drain) -> bool:
+        """Hand over each task ``drain`` collected that is still its own (R11), in order.
+
+        Runs without the timer lock. A task cancelled, re-added or collected by another
+        drain since is skipped. What ``submit`` raises is collected and raised once all
+        were handed over (R53). Returns True iff a task was handed over (R8).
+        """
         handed_over = False
         errors: list[BaseException] | None = None
-        submit = self._executor.submit
-        for entry in collected:
+        for entry in drain.collected:
             if self._closed:
                 break  # closed by a task of this drain: nothing more is handed over (R64)
-            if entry._entry_list is not marker:
+            if entry._entry_list is not drain:
                 continue  # cancelled, re-added or collected again before its turn (R11)
             task: TimerTask = entry  # type: ignore[assignment]  # only a root is a bare entry
-            try:  # SystemTimer._hand_over inlined
-                submit(run_logged, task, logger)
-            except BaseException as exc:  # the other tasks are handed over first (R53)
-                if not (self._closed and isinstance(exc, RuntimeError)):  # R65
-                    if errors is None:
-                        errors = []
-                    errors.append(not_handed_over(exc, task))
+            error = self._hand_over(task)
+            if error is not None:  # the other tasks are handed over first (R53)
+                if errors is None:
+                    errors = []
+                errors.append(error)
             handed_over = True
         if errors is not None:
             raise_collected(errors, f"the drain of timer {self._name!r}")
@@ -521,6 +514,10 @@ class SystemTimer:
         with self._lock:
             self._wake_requested = True
             self._queue.wake_all()
+
+    # close, await_termination, __enter__ and __exit__ repeat the reference timer's on
+    # purpose: the optimized package imports nothing from the reference, and a mypyc
+    # class cannot derive from a pure-Python mixin the two could share.
 
     def close(self) -> None:
         """Stop the timer (R14): idempotent; scheduled tasks will never run.
@@ -605,13 +602,15 @@ class SystemTimer:
     def _interrupted(self) -> bool:
         return self._closed or self._wake_requested
 
-    def _hand_over(self, task: TimerTask) -> None:
-        """Submit ``task``; a refusal is the call's error unless the timer was closed
-        meanwhile (R65). Reference equivalent: ``SystemTimer._hand_over``."""
+    def _hand_over(self, task: TimerTask) -> BaseException | None:
+        """Submit ``task`` to the executor; return what ``submit`` raised, with a note
+        (``not_handed_over``), or None. A refusal is the call's error unless the timer was
+        closed meanwhile (R65): then the task stays unrun, as every task of a closed
+        timer (R14). Reference equivalent: ``SystemTimer._hand_over`` (which raises)."""
         try:
             self._executor.submit(run_logged, task, logger)
         except BaseException as exc:
             if self._closed and isinstance(exc, RuntimeError):
-                return  # the timer was closed meanwhile: the task stays unrun (R14)
-            not_handed_over(exc, task)
-            raise
+                return None
+            return not_handed_over(exc, task)
+        return None

@@ -1,5 +1,7 @@
 """The hierarchical timing wheel (Kafka's ``TimingWheel``), exact to the spec's arithmetic.
 
+Rules: R3.
+
 A wheel has ``wheel_size`` buckets of ``tick_ms`` each, spanning ``interval =
 tick_ms * wheel_size``. Its ``current_time`` is a multiple of its tick. An entry due at
 ``d`` goes to the lowest wheel whose window holds it:
@@ -113,7 +115,7 @@ def advanced_time(current_time: int, time_ms: int, tick_ms: int) -> int:
     post: __return__ == max(current_time, time_ms - time_ms % tick_ms)
     """
     if time_ms >= current_time + tick_ms:
-        return round_down(time_ms, tick_ms)
+        return time_ms - time_ms % tick_ms  # round_down(time_ms, tick_ms), see below
     return current_time
 
 
@@ -184,62 +186,37 @@ class TimingWheel:
         (``expired_at_level``); the caller then hands it over. A bucket whose expiration
         changes (it was not queued) is offered to the delay queue. O(1) per level.
         Reference equivalent: ``self._pending[entry] = None`` after ``is_due``.
-
-        The module's helpers are inlined here (a call each per level is most of the cost
-        of an add): each inlined expression is the body of the helper named in its
-        comment, with the local names substituted; the helper remains the definition
-        (with the contract CrossHair checks, and tests/optimized/test_wheel.py's tests).
-        ``SystemTimer.add`` inlines this method in turn, without the "already expired"
-        test (it cannot fire for a task due after the timer's current time); the drain's
-        cascades call it.
         """
         due = entry._entry_due
         wheel = self
-        while True:
-            current = wheel.current_time
-            tick = wheel.tick_ms
-            if due < current + tick:  # expired_at_level(due, current, tick)
-                return False
-            if due < current + wheel.interval:  # fits_level(due, current, wheel.interval)
-                vid = due // tick  # virtual_bucket_id(due, tick)
-                bucket = wheel.buckets[vid % wheel.wheel_size]  # slot_index(vid, wheel_size)
-                # TimerTaskList.add inlined: detach, append at the tail, count
-                holder = entry._entry_list
-                if holder is not None:
-                    holder.remove(entry)
-                root = bucket.root
-                tail = root._entry_prev
-                entry._entry_next = root
-                entry._entry_prev = tail
-                entry._entry_list = bucket
-                tail._entry_next = entry
-                root._entry_prev = entry
-                bucket.counter.value += 1
-                start = vid * tick  # bucket_expiration(vid, tick)
-                if bucket.expiration != start:  # TimerTaskList.set_expiration inlined
-                    bucket.expiration = start
-                    wheel.queue.offer(bucket)
-                return True
+        while not fits_level(due, wheel.current_time, wheel.interval):
             overflow = wheel.overflow
             wheel = overflow if overflow is not None else wheel.add_overflow_wheel()
+        # Kafka tests "expired" before "fits" on each level. Only the first level can
+        # answer yes (an expired due time fits its level, and one past a level's window
+        # lies at least a tick past the next level's current time): one test suffices.
+        if expired_at_level(due, wheel.current_time, wheel.tick_ms):
+            return False
+        vid = virtual_bucket_id(due, wheel.tick_ms)
+        bucket = wheel.buckets[slot_index(vid, wheel.wheel_size)]
+        bucket.add(entry)
+        if bucket.set_expiration(bucket_expiration(vid, wheel.tick_ms)):
+            wheel.queue.offer(bucket)
+        return True
 
     def advance_clock(self, time_ms: int) -> None:
         """Move every level's current time to ``time_ms`` rounded down to its tick.
 
-        A level moves only when a whole tick of its own has passed (Kafka's rule); an
-        overflow wheel receives the rounded time of the level below. O(levels). An idle
-        ``SystemTimer.advance_clock`` inlines the lowest level and calls this for the
-        levels above only when they move.
+        A level moves only when a whole tick of its own has passed (``advanced_time``,
+        Kafka's rule); an overflow wheel receives the rounded time of the level below,
+        and a level that does not move leaves the levels above unmoved. O(levels).
         """
         wheel: TimingWheel | None = self
         while wheel is not None:
-            tick = wheel.tick_ms
-            # advanced_time(current, time_ms, tick) inlined: move once a whole tick passed
-            if time_ms < wheel.current_time + tick:
+            moved = advanced_time(wheel.current_time, time_ms, wheel.tick_ms)
+            if moved == wheel.current_time:
                 return
-            moved = time_ms - time_ms % tick  # round_down(time_ms, tick)
-            wheel.current_time = moved
-            time_ms = moved
+            wheel.current_time = time_ms = moved
             wheel = wheel.overflow
 
     def levels(self) -> list[TimingWheel]:
@@ -274,63 +251,76 @@ class TimingWheel:
                 raise AssertionError(f"{where}: interval {wheel.interval} != tick * wheel_size")
             if len(wheel.buckets) != size:
                 raise AssertionError(f"{where}: {len(wheel.buckets)} buckets, not {size}")
-            overflow = wheel.overflow
-            if overflow is not None:
-                if overflow.tick_ms != wheel.interval:
-                    raise AssertionError(
-                        f"{where}: overflow tick {overflow.tick_ms} != interval {wheel.interval}"
-                    )
-                if overflow.wheel_size != size:
-                    raise AssertionError(f"{where}: overflow wheel_size {overflow.wheel_size}")
-                if (
-                    overflow.counter is not wheel.counter
-                    or overflow.queue is not wheel.queue
-                    or overflow.lock is not wheel.lock
-                ):
-                    raise AssertionError(f"{where}: overflow does not share counter/queue/lock")
-                if overflow.current_time != round_down(current, overflow.tick_ms):
-                    raise AssertionError(
-                        f"{where}: overflow current time {overflow.current_time} is not "
-                        f"{current} rounded down to {overflow.tick_ms}"
-                    )
-            for slot, bucket in enumerate(wheel.buckets):
-                if bucket.slot != slot or bucket.tick_ms != tick:
-                    raise AssertionError(f"{where}: bucket {slot} has wrong slot/tick labels")
-                if bucket.lock is not wheel.lock:
-                    raise AssertionError(f"{where}: bucket {slot} is guarded by another lock")
-                count = bucket._check()
-                total += count
-                expiration = bucket.expiration
-                is_queued = queued is None or id(bucket) in queued
-                if expiration is None:
-                    if count:
-                        raise AssertionError(f"{where}: bucket {slot} has entries, no expiration")
-                    if queued is not None and is_queued:
-                        raise AssertionError(f"{where}: bucket {slot} queued, no expiration")
-                    continue
-                if not is_queued:
-                    raise AssertionError(
-                        f"{where}: bucket {slot} has expiration {expiration} but is not queued"
-                    )
-                if expiration % tick != 0 or slot_index(expiration // tick, size) != slot:
-                    raise AssertionError(
-                        f"{where}: bucket {slot} expiration {expiration} is not its slot start"
-                    )
-                if not current < expiration < current + wheel.interval:
-                    raise AssertionError(
-                        f"{where}: bucket {slot} expiration {expiration} outside the window "
-                        f"({current}, {current + wheel.interval})"
-                    )
-                for entry in bucket.entries():
-                    if not expiration <= entry._entry_due < expiration + tick:
-                        raise AssertionError(
-                            f"{where}: {entry!r} lies in bucket {slot} [{expiration}, "
-                            f"{expiration + tick})"
-                        )
+            wheel._check_overflow(where)
+            total += wheel._check_buckets(where, queued)
         if total != self.counter.value:
             raise AssertionError(
                 f"task counter {self.counter.value} != {total} entries linked on all levels"
             )
+        return total
+
+    def _check_overflow(self, where: str) -> None:
+        """``_check`` of the link to the overflow wheel: its tick is this interval, its
+        current time this one rounded down, and it shares counter, queue and lock."""
+        size, current = self.wheel_size, self.current_time
+        overflow = self.overflow
+        if overflow is not None:
+            if overflow.tick_ms != self.interval:
+                raise AssertionError(
+                    f"{where}: overflow tick {overflow.tick_ms} != interval {self.interval}"
+                )
+            if overflow.wheel_size != size:
+                raise AssertionError(f"{where}: overflow wheel_size {overflow.wheel_size}")
+            if (
+                overflow.counter is not self.counter
+                or overflow.queue is not self.queue
+                or overflow.lock is not self.lock
+            ):
+                raise AssertionError(f"{where}: overflow does not share counter/queue/lock")
+            if overflow.current_time != round_down(current, overflow.tick_ms):
+                raise AssertionError(
+                    f"{where}: overflow current time {overflow.current_time} is not "
+                    f"{current} rounded down to {overflow.tick_ms}"
+                )
+
+    def _check_buckets(self, where: str, queued: set[int] | None) -> int:
+        """``_check`` of this level's buckets; returns the entries linked in them."""
+        tick, size, current = self.tick_ms, self.wheel_size, self.current_time
+        total = 0
+        for slot, bucket in enumerate(self.buckets):
+            if bucket.slot != slot or bucket.tick_ms != tick:
+                raise AssertionError(f"{where}: bucket {slot} has wrong slot/tick labels")
+            if bucket.lock is not self.lock:
+                raise AssertionError(f"{where}: bucket {slot} is guarded by another lock")
+            count = bucket._check()
+            total += count
+            expiration = bucket.expiration
+            is_queued = queued is None or id(bucket) in queued
+            if expiration is None:
+                if count:
+                    raise AssertionError(f"{where}: bucket {slot} has entries, no expiration")
+                if queued is not None and is_queued:
+                    raise AssertionError(f"{where}: bucket {slot} queued, no expiration")
+                continue
+            if not is_queued:
+                raise AssertionError(
+                    f"{where}: bucket {slot} has expiration {expiration} but is not queued"
+                )
+            if expiration % tick != 0 or slot_index(expiration // tick, size) != slot:
+                raise AssertionError(
+                    f"{where}: bucket {slot} expiration {expiration} is not its slot start"
+                )
+            if not current < expiration < current + self.interval:
+                raise AssertionError(
+                    f"{where}: bucket {slot} expiration {expiration} outside the window "
+                    f"({current}, {current + self.interval})"
+                )
+            for entry in bucket.entries():
+                if not expiration <= entry._entry_due < expiration + tick:
+                    raise AssertionError(
+                        f"{where}: {entry!r} lies in bucket {slot} [{expiration}, "
+                        f"{expiration + tick})"
+                    )
         return total
 
     def __repr__(self) -> str:

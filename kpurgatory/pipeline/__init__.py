@@ -12,11 +12,15 @@
 - ``builds`` and ``executor_python``: which build of ``kpurgatory.optimized`` an
   interpreter runs, and which interpreter the executors replay with (the compiled build
   when there is one: ``pipeline run --executor-python``).
-- ``spark``: the PySpark job (local or cluster): replay in the executors, diff, report.
+- ``spark``: the PySpark job (local or cluster): replay in the executors, diff, report;
+  ``session``: starting Spark for it (session, executors' Python, Java); ``stages``:
+  its stages, timed, with a progress bar.
 - ``report``: aggregates to Parquet, Markdown/HTML and PNG charts.
 - ``cli``: ``kpurgatory pipeline run`` and ``kpurgatory pipeline vectors``
-  (``python -m kpurgatory.pipeline`` and the spark-submit script ``__main__``).
+  (``python -m kpurgatory.pipeline`` and the spark-submit script ``__main__``);
+  ``run``: the body of ``pipeline run``; ``reproduce``: ``kpurgatory replay``, one
+  stream of a run replayed locally.
 
-Only ``spark`` and ``report`` import pyspark, pandas, pyarrow or matplotlib (the
+Only ``spark``, ``session`` and ``report`` import pyspark, pandas, pyarrow or matplotlib (the
 ``[pipeline]`` and ``[plot]`` extras); everything else is plain Python.
 """

@@ -7,7 +7,8 @@ its ``sys.path`` (a source checkout on the path shadows an installed compiled pa
 so the pipeline asks the interpreters themselves, with this module:
 
 - ``optimized_build()``: ``"compiled"``, ``"pure"`` or ``"partly compiled"`` for the
-  running process (cached: every stream row records it, at no cost per stream);
+  running process (cached: every stream row records it, at no cost per stream), from
+  ``pure_modules()``, the build probe the benchmarks and CI's compiled job ask too;
 - ``source_digest()``: a SHA-256 over the package's ``.py`` files (relative path and
   bytes), equal for a source tree, the wheel built from it (compiled or not: the wheel
   keeps every ``.py``) and the zip the driver ships to a cluster. Equal digests mean the
@@ -41,6 +42,7 @@ __all__ = [
     "REQUIRED_MODULES",
     "describe",
     "optimized_build",
+    "pure_modules",
     "source_digest",
     "worker_name",
 ]
@@ -50,26 +52,41 @@ REQUIRED_MODULES = ("pyarrow", "pandas")
 modules come from Spark's installation, on the workers' PYTHONPATH)."""
 
 
+def pure_modules(package: str = "kpurgatory.optimized") -> list[str]:
+    """The build probe: the submodules of ``package`` NOT loaded from a native extension.
+
+    Imports every submodule and returns ``"name (file)"`` for each one whose file is
+    Python source; an empty list means every submodule is compiled (mypyc). The one
+    answer to "is the optimized package compiled?" for the pipeline, the benchmarks
+    (``kpurgatory bench``) and CI's compiled job (``python -m kpurgatory.bench.compiled
+    check``).
+    """
+    root = importlib.import_module(package)
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    pure = []
+    for info in pkgutil.iter_modules(root.__path__):
+        module = importlib.import_module(f"{package}.{info.name}")
+        origin = getattr(module, "__file__", None) or ""
+        if not origin.endswith(suffixes):
+            pure.append(f"{module.__name__} ({origin})")
+    return pure
+
+
 @functools.cache
 def optimized_build() -> str:
-    """The build of ``kpurgatory.optimized`` this process runs (imports its modules).
+    """The build of ``kpurgatory.optimized`` this process runs (``pure_modules``).
 
     ``"compiled"`` when every submodule was loaded from a native extension (mypyc),
     ``"pure"`` when none was, ``"partly compiled"`` otherwise (a broken install: some
-    extension failed to load and Python fell back to its ``.py``).
+    extension failed to load and Python fell back to its ``.py``). Cached: every
+    stream row records it.
     """
     package = importlib.import_module("kpurgatory.optimized")
-    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    compiled = pure = 0
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"kpurgatory.optimized.{info.name}")
-        if (getattr(module, "__file__", None) or "").endswith(suffixes):
-            compiled += 1
-        else:
-            pure += 1
-    if compiled and pure:
-        return "partly compiled"
-    return "compiled" if compiled else "pure"
+    modules = sum(1 for _ in pkgutil.iter_modules(package.__path__))
+    pure = len(pure_modules())
+    if pure == 0 and modules:
+        return "compiled"
+    return "pure" if pure == modules else "partly compiled"
 
 
 @functools.cache

@@ -12,15 +12,14 @@ rule), so ``kpurgatory --help`` works without the ``[pipeline]`` extra.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from kpurgatory.cli import at_least
 from kpurgatory.conformance.adapter import DEFAULT_STEP_TIMEOUT_S
-from kpurgatory.workloads import PRESETS, SCENARIOS, GridRow, grid
+from kpurgatory.pipeline.run import GRIDS, grid_rows, run_with
+from kpurgatory.workloads import PRESETS, SCENARIOS
 
 __all__ = [
     "COMMITTED_VECTORS",
@@ -31,16 +30,6 @@ __all__ = [
     "run_with",
     "vectors",
 ]
-
-GRIDS: dict[str, dict[str, Any]] = {
-    "default": {"seeds": tuple(range(1, 8)), "shards": 3, "n_ops": 2000},
-    "small": {"seeds": (1,), "shards": 1, "n_ops": 200},
-}
-"""Named grids (every scenario x every preset x seeds x shards, ``n_ops`` per stream).
-
-``default``: 6 x 4 x 7 x 3 = 504 streams of 2000 operations = 1,008,000 operations.
-``small``: 24 streams of 200 operations (a smoke run in well under a minute).
-"""
 
 DESCRIPTION = """\
 The PySpark pipeline. run: replay the grid through two implementations on Spark, diff
@@ -75,27 +64,6 @@ COMMITTED_VECTORS: dict[str, Any] = {"seeds": (1,), "n_ops": 12, "adversarial_n_
 """What ``kpurgatory pipeline vectors`` writes by default (the set in conformance/vectors/)."""
 
 
-def grid_rows(
-    name: str,
-    *,
-    scenarios: list[str] | None = None,
-    presets: list[str] | None = None,
-    seeds: list[int] | None = None,
-    n_ops: int | None = None,
-) -> list[GridRow]:
-    """The grid called ``name``, optionally narrowed or resized."""
-    if name not in GRIDS:
-        raise ValueError(f"grid must be one of {sorted(GRIDS)}, got {name!r}")
-    spec = GRIDS[name]
-    return grid(
-        scenarios,
-        presets,
-        seeds=tuple(seeds) if seeds else spec["seeds"],
-        shards=spec["shards"],
-        n_ops=n_ops or spec["n_ops"],
-    )
-
-
 def add_parser(subparsers: Any) -> None:
     """Register ``pipeline run`` and ``pipeline vectors``."""
     parser = subparsers.add_parser(
@@ -105,17 +73,17 @@ def add_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
+    add_run_parser(commands)
+    add_vectors_parser(commands)
 
+
+def add_run_parser(commands: Any) -> None:
+    """Register ``pipeline run``: what to replay, where, and against what."""
     run_parser = commands.add_parser(
         "run",
         help="replay and diff the grid on Spark, report",
         description=RUN_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    run_parser.add_argument(
-        "--master",
-        help="Spark master: local[N], local[*] (default), local-cluster[N,cores,MB] or "
-        "spark://host:port; under spark-submit the submit's --master is used",
     )
     run_parser.add_argument(
         "--grid",
@@ -149,6 +117,19 @@ def add_parser(subparsers: Any) -> None:
     run_parser.add_argument(
         "--ops", type=at_least(1), help="operations per stream (default: the grid's)"
     )
+    add_spark_options(run_parser)
+    add_adapter_options(run_parser)
+    run_parser.add_argument("--quiet", action="store_true", help="no progress display")
+    run_parser.set_defaults(func=run)
+
+
+def add_spark_options(run_parser: argparse.ArgumentParser) -> None:
+    """``pipeline run``'s options for Spark: master, replay mode, partitions, executors."""
+    run_parser.add_argument(
+        "--master",
+        help="Spark master: local[N], local[*] (default), local-cluster[N,cores,MB] or "
+        "spark://host:port; under spark-submit the submit's --master is used",
+    )
     run_parser.add_argument(
         "--mode",
         default="arrow",
@@ -166,6 +147,10 @@ def add_parser(subparsers: Any) -> None:
         "the compiled build when there is one, else this interpreter), driver (this "
         "interpreter) or an interpreter path",
     )
+
+
+def add_adapter_options(run_parser: argparse.ArgumentParser) -> None:
+    """``pipeline run``'s options for checking a port through its conformance adapter."""
     run_parser.add_argument(
         "--adapter",
         metavar="CMD",
@@ -188,9 +173,10 @@ def add_parser(subparsers: Any) -> None:
         help=f"with --adapter: seconds to wait for each answer (default "
         f"{DEFAULT_STEP_TIMEOUT_S:g}); an adapter that does not answer fails its stream",
     )
-    run_parser.add_argument("--quiet", action="store_true", help="no progress display")
-    run_parser.set_defaults(func=run)
 
+
+def add_vectors_parser(commands: Any) -> None:
+    """Register ``pipeline vectors``: export conformance vectors."""
     vec_parser = commands.add_parser(
         "vectors",
         help="export conformance vectors (JSON)",
@@ -222,245 +208,6 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """``kpurgatory pipeline run``: the whole job; prints where the report is."""
     return run_with(args, None)
-
-
-def run_with(args: argparse.Namespace, session: Any) -> int:
-    """``run`` on ``session`` if given (left running: the tests share one; its executors
-    are as they are, so ``--executor-python`` must be ``auto``), else on a session of its
-    own built from ``--master`` and ``--executor-python`` and stopped at the end."""
-    from kpurgatory.pipeline.executor_python import ExecutorPythonError, select
-    from kpurgatory.pipeline.replay import resolve_impl
-    from kpurgatory.pipeline.spark import (
-        ExecutorEnvironmentError,
-        JavaMissingError,
-        build_session,
-        check_executors,
-        resolve_master,
-        run_pipeline,
-    )
-
-    started = time.perf_counter()
-    port = None
-    try:
-        rows = grid_rows(
-            args.grid,
-            scenarios=args.scenario,
-            presets=args.preset,
-            seeds=args.seed,
-            n_ops=args.ops,
-        )
-        resolve_impl(args.impl_a)
-        if args.adapter is None:
-            resolve_impl(args.impl_b)
-        if session is not None and args.executor_python != "auto":
-            raise ValueError(
-                f"--executor-python {args.executor_python}: a running session's executors "
-                "cannot be changed (only auto with a given session)"
-            )
-        check_out(args.out)
-        master_url = resolve_master(args.master)
-        if session is None:
-            check_master(master_url)
-        if args.adapter is not None:
-            port = check_port(args)
-        elif args.allow is not None:
-            raise ValueError("--allow: known differences are accepted only with --adapter")
-        selected = None if session is not None else select(args.executor_python, master_url)
-    except (ValueError, ExecutorPythonError) as exc:
-        print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
-        return 2
-    impl_b = args.impl_b if port is None else f"adapter {port.command!r}"
-    total = sum(r.n_ops for r in rows)
-    if selected is not None:
-        print(selected.message, flush=True)
-    try:
-        spark = build_session(master_url, executor_python=selected) if session is None else session
-    except (JavaMissingError, ImportError) as exc:
-        print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
-        return 2
-    master = spark.sparkContext.master
-    probes: list[dict[str, Any]] = []
-    if session is None:  # the executors must run the build selected, with the replay's modules
-        try:
-            probes = check_executors(spark, selected)
-        except ExecutorEnvironmentError as exc:
-            spark.stop()
-            print(f"kpurgatory pipeline run: {exc}", file=sys.stderr)
-            return 2
-    print(
-        f"grid {args.grid}: {len(rows)} streams, {total:,} operations; "
-        f"{args.impl_a} vs {impl_b}; master {master}; mode {args.mode}",
-        flush=True,
-    )
-    try:
-        show = not args.quiet and sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
-        result = run_pipeline(
-            spark,
-            rows,
-            impl_a=args.impl_a,
-            impl_b=args.impl_b,
-            mode=args.mode,
-            partitions=args.partitions,
-            out_dir=args.out,
-            show_progress=show,
-            port=port,
-        )
-        cores = spark.sparkContext.defaultParallelism
-    finally:
-        if session is None:
-            spark.stop()
-    from kpurgatory.pipeline.report import (
-        builds_by_worker,
-        builds_line,
-        cpu_throughput,
-        replay_command,
-        write_report,
-        write_run_json,
-    )
-
-    elapsed = time.perf_counter() - started
-    per_minute = result.operations / elapsed * 60
-    workers = builds_by_worker(result.stream_table)
-    replayed_by = builds_line(workers)
-    per_cpu_minute = cpu_throughput(workers)
-    cpu_note = (
-        ""
-        if per_cpu_minute is None
-        else f" (the replay alone: {per_cpu_minute:,.0f} per CPU-minute of the Python workers)"
-    )
-    context = (
-        f"Grid `{args.grid}` ({len(rows)} streams), `{args.impl_a}` (expected) vs "
-        f"`{impl_b}`, Spark master `{master}` ({cores} cores), mode `{args.mode}`, "
-        f"replayed by the {replayed_by}, {elapsed:.0f} s wall including Spark start-up: "
-        f"{per_minute:,.0f} operations replayed (on both) and diffed per minute{cpu_note}."
-    )
-    executors = {
-        "selected": None if selected is None else selected.as_dict(),
-        "probes": probes,
-        "workers": workers,
-    }
-    port_lines: list[str] = []
-    commands: dict[tuple[Any, ...], str] = {}
-    if port is not None:
-        from kpurgatory.pipeline.port_report import port_summary
-
-        port_lines, commands = port_summary(result.stream_table, port, args.out)
-    report = write_report(
-        result,
-        args.out,
-        title="kpurgatory pipeline report",
-        context=context,
-        impl_a=args.impl_a,
-        impl_b=args.impl_b,
-        executors=executors,
-        sections=port_lines,
-        commands=commands,
-    )
-    write_run_json(
-        args.out,
-        {
-            "grid": args.grid,
-            "streams": result.streams,
-            "operations": result.operations,
-            "impl_a": args.impl_a,
-            "impl_b": impl_b,
-            "adapter": None if port is None else port.command,
-            "master": str(master),
-            "cores": cores,
-            "mode": args.mode,
-            "wall_seconds": round(elapsed, 3),
-            "operations_per_minute": round(per_minute),
-            "replay_operations_per_cpu_minute": (
-                None if per_cpu_minute is None else round(per_cpu_minute)
-            ),
-            "stage_seconds": {k: round(v, 3) for k, v in result.stage_seconds.items()},
-            "counterexamples": result.counterexample_count,
-            "model_mismatches": result.model_mismatches,
-            "replayed_by": replayed_by,
-            "executors": executors,
-        },
-    )
-    print(context)
-    if port is not None:
-        print("\n".join(port_lines))
-    for row in result.counterexamples[:10] if port is None else ():
-        print(
-            f"COUNTEREXAMPLE {row['scenario']} {row['preset']} seed {row['seed']} shard "
-            f"{row['shard']}: {row['reason']}\n"
-            f"  reproduce: {replay_command(row, args.impl_a, args.impl_b)}"
-        )
-    verdict = "no differences" if result.ok else f"{result.counterexample_count} counterexample(s)"
-    print(
-        f"{verdict}; report: {report.resolve()} (and report.html, run.json, Parquet tables, "
-        "PNG charts)"
-    )
-    return 0 if result.ok and result.model_mismatches == 0 else 1
-
-
-def check_out(out: Path) -> None:
-    """``ValueError`` naming ``--out`` unless the report can be written in ``out``: an
-    existing folder takes a file, else its nearest existing parent is a writable folder
-    (nothing is created here: a run refused leaves no trace)."""
-    if out.exists():
-        probe = out / ".kpurgatory-write-check"
-        try:
-            probe.write_text("", encoding="utf-8")
-            probe.unlink()
-        except OSError as exc:
-            raise ValueError(f"--out {out}: cannot write the report there: {exc}") from None
-        return
-    parent = out.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out}: cannot create it: {parent} is not a writable folder")
-
-
-def check_master(master: str, timeout_s: float = 5.0) -> None:
-    """``ValueError`` naming ``--master`` if a ``spark://`` master does not accept a TCP
-    connection within ``timeout_s`` (Spark itself would retry for minutes)."""
-    import socket
-
-    if not master.startswith("spark://"):
-        return
-    last: OSError | None = None
-    for address in master.removeprefix("spark://").split(","):
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"--master {master}: want spark://HOST:PORT")
-        try:
-            socket.create_connection((host, int(port)), timeout=timeout_s).close()
-            return
-        except OSError as exc:
-            last = exc
-    raise ValueError(f"--master {master}: cannot reach the Spark master: {last}")
-
-
-def check_port(args: argparse.Namespace) -> Any:
-    """The ``Port`` of ``--adapter``, ``--allow`` and ``--step-timeout``, after the adapter
-    answered one ``init`` on this machine; ``ValueError`` naming the option otherwise."""
-    from kpurgatory.conformance.adapter import AdapterProcess, probe
-    from kpurgatory.pipeline.ports import Port
-    from kpurgatory.spec.known_differences import resolve
-
-    if args.mode != "arrow":
-        raise ValueError(f"--mode {args.mode}: --adapter replays in mode arrow only")
-    if args.allow is not None:
-        try:
-            resolve(args.allow)
-        except ValueError as exc:
-            raise ValueError(f"--allow: {exc}") from None
-    if not args.step_timeout > 0:
-        raise ValueError(f"--step-timeout must be > 0, got {args.step_timeout}")
-    try:
-        adapter = AdapterProcess(args.adapter, step_timeout_s=args.step_timeout)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"--adapter: {exc}") from None
-    with adapter:
-        unusable = probe(adapter)
-    if unusable is not None:
-        raise ValueError(f"--adapter {args.adapter!r} did not answer an init step: {unusable}")
-    return Port(args.adapter, args.allow, args.step_timeout)
 
 
 def vectors(args: argparse.Namespace) -> int:

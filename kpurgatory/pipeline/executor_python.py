@@ -313,23 +313,7 @@ def select(
     if "error" in me:
         raise ExecutorPythonError(f"the driver {me['error']}")
     if not (is_local_master(master) or is_local_cluster_master(master)):
-        if choice != "auto":
-            raise ExecutorPythonError(
-                f"{OPTION} {choice}: only for local[...] and local-cluster[...] masters "
-                f"(executors on this machine); on master {master} the executors' Python comes "
-                "with the cluster (PYSPARK_PYTHON, or a packed environment shipped with "
-                "spark-submit --archives: docs/pipeline.md)"
-            )
-        python = environ.get("PYSPARK_PYTHON", "python3 (PYSPARK_PYTHON unset)")
-        return ExecutorPython(
-            executable=python,
-            chosen_by="cluster",
-            build="pure",
-            digest=str(me["digest"]),
-            message=f"executors replay with the pure build: master {master} runs the "
-            f"cluster's Python ({python}) on kpurgatory's sources, shipped by the driver",
-            set_interpreter=False,
-        )
+        return _cluster(choice, master, me, environ)
     if choice == "driver":
         return _driver(me, OPTION, f"{OPTION} driver")
     if choice != "auto":
@@ -340,6 +324,38 @@ def select(
         return _driver(me, "auto", "auto: it runs the compiled build")
     if candidates is None:
         candidates = compiled_candidates(project_root())
+    return _auto(candidates, me, environ)
+
+
+def _cluster(
+    choice: str, master: str, me: Mapping[str, Any], environ: Mapping[str, str]
+) -> ExecutorPython:
+    """A cluster master's executors: the cluster's Python, on the sources the driver
+    ships (only ``auto`` is allowed there)."""
+    if choice != "auto":
+        raise ExecutorPythonError(
+            f"{OPTION} {choice}: only for local[...] and local-cluster[...] masters "
+            f"(executors on this machine); on master {master} the executors' Python comes "
+            "with the cluster (PYSPARK_PYTHON, or a packed environment shipped with "
+            "spark-submit --archives: docs/pipeline.md)"
+        )
+    python = environ.get("PYSPARK_PYTHON", "python3 (PYSPARK_PYTHON unset)")
+    return ExecutorPython(
+        executable=python,
+        chosen_by="cluster",
+        build="pure",
+        digest=str(me["digest"]),
+        message=f"executors replay with the pure build: master {master} runs the "
+        f"cluster's Python ({python}) on kpurgatory's sources, shipped by the driver",
+        set_interpreter=False,
+    )
+
+
+def _auto(
+    candidates: Sequence[Path], me: Mapping[str, Any], environ: Mapping[str, str]
+) -> ExecutorPython:
+    """``auto`` with a pure driver: the first of ``candidates`` that runs the compiled
+    build of the driver's sources, else the driver itself (saying why)."""
     reasons = []
     for candidate in candidates:
         if not candidate.is_file():

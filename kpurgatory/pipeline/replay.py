@@ -11,8 +11,9 @@ conformance driver, in virtual time (ManualClock, InlineExecutor), and returns:
   ``kpurgatory.pipeline.costs`` (Kafka's bucket delay queue vs a per-request heap), plus
   peaks of pending and watched operations and purge counts.
 
-The Spark job calls this inside its executors; ``kpurgatory replay`` calls it locally to
-reproduce a counterexample; the tests compare the two row for row.
+The Spark job calls this inside its executors; ``kpurgatory replay``
+(``kpurgatory.pipeline.reproduce``) calls it locally to reproduce a counterexample;
+the tests compare the two row for row.
 """
 
 from __future__ import annotations
@@ -315,15 +316,12 @@ def replay_sides(
         raise ValueError("steps must start with an init step")
     started = time.perf_counter()
     init = steps[0]
-    model = WheelModel(init.tick_ms, init.wheel_size, init.start_ms)
-    heap = HeapModel()
+    costs = _CostModels(init)
     outcomes_a, outcomes_b = _Outcomes(), _Outcomes()
     divergence: tuple[int, str] | None = None
     clock = init.clock_ms
-    mismatches = purges = peak_watched = timed = 0
-    last_purged = 0
     execute_a, execute_b = side_a.execute, side_b.execute
-    observe_a, observe_b = outcomes_a.observe, outcomes_b.observe
+    observe_a, observe_b, follow = outcomes_a.observe, outcomes_b.observe, costs.follow
     stopped = False
     try:
         for index, step in enumerate(steps):
@@ -344,76 +342,100 @@ def replay_sides(
                 clock += step.ms  # type: ignore[union-attr]
             observe_a(step, obs_a, clock)
             observe_b(step, obs_b, clock)
-            # -- the cost models follow the reference side's observations
-            events_a = obs_a[2]
-            if kind is Watch and ok_a and obs_a[0] is False:
-                assert isinstance(step, Watch)
-                expiration = clock + step.delay_ms
-                timed += 1
-                heap.offer(clock, expiration)
-                placed = model.add(step.operation, expiration)
-                if placed == (step.operation in _expired_labels(obs_a)):
-                    mismatches += 1
-            for event in events_a:
-                if event[0] == "completed" and event[3] != "expiry":
-                    model.cancel(event[1])
-            if kind is CancelForKey and ok_a:
-                for label in obs_a[0]:
-                    model.cancel(label)
-            if ok_a and kind in _DRAINS:
-                fired = set(model.drain(clock))
-                mismatches += len(fired ^ _expired_labels(obs_a))
-            state_a = obs_a[4]
-            if state_a is not None and state_a[2] > peak_watched:
-                peak_watched = state_a[2]
-            purged = side_a.purgatory.num_purged  # O(1): exact purge count
-            if purged > last_purged:
-                purges += 1
-                last_purged = purged
+            follow(step, kind, obs_a, ok_a, clock, side_a.purgatory.num_purged)
         if divergence is None and compare_final:
-            final_a, final_b = side_a.state(), side_b.state()
-            if final_a != final_b:
-                divergence = (
-                    len(steps),
-                    "final state: " + state_difference(State(*final_a), State(*final_b)),
-                )
+            divergence = _final_divergence(side_a, side_b, len(steps))
         impl_counters = _impl_counters(side_b)
     finally:
         side_a.close()
         side_b.close()
-    heap_offers, heap_polls, peak_heap, heap_cost = heap.finish()
-    counters = {
-        "steps": len(steps),
-        "ops": len(outcomes_a.ops),
-        "timed_ops": timed,
-        "bucket_offers": model.bucket_offers,
-        "bucket_polls": model.bucket_polls,
-        "empty_bucket_polls": model.empty_polls,
-        "cascades": model.cascades,
-        "fired": model.fired,
-        "due_at_once": model.due_at_once,
-        "peak_bucket_queue": model.peak_queue,
-        "bucket_queue_cost": model.queue_cost,
-        "wheel_levels": len(model.levels),
-        "heap_offers": heap_offers,
-        "heap_polls": heap_polls,
-        "peak_heap": peak_heap,
-        "heap_cost": heap_cost,
-        "peak_pending": model.peak_pending,
-        "peak_watched": peak_watched,
-        "purges": purges,
-        "purged_ops": last_purged,
-        "model_mismatches": mismatches,
-    }
     return StreamReplay(
-        outcomes_a.rows(model),
-        outcomes_b.rows(model),
+        outcomes_a.rows(costs.model),
+        outcomes_b.rows(costs.model),
         divergence,
-        counters,
+        costs.counters(len(steps), len(outcomes_a.ops)),
         impl_counters,
         time.perf_counter() - started,
         stopped,
     )
+
+
+def _final_divergence(side_a: Side, side_b: Side, steps: int) -> tuple[int, str] | None:
+    """The divergence of the two sides' states after the last of ``steps``, if any."""
+    final_a, final_b = side_a.state(), side_b.state()
+    if final_a == final_b:
+        return None
+    return steps, "final state: " + state_difference(State(*final_a), State(*final_b))
+
+
+class _CostModels:
+    """The cost models of one stream (Kafka's wheel, a per-request heap) and its peak
+    and purge counts, fed from the reference side's observations step by step."""
+
+    __slots__ = ("heap", "last_purged", "mismatches", "model", "peak_watched", "purges", "timed")
+
+    def __init__(self, init: Init) -> None:
+        self.model = WheelModel(init.tick_ms, init.wheel_size, init.start_ms)
+        self.heap = HeapModel()
+        self.mismatches = self.purges = self.peak_watched = self.timed = self.last_purged = 0
+
+    def follow(
+        self, step: Step, kind: type, obs_a: Compact, ok_a: bool, clock: int, purged: int
+    ) -> None:
+        """Feed one step's side-a observation ``obs_a`` (``ok_a``: it raised nothing) at
+        virtual time ``clock``; ``purged``: side a's ``num_purged`` after the step."""
+        model = self.model
+        if kind is Watch and ok_a and obs_a[0] is False:
+            assert isinstance(step, Watch)
+            expiration = clock + step.delay_ms
+            self.timed += 1
+            self.heap.offer(clock, expiration)
+            placed = model.add(step.operation, expiration)
+            if placed == (step.operation in _expired_labels(obs_a)):
+                self.mismatches += 1
+        for event in obs_a[2]:
+            if event[0] == "completed" and event[3] != "expiry":
+                model.cancel(event[1])
+        if kind is CancelForKey and ok_a:
+            for label in obs_a[0]:
+                model.cancel(label)
+        if ok_a and kind in _DRAINS:
+            fired = set(model.drain(clock))
+            self.mismatches += len(fired ^ _expired_labels(obs_a))
+        state_a = obs_a[4]
+        if state_a is not None and state_a[2] > self.peak_watched:
+            self.peak_watched = state_a[2]
+        if purged > self.last_purged:  # num_purged is O(1) and exact
+            self.purges += 1
+            self.last_purged = purged
+
+    def counters(self, steps: int, ops: int) -> dict[str, int]:
+        """The stream's cost counters (``COUNTER_NAMES``) once every step was fed."""
+        model = self.model
+        heap_offers, heap_polls, peak_heap, heap_cost = self.heap.finish()
+        return {
+            "steps": steps,
+            "ops": ops,
+            "timed_ops": self.timed,
+            "bucket_offers": model.bucket_offers,
+            "bucket_polls": model.bucket_polls,
+            "empty_bucket_polls": model.empty_polls,
+            "cascades": model.cascades,
+            "fired": model.fired,
+            "due_at_once": model.due_at_once,
+            "peak_bucket_queue": model.peak_queue,
+            "bucket_queue_cost": model.queue_cost,
+            "wheel_levels": len(model.levels),
+            "heap_offers": heap_offers,
+            "heap_polls": heap_polls,
+            "peak_heap": peak_heap,
+            "heap_cost": heap_cost,
+            "peak_pending": model.peak_pending,
+            "peak_watched": self.peak_watched,
+            "purges": self.purges,
+            "purged_ops": self.last_purged,
+            "model_mismatches": self.mismatches,
+        }
 
 
 _CLOCK_MOVES: frozenset[type] = frozenset({Advance, ClockAdvance, PurgatoryAdvance})

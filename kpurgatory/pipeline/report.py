@@ -80,48 +80,80 @@ def _table_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 
 def _charts(result: PipelineResult, out: Path) -> list[tuple[str, str]]:
+    """Draw the report's PNG charts into ``out``; (file name, caption) of each."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    cells = _Cells(result.summary)
+    return [
+        _grouped_bars(
+            cells,
+            out,
+            "expired_fraction",
+            "Expired fraction",
+            "fraction of operations",
+            "expired.png",
+        ),
+        _grouped_bars(
+            cells,
+            out,
+            "lateness_p99_ms",
+            "Virtual lateness of expired operations, p99 (at_ms - deadline)",
+            "ms",
+            "lateness.png",
+        ),
+        _cascades_chart(cells, result.deciles, out),
+        _delay_queue_chart(cells, out),
+    ]
 
-    summary, deciles = result.summary, result.deciles
-    charts: list[tuple[str, str]] = []
-    scenarios = sorted(summary["scenario"].unique())
-    presets = sorted(summary["preset"].unique())
-    width = 0.8 / max(1, len(presets))
 
-    def cell(column: str, scenario: str, preset: str) -> float:
+class _Cells:
+    """The summary table by scenario and preset: the charts' grid of cells."""
+
+    def __init__(self, summary: pd.DataFrame) -> None:
+        self.summary = summary
+        self.scenarios = sorted(summary["scenario"].unique())
+        self.presets = sorted(summary["preset"].unique())
+
+    def cell(self, column: str, scenario: str, preset: str) -> float:
+        """``column`` summed over the rows of ``scenario`` and ``preset``."""
+        summary = self.summary
         return float(
             summary[(summary.scenario == scenario) & (summary.preset == preset)][column].sum()
         )
 
-    def grouped_bars(column: str, title: str, ylabel: str, name: str) -> None:
-        fig, ax = plt.subplots(figsize=(10, 4.5))
-        for offset, preset in enumerate(presets):
-            values = [cell(column, s, preset) for s in scenarios]
-            ax.bar([i + offset * width for i in range(len(scenarios))], values, width, label=preset)
-        ax.set_xticks([i + width * (len(presets) - 1) / 2 for i in range(len(scenarios))])
-        ax.set_xticklabels(scenarios, rotation=15)
-        ax.set_title(title)
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize="small")
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=100)
-        plt.close(fig)
-        charts.append((name, title))
 
-    grouped_bars("expired_fraction", "Expired fraction", "fraction of operations", "expired.png")
-    grouped_bars(
-        "lateness_p99_ms",
-        "Virtual lateness of expired operations, p99 (at_ms - deadline)",
-        "ms",
-        "lateness.png",
-    )
+def _grouped_bars(
+    cells: _Cells, out: Path, column: str, title: str, ylabel: str, name: str
+) -> tuple[str, str]:
+    """A bar per scenario and preset of ``column``, grouped by scenario."""
+    import matplotlib.pyplot as plt
 
+    scenarios, presets = cells.scenarios, cells.presets
+    width = 0.8 / max(1, len(presets))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for offset, preset in enumerate(presets):
+        values = [cells.cell(column, s, preset) for s in scenarios]
+        ax.bar([i + offset * width for i in range(len(scenarios))], values, width, label=preset)
+    ax.set_xticks([i + width * (len(presets) - 1) / 2 for i in range(len(scenarios))])
+    ax.set_xticklabels(scenarios, rotation=15)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=100)
+    plt.close(fig)
+    return name, title
+
+
+def _cascades_chart(cells: _Cells, deciles: pd.DataFrame, out: Path) -> tuple[str, str]:
+    """Cascades per operation by deadline decile, a panel per scenario."""
+    import matplotlib.pyplot as plt
+
+    scenarios = cells.scenarios
     fig, axes = plt.subplots(2, (len(scenarios) + 1) // 2, figsize=(13, 7), squeeze=False)
     for ax, scenario in zip(axes.flat, scenarios, strict=False):
-        for preset in presets:
+        for preset in cells.presets:
             part = deciles[(deciles.scenario == scenario) & (deciles.preset == preset)]
             ax.plot(part["decile"], part["cascades_per_op"], marker="o", label=preset)
         ax.set_title(scenario, fontsize="medium")
@@ -132,21 +164,25 @@ def _charts(result: PipelineResult, out: Path) -> list[tuple[str, str]]:
     fig.tight_layout()
     fig.savefig(out / "cascades_by_decile.png", dpi=100)
     plt.close(fig)
-    charts.append(("cascades_by_decile.png", "Cascades per operation by deadline decile"))
+    return "cascades_by_decile.png", "Cascades per operation by deadline decile"
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
-    labels = [f"{s}\n{p}" for s in scenarios for p in presets]
+
+def _delay_queue_chart(cells: _Cells, out: Path) -> tuple[str, str]:
+    """Delay-queue work per request: Kafka's bucket queue against a heap of requests."""
+    import matplotlib.pyplot as plt
+
+    pairs = [(s, p) for s in cells.scenarios for p in cells.presets]
+    labels = [f"{s}\n{p}" for s, p in pairs]
     x = range(len(labels))
-
-    def pick(column: str) -> list[float]:
-        return [cell(column, s, p) for s in scenarios for p in presets]
-
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     for ax, (bucket_col, heap_col, title) in (
         (left, ("bucket_queue_ops_per_request", "heap_ops_per_request", "queue ops / request")),
         (right, ("bucket_queue_cost_per_request", "heap_cost_per_request", "log2 cost / request")),
     ):
-        ax.bar([i - 0.2 for i in x], pick(bucket_col), 0.4, label="bucket queue (Kafka wheel)")
-        ax.bar([i + 0.2 for i in x], pick(heap_col), 0.4, label="heap of requests")
+        bucket = [cells.cell(bucket_col, s, p) for s, p in pairs]
+        heap = [cells.cell(heap_col, s, p) for s, p in pairs]
+        ax.bar([i - 0.2 for i in x], bucket, 0.4, label="bucket queue (Kafka wheel)")
+        ax.bar([i + 0.2 for i in x], heap, 0.4, label="heap of requests")
         ax.set_xticks(list(x))
         ax.set_xticklabels(labels, rotation=90, fontsize="x-small")
         ax.set_yscale("log")
@@ -156,8 +192,7 @@ def _charts(result: PipelineResult, out: Path) -> list[tuple[str, str]]:
     fig.tight_layout()
     fig.savefig(out / "delay_queue.png", dpi=100)
     plt.close(fig)
-    charts.append(("delay_queue.png", "Delay-queue work per request"))
-    return charts
+    return "delay_queue.png", "Delay-queue work per request"
 
 
 def builds_by_worker(stream_table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -287,14 +322,40 @@ def write_report(
     if executors is None:
         executors = {"workers": builds_by_worker(result.stream_table)}
     charts = _charts(result, out)
-    headers, rows = _table_rows(result.summary)
+    table = _table_rows(result.summary)
+    lines = [
+        *_markdown_head(result, title, context, sections, executors, table),
+        *_counterexample_lines(result, impl_a, impl_b, commands or {}),
+        "## Charts",
+        "",
+    ]
+    for name, caption in charts:
+        lines += [f"### {caption}", "", f"![{caption}]({name})", ""]
+    markdown = out / "report.md"
+    markdown.write_text("\n".join(lines), encoding="utf-8")
+    (out / "report.html").write_text(
+        _html_page(result, title, context, executors, table, charts), encoding="utf-8"
+    )
+    return markdown
+
+
+def _markdown_head(
+    result: PipelineResult,
+    title: str,
+    context: str,
+    sections: Sequence[str],
+    executors: Mapping[str, Any],
+    table: tuple[list[str], list[list[str]]],
+) -> list[str]:
+    """report.md up to its counterexamples: figures, verdict, sections, executors, summary."""
+    headers, rows = table
     verdict = (
         "**No differences**: every operation had the same outcome, at the same virtual "
         "time, by the same call, and every step's observation agreed."
         if result.ok
         else f"**{result.counterexample_count} counterexample(s)** (see below)."
     )
-    lines = [
+    return [
         f"# {title}",
         "",
         context,
@@ -316,21 +377,39 @@ def write_report(
         *("| " + " | ".join(row) + " |" for row in rows),
         "",
     ]
-    if result.counterexamples:
-        lines += ["## Counterexamples (first ones)", ""]
-        for row in result.counterexamples[:50]:
-            key = (row["scenario"], row["preset"], row["seed"], row["shard"])
-            command = (commands or {}).get(key) or replay_command(row, impl_a, impl_b)
-            lines.append(
-                f"- `{row['scenario']}` `{row['preset']}` seed {row['seed']} shard "
-                f"{row['shard']}: {row['reason']}  \n  reproduce: `{command}`"
-            )
-        lines.append("")
-    lines += ["## Charts", ""]
-    for name, caption in charts:
-        lines += [f"### {caption}", "", f"![{caption}]({name})", ""]
-    markdown = out / "report.md"
-    markdown.write_text("\n".join(lines), encoding="utf-8")
+
+
+def _counterexample_lines(
+    result: PipelineResult,
+    impl_a: str,
+    impl_b: str,
+    commands: Mapping[tuple[Any, ...], str],
+) -> list[str]:
+    """report.md's counterexamples section (the first 50), each with the command that
+    reproduces it; no lines when there are none."""
+    if not result.counterexamples:
+        return []
+    lines = ["## Counterexamples (first ones)", ""]
+    for row in result.counterexamples[:50]:
+        key = (row["scenario"], row["preset"], row["seed"], row["shard"])
+        command = commands.get(key) or replay_command(row, impl_a, impl_b)
+        lines.append(
+            f"- `{row['scenario']}` `{row['preset']}` seed {row['seed']} shard "
+            f"{row['shard']}: {row['reason']}  \n  reproduce: `{command}`"
+        )
+    return [*lines, ""]
+
+
+def _html_page(
+    result: PipelineResult,
+    title: str,
+    context: str,
+    executors: Mapping[str, Any],
+    table: tuple[list[str], list[list[str]]],
+    charts: Sequence[tuple[str, str]],
+) -> str:
+    """report.html: the same figures, summary table, counterexamples and charts."""
+    headers, rows = table
     body = [
         f"<h1>{html.escape(title)}</h1>",
         f"<p>{html.escape(context)}</p>",
@@ -354,12 +433,10 @@ def write_report(
         body.append(
             f"<h3>{html.escape(caption)}</h3><img src='{name}' alt='{html.escape(caption)}'>"
         )
-    (out / "report.html").write_text(
+    return (
         "<!doctype html><html><head><meta charset='utf-8'><title>"
         + html.escape(title)
         + "</title></head><body>"
         + "\n".join(body)
-        + "</body></html>\n",
-        encoding="utf-8",
+        + "</body></html>\n"
     )
-    return markdown

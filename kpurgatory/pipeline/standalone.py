@@ -125,33 +125,15 @@ def standalone_cluster(
     """
     if workers < 1 or cores < 1:
         raise ValueError(f"workers and cores must be >= 1, got {workers} and {cores}")
-    launcher = spark_class()
+    command = spark_class()
     folder = log_dir or Path(tempfile.mkdtemp(prefix="kpurgatory-standalone-"))
     folder.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
-    env.pop("SPARK_HOME", None)  # spark-class finds the package's own
     port = _free_port()
     cluster = Cluster(f"spark://127.0.0.1:{port}", folder)
-
-    def launch(name: str, *argv: str) -> Path:
-        log = folder / f"{name}.log"
-        with log.open("wb") as handle:
-            cluster.processes.append(
-                subprocess.Popen(
-                    [str(launcher), *argv],
-                    stdout=handle,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=env,
-                    cwd=folder,
-                    start_new_session=True,  # its own group: stopped with its children
-                )
-            )
-        return log
-
+    launcher = _Launcher(cluster, command)
     deadline = time.monotonic() + timeout_s
     try:
-        master_log = launch(
+        master_log = launcher.launch(
             "master", MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port),
             "--webui-port", "0",
         )  # fmt: skip
@@ -163,7 +145,7 @@ def standalone_cluster(
                 raise ClusterError(f"the master did not listen on {port}:\n{_tail(master_log)}")
             time.sleep(0.5)
         logs = [
-            launch(
+            launcher.launch(
                 f"worker-{number}",
                 WORKER_CLASS,
                 "--host",
@@ -188,6 +170,35 @@ def standalone_cluster(
         yield cluster
     finally:
         _stop(cluster)
+
+
+class _Launcher:
+    """Starts the cluster's processes with Spark's ``spark-class``, each in its own
+    process group, logging to ``<name>.log`` in the cluster's log folder."""
+
+    def __init__(self, cluster: Cluster, command: Path) -> None:
+        self.cluster = cluster
+        self.command = str(command)
+        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+        self.env.pop("SPARK_HOME", None)  # spark-class finds the package's own
+
+    def launch(self, name: str, *argv: str) -> Path:
+        """Start ``spark-class argv...``; return its log file."""
+        folder = self.cluster.log_dir
+        log = folder / f"{name}.log"
+        with log.open("wb") as handle:
+            self.cluster.processes.append(
+                subprocess.Popen(
+                    [self.command, *argv],
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=self.env,
+                    cwd=folder,
+                    start_new_session=True,  # its own group: stopped with its children
+                )
+            )
+        return log
 
 
 def _stop(cluster: Cluster, grace_s: float = 20.0) -> None:

@@ -1,6 +1,7 @@
 """The specification of kpurgatory, as executable Python.
 
-- ``rules``: the numbered rule catalog (R1, R2, ...), mirrored in prose by docs/spec.md.
+- ``rules``: the index of the numbered rules (R1, R2, ...): ids, sections and titles of
+  docs/spec.md, where alone the rules are worded.
 - ``protocols``: the interfaces every implementation provides (``Clock``, ``Timer``, ...).
 - ``arithmetic``: the time arithmetic the rules are stated in, with PEP 316 contracts.
 - ``events``: the event model that machines, replays and conformance vectors record.

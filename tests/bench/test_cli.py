@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kpurgatory.bench.designs import build_label
 from kpurgatory.cli import main
+from kpurgatory.pipeline.builds import optimized_build
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,8 @@ def test_quick_run_writes_results_charts_and_page(
     """results.json holds this build's pyperf suite and sweep; PNG charts; the page has
     every question's table, filled, and no issue numbers."""
     results = json.loads((quick_run / "results.json").read_text(encoding="utf-8"))
-    assert results["mode"] == "quick" and list(results["builds"]) == [build_label()]
-    benchmarks = results["builds"][build_label()]["suite"]["benchmarks"]
+    assert results["mode"] == "quick" and list(results["builds"]) == [optimized_build()]
+    benchmarks = results["builds"][optimized_build()]["suite"]["benchmarks"]
     names = {b["metadata"]["name"] for b in benchmarks}
     assert len(names) == 6 + 6 + 6 + 3
     for png in ("lifecycle.png", "enqueue-high-timeout.png"):
@@ -49,7 +49,7 @@ def test_compare_to_runs_pyperf_compare_to(
     argv = ["bench", "--report-only", "--out", str(quick_run), "--compare-to", str(results)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert f"{build_label()} build:" in out and "+0%" in out
+    assert f"{optimized_build()} build:" in out and "+0%" in out
 
 
 def test_report_needs_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kpurgatory.bench import compiled
-from kpurgatory.bench.designs import is_compiled
+from kpurgatory.pipeline import builds
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "setup.py"
@@ -25,7 +25,7 @@ def test_expected_build_is_compiled() -> None:
     """Under the compiled job every optimized module comes from an extension module."""
     if os.environ.get("KPURGATORY_EXPECT_COMPILED") != "1":
         pytest.skip("pure build (KPURGATORY_EXPECT_COMPILED is not 1)")
-    assert is_compiled()
+    assert builds.optimized_build() == "compiled"
     assert compiled.check() == []
 
 
@@ -63,7 +63,7 @@ def test_copy_tree_leaves_the_package_out(tmp_path: Path) -> None:
 
 def test_check_reports_pure_modules_in_a_pure_build() -> None:
     """In a pure build ``check`` lists the optimized modules that are not extensions."""
-    if is_compiled():
+    if builds.optimized_build() == "compiled":
         pytest.skip("compiled build")
     if not (ROOT / "kpurgatory" / "optimized").is_dir():
         pytest.skip("no optimized package")
@@ -90,3 +90,20 @@ def test_compiled_job_compares_the_compiled_optimized_with_the_pure_reference() 
     reference_timer = sys.modules[load("reference").SystemTimer.__module__]
     assert str(optimized_timer.__file__).endswith(".so")
     assert str(reference_timer.__file__).endswith(".py")
+
+
+def test_one_build_probe_answers_bench_pipeline_and_ci(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI's check, the benchmarks' label and the pipeline's build all come from
+    ``pure_modules``: a module loaded from source is listed, and the answers agree."""
+    package = tmp_path / "probe_package"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "plain.py").write_text("", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    listed = builds.pure_modules("probe_package")
+    assert [entry.split(" ")[0] for entry in listed] == ["probe_package.plain"]
+    assert compiled.check("probe_package") == listed
+    assert (builds.optimized_build() == "compiled") == (compiled.check() == [])
+    assert builds.optimized_build() in ("compiled", "pure", "partly compiled")

@@ -16,7 +16,7 @@ import pytest
 
 import kpurgatory.reference as reference
 from kpurgatory import InlineExecutor, ManualClock
-from kpurgatory.bench import old
+from kpurgatory.bench import kafka08
 from kpurgatory.reference.purgatory import REAPER_STEP_MS
 from kpurgatory.spec.events import OperationCompleted, OperationExpired, TaskRan
 from tests.support import Recorder, operation_class, task_class
@@ -51,7 +51,7 @@ def _random_timer_script(impl: ModuleType, seed: int) -> list[tuple[str, int]]:
 def test_old_timer_hands_over_like_the_reference_r1_r4_r5_r6_r11() -> None:
     """Same tasks run at the same clock readings in the same order (its size differs)."""
     for seed in range(5):
-        assert _random_timer_script(old, seed) == _random_timer_script(reference, seed)
+        assert _random_timer_script(kafka08, seed) == _random_timer_script(reference, seed)
 
 
 def _purgatory(impl: ModuleType, clock: ManualClock, purge_interval: int) -> Any:
@@ -64,9 +64,9 @@ def test_old_keeps_completed_operations_in_the_delay_queue_r28_differs() -> None
     """A completed operation stays counted in num_delayed until its due time passes."""
     clock = ManualClock(0)
     recorder = Recorder(clock)
-    with _purgatory(old, clock, 1000) as purgatory, _purgatory(reference, clock, 1000) as ref:
+    with _purgatory(kafka08, clock, 1000) as purgatory, _purgatory(reference, clock, 1000) as ref:
         ops = [
-            operation_class(old)(100, "a", recorder),
+            operation_class(kafka08)(100, "a", recorder),
             operation_class(reference)(100, "a", recorder),
         ]
         for operation, target in zip(ops, (purgatory, ref), strict=True):
@@ -83,8 +83,8 @@ def test_old_purges_by_size_not_by_estimate_r30_differs() -> None:
     """watched >= purge_interval purges the watcher lists; a queue that big purges the queue."""
     clock = ManualClock(0)
     recorder = Recorder(clock)
-    with _purgatory(old, clock, 3) as purgatory:
-        ops = [operation_class(old)(500, f"o{i}", recorder) for i in range(3)]
+    with _purgatory(kafka08, clock, 3) as purgatory:
+        ops = [operation_class(kafka08)(500, f"o{i}", recorder) for i in range(3)]
         for operation in ops:
             purgatory.try_complete_else_watch(operation, ["k"])
         ops[0].force_complete()
@@ -101,9 +101,9 @@ def test_old_reaper_step_expires_one_operation_r31_differs() -> None:
     """0.8's pollExpired: one step hands over at most one due operation."""
     clock = ManualClock(0)
     recorder = Recorder(clock)
-    with _purgatory(old, clock, 1000) as purgatory:
+    with _purgatory(kafka08, clock, 1000) as purgatory:
         for i in range(3):
-            purgatory.try_complete_else_watch(operation_class(old)(10, f"o{i}", recorder), [i])
+            purgatory.try_complete_else_watch(operation_class(kafka08)(10, f"o{i}", recorder), [i])
         clock.advance(10)
         purgatory.timer.expire(0, 1)
         assert len(recorder.names(OperationExpired)) == 1
@@ -115,9 +115,9 @@ def test_old_reaper_step_replaces_the_reference_step_r31_differs() -> None:
     """The reaper's step on ``old`` waits up to 200 ms, then expires one operation only."""
     clock = ManualClock(0)
     recorder = Recorder(clock)
-    with _purgatory(old, clock, 1000) as purgatory:
+    with _purgatory(kafka08, clock, 1000) as purgatory:
         for i in range(3):
-            purgatory.try_complete_else_watch(operation_class(old)(10, f"o{i}", recorder), [i])
+            purgatory.try_complete_else_watch(operation_class(kafka08)(10, f"o{i}", recorder), [i])
         purgatory._reaper_step()
         assert clock.now_ms() == REAPER_STEP_MS
         assert len(recorder.names(OperationExpired)) == 1
@@ -126,12 +126,12 @@ def test_old_reaper_step_replaces_the_reference_step_r31_differs() -> None:
 def test_old_purgatory_refuses_a_reference_timer_r35() -> None:
     """The old purgatory takes only its own delay queue (R35)."""
     with _timer(reference, ManualClock(0)) as timer, pytest.raises(TypeError, match="timer"):
-        old.DelayedOperationPurgatory("p", timer=timer, reaper_enabled=False)
+        kafka08.DelayedOperationPurgatory("p", timer=timer, reaper_enabled=False)
 
 
 def test_old_timer_checks_its_timeout_r35() -> None:
     """advance_clock names the bad argument, as the reference does."""
-    with _timer(old, ManualClock(0)) as timer, pytest.raises(ValueError, match="timeout_ms"):
+    with _timer(kafka08, ManualClock(0)) as timer, pytest.raises(ValueError, match="timeout_ms"):
         timer.advance_clock(-1)
 
 
@@ -147,9 +147,9 @@ def test_old_wakes_the_reaper_only_for_a_new_earliest_entry() -> None:
             super().notify_all()
 
     clock = ManualClock(0)
-    with _timer(old, clock) as timer:
+    with _timer(kafka08, clock) as timer:
         timer._condition = CountingCondition(timer._condition._lock)
         recorder = Recorder(clock)
         for delay in (50, 60, 40, 70, 40):
-            timer.add(task_class(old)(delay, f"t{delay}", recorder))
+            timer.add(task_class(kafka08)(delay, f"t{delay}", recorder))
         assert CountingCondition.notified == 2  # 50 (first head), then 40

@@ -189,11 +189,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "expiry-test-off-by-one",
         _WHEEL,
-        "TimingWheel.add",
-        "if due < current + tick:",
-        "if due <= current + tick:",
+        "expired_at_level",
+        "return due < current_time + tick_ms",
+        "return due <= current_time + tick_ms",
         "Kafka's 'already expired' test with <= : a task due one tick after the current "
-        "time is handed over at once (R3).",
+        "time is handed over at once (R3), and a drain collects it a tick early (R5).",
         _TIMER_FIRST,
     ),
     Mutant(
@@ -218,15 +218,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "flush-keeps-expiration",
-        _TIMER,
-        "SystemTimer.advance_clock",
-        "bucket.expiration = NO_EXPIRATION",
+        _BUCKET,
+        "TimerTaskList.flush",
+        "self.expiration = NO_EXPIRATION",
         "pass",
-        "The drain's flush of a bucket (TimerTaskList.flush, inlined) does not reset the "
-        "bucket's expiration. Invisible from outside in this design "
-        "(the drain advances the wheel to a bucket's expiration before flushing it, so that "
-        "slot never gets the same expiration again); caught by _check(), which the machines "
-        "run after every step.",
+        "The flush of a bucket does not reset the bucket's expiration. Invisible from "
+        "outside in this design (the drain advances the wheel to a bucket's expiration "
+        "before flushing it, so that slot never gets the same expiration again); caught by "
+        "_check(), which the machines run after every step.",
         _TIMER_FIRST,
     ),
     Mutant(
@@ -240,21 +239,20 @@ MUTANTS: tuple[Mutant, ...] = (
         _TIMER_FIRST,
     ),
     Mutant(
-        "cancel-forgets-counter",
+        "cancel-skips-unlink",
         _TIMER,
         "TimerTask.cancel",
-        "holder.counter.value -= 1",
+        "holder.remove(self)",
         "pass",
-        "cancel unlinks the entry (TimerTaskList.remove, inlined) but leaves the shared task "
-        "counter up: size too high (R9, R12).",
+        "cancel leaves the task linked in its bucket: it still runs, and size stays up (R9, R12).",
         _TIMER_FIRST,
     ),
     # ---- timer: more ---------------------------------------------------------------
     Mutant(
         "no-r11-recheck",
         _TIMER,
-        "SystemTimer.advance_clock",
-        "if entry._entry_list is not marker:",
+        "SystemTimer._hand_over_collected",
+        "if entry._entry_list is not drain:",
         "if False:",
         "The drain hands over a task cancelled or re-added after it left the schedule but "
         "before its turn (R11).",
@@ -263,10 +261,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "current-time-not-advanced",
         _TIMER,
-        "SystemTimer.advance_clock",
-        "wheel.advance_clock(now)\n        self._current_time = wheel.current_time\n"
-        "        self._cascades",
-        "self._current_time = wheel.current_time\n        self._cascades",
+        "SystemTimer._drain",
+        "wheel.advance_clock(now)\n    self._current_time",
+        "self._current_time",
         "The wheel's current time is not moved to the drain reading at the end of the "
         "drain, only to dequeued bucket expirations (Kafka's stale current time, R2).",
         _TIMER_FIRST,
@@ -283,9 +280,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "bucket-expires-at-slot-end",
         _WHEEL,
-        "TimingWheel.add",
-        "start = vid * tick",
-        "start = (vid + 1) * tick",
+        "bucket_expiration",
+        "return vid * tick_ms",
+        "return (vid + 1) * tick_ms",
         "A bucket's expiration is the end of its slot instead of the start: its tasks run "
         "a tick late (R5).",
         _TIMER_FIRST,
@@ -301,135 +298,64 @@ MUTANTS: tuple[Mutant, ...] = (
         "it linked in the old bucket (R10): size stays up and it runs a second time.",
         _TIMER_FIRST,
     ),
-    # ---- timer: the inlined hot paths (issue 13) -------------------------------------
+    # ---- timer: the bucket and wheel operations, each defined once ------------------
     Mutant(
-        "idle-drain-keeps-current-time",
+        "drain-skips-wheel-advance",
         _TIMER,
-        "SystemTimer.advance_clock",
-        "if now >= self._current_time + tick:",
-        "if False:",
-        "A drain with nothing due (the fast path) does not move the current time to the "
-        "reading: an add after it judges 'due at once' against a stale time (R2, R3).",
-        _TIMER_FIRST,
-    ),
-    Mutant(
-        "idle-fast-path-skips-due-bucket",
-        _TIMER,
-        "SystemTimer.advance_clock",
-        "heap[0][0] > now:",
-        "heap[0][0] >= now:",
-        "The fast path treats a bucket due exactly at the reading as not due: its tasks "
-        "run a drain late (R5).",
-        _TIMER_FIRST,
-    ),
-    Mutant(
-        "drain-forgets-counter",
-        _TIMER,
-        "SystemTimer.advance_clock",
-        "counter.value -= 1",
+        "Drain.flush",
+        "wheel.advance_clock(expiration)",
         "pass",
-        "The drain unlinks entries from a bucket without counting them out: size too high "
-        "after every drain (R12).",
+        "The drain flushes a bucket without first moving the wheel to its expiration: "
+        "its entries cascade back into the same level (caught by the drain's own check).",
         _TIMER_FIRST,
     ),
     Mutant(
-        "drain-collects-early",
-        _TIMER,
-        "SystemTimer.advance_clock",
-        "if entry._entry_due <= current:",
-        "if entry._entry_due <= current + self._tick_ms:",
-        "The drain's due test is off by a tick: an entry of a cascading bucket due one tick "
-        "after the current time is handed over at once instead of re-added (R5).",
-        _TIMER_FIRST,
-    ),
-    Mutant(
-        "drain-loses-links",
-        _TIMER,
-        "SystemTimer.advance_clock",
-        "nxt._entry_prev = root",
-        "pass",
-        "The drain's inlined unlink leaves the next entry's back link on the removed one: "
-        "a later cancel of it corrupts the bucket (caught by _check()).",
-        _TIMER_FIRST,
-    ),
-    Mutant(
-        "cancel-keeps-links",
-        _TIMER,
-        "TimerTask.cancel",
+        "bucket-remove-keeps-links",
+        _BUCKET,
+        "TimerTaskList.remove",
         "nxt._entry_prev = prev",
         "pass",
-        "cancel's inlined unlink leaves the next entry's back link on the cancelled task "
-        "(caught by _check()).",
+        "Unlinking an entry (cancel, re-add, flush) leaves the next entry's back link on "
+        "the removed one: the bucket is corrupt (caught by _check()).",
         _TIMER_FIRST,
     ),
     Mutant(
-        "wheel-add-forgets-counter",
-        _WHEEL,
-        "TimingWheel.add",
-        "bucket.counter.value += 1",
+        "bucket-add-forgets-counter",
+        _BUCKET,
+        "TimerTaskList.add",
+        "self.counter.value += 1",
         "pass",
-        "The inlined TimerTaskList.add links an entry without counting it: size too low (R12).",
+        "Linking an entry does not count it: size too low (R12).",
+        _TIMER_FIRST,
+    ),
+    Mutant(
+        "expiration-always-changed",
+        _BUCKET,
+        "TimerTaskList.set_expiration",
+        "if self.expiration == expiration_ms:",
+        "if False:",
+        "Every add re-offers its bucket: a bucket is queued twice (caught by the delay "
+        "queue's _check()).",
         _TIMER_FIRST,
     ),
     Mutant(
         "wheel-advance-late",
         _WHEEL,
-        "TimingWheel.advance_clock",
-        "if time_ms < wheel.current_time + tick:",
-        "if time_ms <= wheel.current_time + tick:",
-        "The inlined advanced_time moves a level one tick late: the current time lags the "
-        "drain reading (R2).",
+        "advanced_time",
+        "if time_ms >= current_time + tick_ms:",
+        "if time_ms > current_time + tick_ms:",
+        "A level moves one tick late: the current time lags the drain reading (R2), so an "
+        "add after it judges 'due at once' against a stale time (R3).",
         _TIMER_FIRST,
     ),
     Mutant(
-        "add-window-off-by-one",
-        _TIMER,
-        "SystemTimer.add",
-        "while due >= wheel.current_time + wheel.interval:",
-        "while due > wheel.current_time + wheel.interval:",
-        "add's inlined level search keeps a task due exactly at a level's window end on "
-        "that level, in the slot of the level's current tick: it runs a whole round early "
-        "(R5).",
-        _TIMER_FIRST,
-    ),
-    Mutant(
-        "add-forgets-counter",
-        _TIMER,
-        "SystemTimer.add",
-        "self._counter.value += 1",
-        "pass",
-        "add's inlined TimerTaskList.add links the task without counting it: size too low (R12).",
-        _TIMER_FIRST,
-    ),
-    Mutant(
-        "add-bucket-not-offered",
-        _TIMER,
-        "SystemTimer.add",
-        "queue.offer(bucket)",
-        "pass",
-        "add's inlined set_expiration moves a bucket's expiration without queueing the "
-        "bucket: its tasks never run (R5).",
-        _TIMER_FIRST,
-    ),
-    Mutant(
-        "idle-advance-late",
-        _TIMER,
-        "SystemTimer.advance_clock",
-        "if now >= self._current_time + tick:",
-        "if now > self._current_time + tick:",
-        "A drain with nothing due (the inlined TimingWheel.advance_clock) moves the current "
-        "time one tick late: an add after it judges 'due at once' against a stale time "
-        "(R2, R3).",
-        _TIMER_FIRST,
-    ),
-    Mutant(
-        "idle-drain-leaves-overflow",
-        _TIMER,
-        "SystemTimer.advance_clock",
-        "overflow.advance_clock(moved)",
-        "pass",
-        "A drain with nothing due moves the lowest level only: the levels above keep a "
-        "stale time, so a long delay added later lands a round off (R1, R5; _check).",
+        "fits-window-off-by-one",
+        _WHEEL,
+        "fits_level",
+        "return due < current_time + interval",
+        "return due <= current_time + interval",
+        "A task due exactly at a level's window end stays on that level, in the slot of "
+        "the level's current tick: it runs a whole round early (R5).",
         _TIMER_FIRST,
     ),
     Mutant(
@@ -438,8 +364,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "TimerTaskList.remove",
         "self.counter.value -= 1",
         "pass",
-        "Unlinking an entry from a bucket (a re-add of a scheduled task) leaves the shared "
-        "counter up: size too high (R10, R12).",
+        "Unlinking an entry from a bucket (a cancel, a re-add, a flush) leaves the shared "
+        "counter up: size too high (R9, R10, R12).",
         _TIMER_FIRST,
     ),
     # ---- operation and purgatory: the issue's list -----------------------------------

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from kpurgatory.bench.designs import is_compiled
 from kpurgatory.optimized import timer as timer_module
 from kpurgatory.optimized.bucket import HandOver, TaskCounter, TimerTaskEntry, TimerTaskList
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.optimized.timer import SystemTimer
 from kpurgatory.optimized.wheel import TimingWheel
+from kpurgatory.pipeline.builds import optimized_build
 from tests.optimized.helpers import Task, manual_timer
 
 DELAYS = (5, 5, 30, 31, 500, 10_000)
@@ -235,18 +235,23 @@ def test_check_raises_on_the_corruption(name: str) -> None:
         check(timer)
 
 
-SOURCES: dict[str, Callable[..., object]] = {
-    "bucket": TimerTaskList._check,
-    "wheel": TimingWheel._check,
-    "queue": DelayQueue._check,
-    "timer": SystemTimer._check,
+SOURCES: dict[str, tuple[Callable[..., object], ...]] = {
+    "bucket": (TimerTaskList._check,),
+    "wheel": (TimingWheel._check, TimingWheel._check_overflow, TimingWheel._check_buckets),
+    "queue": (DelayQueue._check,),
+    "timer": (SystemTimer._check,),
 }
+"""Each structure's ``_check`` and the helpers it delegates to."""
 
 
-@pytest.mark.skipif(is_compiled(), reason="the mypyc build has no source to count in")
+@pytest.mark.skipif(
+    optimized_build() == "compiled", reason="the mypyc build has no source to count in"
+)
 @pytest.mark.parametrize("structure", sorted(SOURCES))
 def test_every_assertion_has_a_corruption_case(structure: str) -> None:
-    """As many cases as ``raise AssertionError`` statements in that ``_check``."""
-    raises = len(re.findall(r"raise AssertionError", inspect.getsource(SOURCES[structure])))
+    """As many cases as ``raise AssertionError`` statements in that ``_check`` (and the
+    helpers it delegates to)."""
+    source = "".join(inspect.getsource(function) for function in SOURCES[structure])
+    raises = len(re.findall(r"raise AssertionError", source))
     cases = sum(1 for case in CASES.values() if case.structure == structure)
     assert cases == raises, f"{structure}: {raises} assertions, {cases} corruption cases"

@@ -216,12 +216,12 @@ def test_expired_at_level_is_is_due_on_tick_multiples(
     tick=st.integers(min_value=1, max_value=50),
     size=st.integers(min_value=2, max_value=16),
 )
-def test_inlined_add_places_tasks_where_the_helpers_say(
+def test_add_places_tasks_where_the_helpers_say(
     start: int, delay: int, tick: int, size: int
 ) -> None:
-    """R1/R3: ``SystemTimer.add`` and ``TimingWheel.add`` inline the arithmetic helpers;
-    the hand-over decision, level, slot and bucket expiration they produce are the ones the
-    helpers (the definitions, with their contracts) compute."""
+    """R1/R3: the hand-over decision, level, slot and bucket expiration ``SystemTimer.add``
+    produces (through ``TimingWheel.add``) are the ones the arithmetic helpers (the
+    definitions, with their contracts) compute."""
     log: list[str] = []
     with manual_timer(tick, size, start) as timer:
         task = Task(delay, "t", log)

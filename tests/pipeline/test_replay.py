@@ -11,8 +11,8 @@ from kpurgatory import reference
 from kpurgatory.cli import main
 from kpurgatory.conformance.driver import PUBLIC_API
 from kpurgatory.pipeline.replay import replay_stream, resolve_impl
+from kpurgatory.pipeline.reproduce import replay
 from kpurgatory.pipeline.rows import replay_rows
-from kpurgatory.replay import replay
 from kpurgatory.workloads import PRESETS, SCENARIOS, stream_steps
 from tests.support import implementation_names
 

@@ -19,6 +19,7 @@ from kpurgatory.pipeline.report import (
     cpu_throughput,
     write_report,
 )
+from kpurgatory.pipeline.reproduce import replay
 from kpurgatory.pipeline.rows import COLUMNS, replay_rows
 from kpurgatory.pipeline.spark import (
     JavaMissingError,
@@ -26,7 +27,6 @@ from kpurgatory.pipeline.spark import (
     replay_dataframe,
     run_pipeline,
 )
-from kpurgatory.replay import replay
 from kpurgatory.workloads import GridRow, grid
 
 TINY = grid(["join_group", "fetch_long_poll", "adversarial"], ["tiny", "tick5"], (1,), 1, 25)

@@ -43,6 +43,7 @@ def _shared(name: str, area: str) -> PortBug:
     return PortBug(name, area, mutant.description, (mutant,))
 
 
+_BUCKET = "kpurgatory.optimized.bucket"
 _WHEEL = "kpurgatory.optimized.wheel"
 _TIMER = "kpurgatory.optimized.timer"
 _QUEUE = "kpurgatory.optimized.delay_queue"
@@ -70,16 +71,12 @@ PORT_BUGS: tuple[PortBug, ...] = (
     _shared("bucket-expires-at-slot-end", "wheel placement"),
     _shared("wrong-overflow-tick", "overflow"),
     _shared("bucket-not-reoffered", "overflow"),
-    _shared("add-bucket-not-offered", "wheel placement"),
+    _shared("expiration-always-changed", "wheel placement"),
     # ---- the drain: cascade order, current time, R11 -----------------------------------
     _shared("poll-off-by-one", "drain"),
-    _shared("drain-collects-early", "cascade"),
+    _shared("drain-skips-wheel-advance", "cascade"),
     _shared("no-r11-recheck", "R11 stale entries"),
     _shared("current-time-not-advanced", "current time"),
-    _shared("idle-drain-keeps-current-time", "current time"),
-    _shared("idle-fast-path-skips-due-bucket", "drain"),
-    _shared("idle-advance-late", "current time"),
-    _shared("idle-drain-leaves-overflow", "overflow"),
     _shared("wheel-advance-late", "current time"),
     _new(
         "current-time-after-hand-over",
@@ -89,18 +86,20 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "current time, so the new task is bucketed and runs a drain late (R2, R3).",
         (
             _TIMER,
-            "SystemTimer.advance_clock",
-            "            wheel.advance_clock(now)\n"
-            "            self._current_time = wheel.current_time\n",
+            "SystemTimer._drain",
+            "        wheel.advance_clock(now)\n        self._current_time = wheel.current_time\n",
             "",
         ),
         (
             _TIMER,
             "SystemTimer.advance_clock",
-            "            handed_over = True\n        if errors is not None:",
-            "            handed_over = True\n        with lock:\n"
-            "            wheel.advance_clock(now)\n"
-            "            self._current_time = wheel.current_time\n        if errors is not None:",
+            "        return drain is not None and self._hand_over_collected(drain)\n",
+            "        try:\n"
+            "            return drain is not None and self._hand_over_collected(drain)\n"
+            "        finally:\n"
+            "            with lock:\n"
+            "                self._wheel.advance_clock(now)\n"
+            "                self._current_time = self._wheel.current_time\n",
         ),
     ),
     _new(
@@ -111,24 +110,33 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             _TIMER,
             "SystemTimer.advance_clock",
-            "                bucket.expiration = NO_EXPIRATION\n",
-            "                bucket.expiration = NO_EXPIRATION\n                cascaded += 0\n"
-            "                self._dequeued = True\n",
-        ),
-        (
-            _TIMER,
-            "SystemTimer.advance_clock",
-            "        handed_over = False\n",
-            "        handed_over = bool(getattr(self, '_dequeued', False))\n"
-            "        self._dequeued = False\n",
+            "        return drain is not None and self._hand_over_collected(drain)\n",
+            "        return drain is not None and (self._hand_over_collected(drain) or True)\n",
         ),
     ),
     # ---- counts, cancel, re-add, close, next_due_time --------------------------------
-    _shared("cancel-forgets-counter", "size"),
-    _shared("drain-forgets-counter", "size"),
-    _shared("add-forgets-counter", "size"),
+    _shared("cancel-skips-unlink", "cancel"),
+    _shared("bucket-add-forgets-counter", "size"),
     _shared("bucket-remove-forgets-counter", "re-add"),
-    _shared("readd-keeps-old-entry", "re-add"),
+    _new(
+        "readd-keeps-old-entry",
+        "re-add",
+        "Re-adding a task neither unlinks its old scheduling nor detaches it when linking "
+        "it again: it stays in its old bucket as well, so it runs twice and size stays up "
+        "(R10, R12).",
+        (
+            _TIMER,
+            "SystemTimer.add",
+            "                if old.lock is lock:\n                    old.remove(checked)",
+            "                if old.lock is lock:\n                    pass",
+        ),
+        (
+            _BUCKET,
+            "TimerTaskList.add",
+            "        if current is not None:\n            current.remove(entry)\n",
+            "",
+        ),
+    ),
     _shared("next-due-is-bucket-expiration", "next_due_time"),
     _new(
         "close-forgets-tasks",

@@ -1,4 +1,4 @@
-"""Kafka 0.8's purgatory, the design the timing wheel replaced (the proposal's ``old``).
+"""Kafka 0.8's purgatory, the design the timing wheel replaced (the proposal's ``old`` design).
 
 From the "Purgatory Redesign Proposal" and Kafka 0.8.2's ``RequestPurgatory``: the timer
 is a delay queue (a binary heap) of *operations*; a completed operation is left in it

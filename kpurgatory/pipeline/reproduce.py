@@ -1,5 +1,8 @@
 """``kpurgatory replay``: reproduce one pipeline stream locally, without Spark.
 
+The command around ``kpurgatory.pipeline.replay`` (the differential replay of one stream,
+which the Spark executors run for every stream of a grid).
+
 Given the grid row a counterexample names (scenario, preset, seed, shard, operations),
 it regenerates the step stream, replays it through the implementation under test and the
 expectation with every observation compared (state read after every step), and prints
