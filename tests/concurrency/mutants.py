@@ -192,7 +192,7 @@ LOCK_PATCHES: tuple[Mutant, ...] = (
     Mutant(
         "opt-purge-without-shard-lock",
         f"{_O}.purgatory",
-        "DelayedOperationPurgatory._purge_candidates",
+        "DelayedOperationPurgatory._unlink_ids",
         "with shard.lock:",
         "if True:",
         "(a) the purge unlinks its candidates from a shard's watcher lists without the shard lock.",
@@ -201,7 +201,7 @@ LOCK_PATCHES: tuple[Mutant, ...] = (
         "opt-purge-scan-without-shard-lock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory._purge_scan",
-        "with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it",
+        "with shard.lock:",
         "if True:",
         "(a) the full scan (after the purge candidates overflowed) walks each shard's "
         "watcher lists without the shard lock.",
@@ -324,8 +324,14 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "ref-drain-unlocked",
         f"{_R}.timer",
         "SystemTimer.advance_clock",
-        "        with _STATE_LOCK:\n            if entry.task._entry is not entry:",
-        "        if True:\n            if entry.task._entry is not entry:",
+        "        with _STATE_LOCK:\n"
+        "            if self._closed:\n"
+        "                break  # closed by a task of this drain: nothing more is handed over (R64)\n"
+        "            if entry.task._entry is not entry:",
+        "        if True:\n"
+        "            if self._closed:\n"
+        "                break\n"
+        "            if entry.task._entry is not entry:",
         "The reference drain checks and clears a task's entry without the lock: a re-add "
         "between the check and the clear is lost (survived the sampled mutation run).",
     ),

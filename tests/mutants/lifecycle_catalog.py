@@ -54,8 +54,8 @@ SHARED_BUGS: tuple[SharedBug, ...] = (
                 "retry-escapes-rollback/reference",
                 "reference.purgatory",
                 "DelayedOperationPurgatory._submit",
-                "if not operation._is_finished() and operation._owner is self:",
-                "if False:",
+                "with self._undone_on_error(operation, undo):  # part of the submission (R54)",
+                "if True:",
             ),
             _patch(
                 "retry-escapes-rollback/optimized",
