@@ -326,7 +326,8 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "SystemTimer.advance_clock",
         "        with _STATE_LOCK:\n"
         "            if self._closed:\n"
-        "                break  # closed by a task of this drain: nothing more is handed over (R64)\n"
+        "                break  # closed by a task of this drain: "
+        "nothing more is handed over (R64)\n"
         "            if entry.task._entry is not entry:",
         "        if True:\n"
         "            if self._closed:\n"
