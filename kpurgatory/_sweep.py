@@ -10,8 +10,12 @@ it is, several as one ``BaseExceptionGroup`` (an ``ExceptionGroup`` when all are
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
-__all__ = ["key_failed_in_purge", "not_handed_over", "raise_collected"]
+R = TypeVar("R")
+
+__all__ = ["KeyFailedError", "key_failed_in_purge", "keyed", "not_handed_over", "raise_collected"]
 
 
 def raise_collected(errors: list[BaseException] | None, what: str) -> None:
@@ -30,6 +34,23 @@ def not_handed_over(exc: BaseException, task: object) -> BaseException:
     if isinstance(exc, Exception):
         exc.add_note(f"the executor's submit raised: timer task {task!r} was not handed over")
     return exc
+
+
+class KeyFailedError(Exception):
+    """A key's own ``__hash__`` or ``__eq__`` raised ``error`` during a purge (R67)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def keyed(call: Callable[..., R], *args: object) -> R:
+    """``call(*args)``, a dict operation that hashes or compares a user's key, with what
+    the key raises wrapped in ``KeyFailedError``: a purge tells the key's errors from its own."""
+    try:
+        return call(*args)
+    except BaseException as exc:
+        raise KeyFailedError(exc) from exc
 
 
 def key_failed_in_purge(

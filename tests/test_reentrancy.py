@@ -21,6 +21,7 @@ import pytest
 from kpurgatory import ManualClock
 from kpurgatory.executors import InlineExecutor
 from kpurgatory.sync import AtomicFlag
+from tests.support import KnockStagingLock
 
 Hook = Callable[[Any], object]
 
@@ -117,6 +118,38 @@ def test_r64_shutdown_from_try_complete_refuses_the_submission(impl: ModuleType)
     op.hooks["try_complete"] = [None, lambda op: purgatory.shutdown()]
     with pytest.raises(RuntimeError, match="shut down"):
         purgatory.try_complete_else_watch(op, ["a", "b"])
+    assert purgatory.watched == 0 and purgatory.num_delayed == 0
+    assert not op.is_completed and not op.is_abandoned
+
+
+@pytest.mark.parametrize("timer_enabled", [True, False])
+def test_r64_shutdown_from_the_first_try_refuses_the_submission(
+    impl: ModuleType, timer_enabled: bool
+) -> None:
+    """Also with no timer to refuse the add (R33): the submission checks the purgatory
+    itself before its timer step, so an awaiting caller is never left with an operation
+    watched in a purgatory that is gone."""
+    purgatory = inline_purgatory(impl, ManualClock(0), timer_enabled=timer_enabled)
+    op = hooked_operation(impl)(50)
+    op.hooks["try_complete"] = [lambda op: purgatory.shutdown()]
+    with pytest.raises(RuntimeError, match="shut down"):
+        purgatory.try_complete_else_watch(op, ["a"])
+    assert purgatory.watched == 0 and purgatory.num_delayed == 0
+
+
+def test_r64_shutdown_from_the_knocked_retry_refuses_the_submission(impl: ModuleType) -> None:
+    """The R41 retry is part of the submission (R54): a shutdown from its
+    ``try_complete`` refuses the submission too, rolled back."""
+    purgatory = inline_purgatory(impl, ManualClock(0))
+    op = hooked_operation(impl)(50, KnockStagingLock())
+    op.hooks["try_complete"] = [
+        None,
+        lambda op: op.maybe_try_complete(),  # a knock while the submission holds the lock
+        lambda op: purgatory.shutdown(),  # the retry it left to the submission
+    ]
+    with pytest.raises(RuntimeError, match="shut down"):
+        purgatory.try_complete_else_watch(op, ["a"])
+    assert op.calls["try_complete"] == 3
     assert purgatory.watched == 0 and purgatory.num_delayed == 0
     assert not op.is_completed and not op.is_abandoned
 

@@ -55,7 +55,7 @@ from kpurgatory._checks import (
     watch_key_list,
 )
 from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
-from kpurgatory._sweep import key_failed_in_purge, raise_collected
+from kpurgatory._sweep import KeyFailedError, key_failed_in_purge, keyed, raise_collected
 from kpurgatory._typing import BoolArg, IntArg, StrArg, TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.optimized._mypyc import mypyc_attr
@@ -344,14 +344,14 @@ class DelayedOperationPurgatory(Generic[T]):
         return False
 
     def _submit(self, operation: T, keys: tuple[Hashable, ...]) -> bool:
-        """R22 under the operation's lock, rolled back if it raises (R38); then R41's retry.
+        """R22 under the operation's lock, step for step as the reference's ``_submit``.
 
-        Reference equivalent: ``DelayedOperationPurgatory._submit`` (same sequence)."""
-        shards = self._shards
-        num_shards = self._num_shards
-        op_id = id(operation)
+        The reference logs each step's undo in an ``UndoLog``; here that log is inlined as
+        what ``_fail`` needs to know (counted as unfinished, keys watched, counted in the
+        estimate), so a submission allocates no log, and the reference's two context
+        managers are written out as ``try`` blocks. Cost: O(1) per key plus the timer add."""
         watched = 0
-        counted = entered = False
+        entered = estimated = False
         lock = operation._lock
         try:
             lock.acquire()
@@ -359,78 +359,112 @@ class DelayedOperationPurgatory(Generic[T]):
             operation._release_submission()
             raise
         try:
-            try:
-                if operation._abandoned:  # abandoned between the claim and the lock (R40)
-                    return False
-                if operation._try_complete_pending:  # clear (R41); False: no lock round trip
-                    with operation._flags:
-                        operation._try_complete_pending = False
-                if operation.try_complete():
-                    return True
-                if not operation._completed:  # counted only if unfinished here (R61)
-                    with self._counters_lock:  # before its keys are set: a finish sees it
-                        self._unfinished += 1
-                        operation._counted = True
-                    entered = True
-                operation._watch_keys = keys
-                if entered and operation._completed:  # finished while being counted
-                    self._left_watching(operation)
-                for key in keys:
-                    if operation._completed:
-                        break
-                    shard = shards[abs(hash(key)) % num_shards]
-                    with shard.lock:
-                        watchers = shard.watchers.get(key)
-                        if watchers is None:
-                            watchers = shard.watchers[key] = WatcherList(key)
-                        watchers.ops[op_id] = operation
-                        shard.count += 1
-                    watched += 1
-                if watched and operation._completed:  # completed meanwhile by a lock-free
-                    self._note_completed(operation)  # caller: maybe before its last watch
-                with self._counters_lock:
-                    self._estimated_total_operations += 1
-                counted = True
-                if operation.try_complete():
-                    return True
-                if self._timer_enabled and not operation._completed and not operation._untimed:
-                    self._timer.add(operation)
-                    if operation._completed:  # force_complete by a lock-free caller
-                        TimerTask.cancel(operation)
-            except BaseException as exc:
-                if operation._completed:
-                    raise  # on_complete ran: the operation stays completed and submitted
-                self._roll_back(operation, keys[:watched], counted, entered)
-                if isinstance(exc, RuntimeError) and self._is_shut_down:
-                    raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
-                raise
+            if operation._abandoned:  # abandoned between the claim and the lock (R40)
+                return False
+            if operation._try_complete_pending:  # clear (R41); False: no lock round trip
+                with operation._flags:
+                    operation._try_complete_pending = False
+            if operation.try_complete():
+                return True
+            entered = self._enter(operation, keys)
+            watched = self._watch(operation, keys)
+            with self._counters_lock:
+                self._estimated_total_operations += 1
+            estimated = True
+            if operation.try_complete():
+                return True
+            self._time(operation)
+        except BaseException as exc:
+            self._fail(operation, exc, keys[:watched], estimated, entered)
+            raise
         finally:
             lock.release()
-        # A maybe_try_complete that found the lock held left its attempt to us (R41). The
-        # attempt is part of the submission: if it raises, it is rolled back too (R54).
-        if not operation._try_complete_pending:
+        if not operation._try_complete_pending:  # a knock found the lock held: ours (R41)
             return False
-        try:
-            return operation._safe_try_complete_for(self)
-        except BaseException:
+        try:  # part of the submission (R54)
+            if operation._safe_try_complete_for(self):
+                return True
+            if self._is_shut_down and not operation._completed:  # by its callback (R64)
+                raise RuntimeError(f"purgatory {self._name!r} is shut down")
+            return False
+        except BaseException as exc:
             with operation._lock:
-                if not operation._completed and operation._owner is self:
-                    self._roll_back(operation, keys[:watched], counted, entered)
+                self._fail(operation, exc, keys[:watched], estimated, entered)
             raise
 
-    def _roll_back(
-        self, operation: T, watched: tuple[Hashable, ...], counted: bool, entered: bool
+    def _fail(
+        self,
+        operation: T,
+        exc: BaseException,
+        watched: tuple[Hashable, ...],
+        estimated: bool,
+        entered: bool,
     ) -> None:
-        """Undo a submission that raised (R38, R54); the operation's lock is held.
-        Reference equivalent: ``_roll_back`` (same steps)."""
-        self._unwatch_keys(operation, watched)
-        if counted:
-            with self._counters_lock:
-                self._estimated_total_operations -= 1
-        TimerTask.cancel(operation)
-        operation._release_submission()
-        if entered:
+        """A step of the submission raised ``exc``; the operation's lock is held. Roll it
+        back unless the operation finished (its ``on_complete`` ran, R38) or is no longer
+        submitted here; a refusal caused by a shutdown meanwhile says so (R64).
+        Reference equivalent: ``_undone_on_error`` unwinding the ``UndoLog``."""
+        if not operation._completed and operation._owner is self:
+            self._unwatch_keys(operation, watched)
+            if estimated:
+                with self._counters_lock:
+                    self._estimated_total_operations -= 1
+            TimerTask.cancel(operation)
+            operation._release_submission()
+            if entered:
+                self._left_watching(operation)
+        if isinstance(exc, RuntimeError) and self._is_shut_down:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
+
+    def _enter(self, operation: T, keys: tuple[Hashable, ...]) -> bool:
+        """Count the operation as unfinished if it is (R61), then give it its keys (a
+        ``force_complete`` reads them to know it is watched); True iff counted.
+        Reference equivalent: ``_enter``."""
+        if operation._completed:
+            operation._watch_keys = keys
+            return False
+        with self._counters_lock:  # before its keys are set: a finish sees it
+            self._unfinished += 1
+            operation._counted = True
+        operation._watch_keys = keys
+        if operation._completed:  # finished while being counted: nobody else saw it
             self._left_watching(operation)
+        return True
+
+    def _watch(self, operation: T, keys: tuple[Hashable, ...]) -> int:
+        """Watch the operation on each key while it is unfinished (R24, KAFKA-18027);
+        return how many keys it was watched on. Reference equivalent: ``_watch``."""
+        shards = self._shards
+        num_shards = self._num_shards
+        op_id = id(operation)
+        watched = 0
+        for key in keys:
+            if operation._completed:
+                break
+            shard = shards[abs(hash(key)) % num_shards]
+            with shard.lock:
+                watchers = shard.watchers.get(key)
+                if watchers is None:
+                    watchers = shard.watchers[key] = WatcherList(key)
+                watchers.ops[op_id] = operation
+                shard.count += 1
+            watched += 1
+        if watched and operation._completed:  # completed meanwhile by a lock-free caller:
+            self._note_completed(operation)  # maybe before its last watch
+        return watched
+
+    def _time(self, operation: T) -> None:
+        """Add the operation to the timer unless it finished, timers are off (R33) or
+        ``cancel_for_key`` took it out from its own callback (R66). Reference
+        equivalent: ``_time``."""
+        if operation._completed:
+            return
+        if self._is_shut_down:  # by its own callback (R64)
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+        if self._timer_enabled and not operation._untimed:
+            self._timer.add(operation)
+            if operation._completed:  # force_complete by a lock-free caller meanwhile
+                TimerTask.cancel(operation)
 
     def _left_watching(self, operation: T) -> None:
         """``operation`` no longer counts as unfinished, if it did (a watched operation's
@@ -727,7 +761,7 @@ class DelayedOperationPurgatory(Generic[T]):
             keys = operation._watch_keys
             if keys is not None:
                 for key in keys:
-                    try:
+                    try:  # a local dict: only the key can raise here
                         ids = by_key.get(key)
                         if ids is None:
                             by_key[key] = [op_id]
@@ -739,24 +773,30 @@ class DelayedOperationPurgatory(Generic[T]):
         for key, ids in by_key.items():
             try:
                 purged += self._unlink_ids(key, ids)
-            except BaseException as exc:
-                interrupt = self._key_failed(key, exc) or interrupt
+            except KeyFailedError as failed:
+                interrupt = self._key_failed(key, failed.error) or interrupt
         if interrupt is not None:
             raise interrupt
         return purged
 
     def _unlink_ids(self, key: Hashable, ids: list[int]) -> int:
         """Unlink the operations ``ids`` from ``key``'s list; drop it if that empties it.
-        The key is hashed and compared before anything changes."""
-        shard = self._shards[abs(hash(key)) % self._num_shards]
+        The key is hashed and compared before anything changes (``KeyFailedError``, R67)."""
+        try:  # ``_sweep.keyed`` inlined (no call per key): the key's own hash
+            shard = self._shards[abs(hash(key)) % self._num_shards]
+        except BaseException as exc:
+            raise KeyFailedError(exc) from exc
         with shard.lock:
-            watchers = shard.watchers.get(key)
-            if watchers is None:
-                return 0
-            ops = watchers.ops
-            present = [op_id for op_id in ids if op_id in ops]
-            if len(present) == len(ops):
-                del shard.watchers[key]
+            try:  # ... and its equality with the keys of the shard
+                watchers = shard.watchers.get(key)
+                if watchers is None:
+                    return 0
+                ops = watchers.ops
+                present = [op_id for op_id in ids if op_id in ops]
+                if len(present) == len(ops):
+                    shard.watchers.pop(key, None)
+            except BaseException as exc:
+                raise KeyFailedError(exc) from exc
             for op_id in present:
                 del ops[op_id]
             shard.count -= len(present)
@@ -777,16 +817,16 @@ class DelayedOperationPurgatory(Generic[T]):
         purged = 0
         interrupt: BaseException | None = None
         for shard in self._shards:
-            with shard.lock:
+            with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it
                 for key, watchers in list(shard.watchers.items()):
                     ops = watchers.ops
                     done = [op_id for op_id, op in ops.items() if op._completed]
                     try:
                         if len(done) == len(ops):
-                            del shard.watchers[key]
-                    except BaseException as exc:
-                        interrupt = self._key_failed(key, exc) or interrupt
-                        continue
+                            keyed(shard.watchers.pop, key, None)
+                    except KeyFailedError as failed:
+                        interrupt = self._key_failed(key, failed.error) or interrupt
+                        done = []
                     for op_id in done:
                         del ops[op_id]
                     purged += len(done)

@@ -32,7 +32,7 @@ from kpurgatory._lifecycle import (
     await_purgatory_termination,
     run_reaper,
 )
-from kpurgatory._sweep import key_failed_in_purge, raise_collected
+from kpurgatory._sweep import KeyFailedError, key_failed_in_purge, keyed, raise_collected
 from kpurgatory._typing import TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.reference.operation import DelayedOperation
@@ -204,7 +204,7 @@ class DelayedOperationPurgatory(Generic[T]):
         if not operation._knocked():  # a knock found the lock held: its attempt is ours (R41)
             return False
         with self._undone_on_error(operation, undo):  # part of the submission (R54)
-            return operation._safe_try_complete_for(self)
+            return self._retry(operation)
 
     @contextmanager
     def _holding_lock(self, operation: T, undo: UndoLog) -> Iterator[None]:
@@ -237,6 +237,19 @@ class DelayedOperationPurgatory(Generic[T]):
                 raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
             raise
 
+    def _retry(self, operation: T) -> bool:
+        """The attempt a knock left to the submission (R41): ``safe_try_complete``; an
+        operation still unfinished after a shutdown meanwhile is refused (R64)."""
+        if operation._safe_try_complete_for(self):
+            return True
+        if not operation._is_finished():
+            self._refuse_if_shut_down()
+        return False
+
+    def _refuse_if_shut_down(self) -> None:
+        if self._is_shut_down:
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
+
     def _enter(self, operation: T, undo: UndoLog) -> None:
         """Count the operation as unfinished if it is (R61), before its keys are watched,
         so that whatever finishes it from now on uncounts it; its undo uncounts it too."""
@@ -267,7 +280,10 @@ class DelayedOperationPurgatory(Generic[T]):
     def _time(self, operation: T, undo: UndoLog) -> None:
         """Add the operation to the timer unless it finished, timers are off (R33), or a
         ``cancel_for_key`` made from its own callback took it out already (R66)."""
-        if not self._timer_enabled or operation._is_finished() or operation._untimed:
+        if operation._is_finished():
+            return
+        self._refuse_if_shut_down()  # by its own callback (R64)
+        if not self._timer_enabled or operation._untimed:
             return
         undo.push(operation._unschedule)
         self._timer.add(operation)
@@ -470,10 +486,10 @@ class DelayedOperationPurgatory(Generic[T]):
         for key, operations in list(self._watchers.items()):
             pending = [operation for operation in operations if not operation._is_finished()]
             try:
-                if not pending:
-                    del self._watchers[key]  # may hash the key: nothing changed if it raises
-            except BaseException as exc:
-                interrupt = key_failed_in_purge(logger, self._name, key, exc) or interrupt
+                if not pending:  # hashes the key: nothing changed if that raises
+                    keyed(self._watchers.pop, key, None)
+            except KeyFailedError as failed:
+                interrupt = key_failed_in_purge(logger, self._name, key, failed.error) or interrupt
                 continue
             purged += len(operations) - len(pending)
             operations[:] = pending

@@ -25,10 +25,12 @@ __all__ = [
 
 @runtime_checkable
 class AbstractLock(Protocol):
-    """A mutual-exclusion lock: ``threading.Lock`` and ``threading.RLock`` qualify.
+    """A mutual-exclusion lock, as ``threading.RLock``.
 
     ``DelayedOperation`` takes its lock with a blocking ``acquire`` on every path
-    except ``maybe_try_complete``, which uses ``acquire(blocking=False)`` (R20).
+    except ``maybe_try_complete``, which uses ``acquire(blocking=False)`` (R20). An
+    operation's lock must also be re-entrant (R63): ``threading.Lock`` has this shape
+    but is refused as an operation's lock.
     """
 
     def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...

@@ -123,7 +123,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
         Mutant(
             "base-exception-not-told",
             _OPTIMIZED_OPERATION,
-            "DelayedOperation.force_complete",
+            "DelayedOperation._on_complete_told",
             "except BaseException as exc:  # anything, CancelledError included (R48, R58)",
             "except Exception as exc:",
             "R58: a CancelledError from on_complete leaves the waiter pending.",

@@ -70,6 +70,7 @@ class NonAtomicCompletedOperation(DelayedOperation):
     def force_complete(self) -> bool:
         if not self._completed.get():
             self._completed.set(True)
+            self._outcome = "completed"
             TimerTask.cancel(self)
             self.on_complete()
             return True
@@ -83,6 +84,7 @@ class RunWithoutCasOperation(DelayedOperation):
         with self._lock:
             if not self._completed.get():
                 self._completed.set(True)
+                self._outcome = "completed"
                 TimerTask.cancel(self)
                 self.on_complete()
                 self.on_expiration()
@@ -201,7 +203,7 @@ LOCK_PATCHES: tuple[Mutant, ...] = (
         "opt-purge-scan-without-shard-lock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory._purge_scan",
-        "with shard.lock:",
+        "with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it",
         "if True:",
         "(a) the full scan (after the purge candidates overflowed) walks each shard's "
         "watcher lists without the shard lock.",
@@ -247,17 +249,18 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-for-key-outside-op-lock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory.cancel_for_key",
-        "            with operation._lock:\n                TimerTask.cancel(operation)",
-        "            TimerTask.cancel(operation)",
+        "            with operation._lock:\n                TimerTask.cancel(operation)\n"
+        "                operation._untimed = True",
+        "            TimerTask.cancel(operation)\n            operation._untimed = True",
         "Bug 1: cancel_for_key cancels without the operation lock, so it can run between a "
         "submission's watch and its timer add: the returned operation still expires (R29).",
     ),
     Mutant(
         "opt-no-rollback",
         f"{_O}.purgatory",
-        "DelayedOperationPurgatory._submit",
-        "        except BaseException as exc:\n            if operation._completed:",
-        "        except BaseException as exc:\n            if True:",
+        "DelayedOperationPurgatory._fail",
+        "if not operation._completed and operation._owner is self:",
+        "if False:",
         "Bug 2: a submission that raises (the timer closed by a concurrent shutdown) is not "
         "rolled back: watched, counted and claimed (R38).",
     ),
@@ -324,15 +327,8 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "ref-drain-unlocked",
         f"{_R}.timer",
         "SystemTimer.advance_clock",
-        "        with _STATE_LOCK:\n"
-        "            if self._closed:\n"
-        "                break  # closed by a task of this drain: "
-        "nothing more is handed over (R64)\n"
-        "            if entry.task._entry is not entry:",
-        "        if True:\n"
-        "            if self._closed:\n"
-        "                break\n"
-        "            if entry.task._entry is not entry:",
+        "        with _STATE_LOCK:\n            if self._closed:",
+        "        if True:\n            if self._closed:",
         "The reference drain checks and clears a task's entry without the lock: a re-add "
         "between the check and the clear is lost (survived the sampled mutation run).",
     ),

@@ -69,7 +69,7 @@ from tests.machines.lifecycle_model import (
     EXCEPTION,
     KNOCK,
     MAX_DEPTH,
-    OPEN_SHUTDOWN_UNREFUSED,
+    OPEN_SHUTDOWN_IN_THE_ADD,
     SHUTDOWN,
     Action,
     Call,
@@ -517,10 +517,10 @@ that cannot start a thread does, R65), or close the purgatory and refuse."""
 SUBMIT_SITES: tuple[str | None, ...] = (None, None, None, None, "lock", "clock", "executor", "key")
 """Where a submission's scoped fault is injected (None: nowhere), read when a machine is made."""
 
-OPEN_SPEC_VIOLATIONS: tuple[str, ...] = (OPEN_SHUTDOWN_UNREFUSED,)
+OPEN_SPEC_VIOLATIONS: tuple[str, ...] = (OPEN_SHUTDOWN_IN_THE_ADD,)
 """What the quick machines leave out, or model as the implementations behave, while a
 spec violation it found is open (each replayed by a strict-xfail test in
-test_lifecycle_model.py). Open: ``OPEN_SHUTDOWN_UNREFUSED`` (R64). Fixed, their replays
+test_lifecycle_model.py). Open: ``OPEN_SHUTDOWN_IN_THE_ADD`` (R64). Fixed, their replays
 now ordinary tests: ``"lock"`` (an operation lock whose ``acquire`` raised kept the
 submission's claim, R54) and ``"finished before watching"`` (an operation finished
 before its submission's watching step stayed counted as unfinished, R61)."""

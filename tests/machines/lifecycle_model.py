@@ -70,11 +70,11 @@ class Call:
     amount: int = 0
 
 
-OPEN_SHUTDOWN_UNREFUSED = "shutdown during a submission that no timer add refused"
-"""A spec violation the machine found (R64): a submission during which the purgatory was
-shut down returns normally, its operation watched, when no timer add raised for it
-(timers off, an operation ``cancel_for_key`` took out, the R41 retry, an executor that
-closed and refused)."""
+OPEN_SHUTDOWN_IN_THE_ADD = "shutdown inside the submission's timer add"
+"""A spec violation the machine found (R64): the executor's ``submit`` of an operation
+due at once shuts the purgatory down, then refuses (R65: quiet for the timer), and the
+submission returns False with its operation watched, counted and unrun in a closed
+purgatory instead of being refused and rolled back."""
 
 Action = str | Call
 
@@ -463,11 +463,13 @@ class LifecycleModel:
             counted = True
             if self._try_complete(op):
                 return True
+            if self.shut_down and not op.finished:
+                raise CallError(["RuntimeError"])  # R64: shut down by its own callback
             if self.timer_enabled and not op.finished and not op.untimed:  # R66
                 self._timer_add(op)
-            unrefused = self.shut_down and not op.finished  # R64
-            if unrefused and not self._violates(OPEN_SHUTDOWN_UNREFUSED):
-                raise CallError(["RuntimeError"])
+                unrefused = self.shut_down and not op.finished  # R64: shut down in the add
+                if unrefused and not self._violates(OPEN_SHUTDOWN_IN_THE_ADD):
+                    raise CallError(["RuntimeError"])
         except CallError:
             if not op.finished:
                 self._roll_back(op, watched, counted)
@@ -475,11 +477,11 @@ class LifecycleModel:
         if not op.pending_flag:
             return False
         try:  # R41: the attempt a knocker left; part of the submission (R54)
-            done = self.safe_try_complete(op)
-            unrefused = self.shut_down and not op.finished and op.submitted  # R64
-            if unrefused and not self._violates(OPEN_SHUTDOWN_UNREFUSED):
-                raise CallError(["RuntimeError"])
-            return done
+            if self.safe_try_complete(op):
+                return True
+            if self.shut_down and not op.finished:
+                raise CallError(["RuntimeError"])  # R64
+            return False
         except CallError:
             if not op.finished and op.submitted:
                 self._roll_back(op, watched, counted)

@@ -22,7 +22,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.machines.fault_machine import Context, fault_operation_class, make_lifecycle_machine
-from tests.machines.lifecycle_model import KNOCK, SHUTDOWN
+from tests.machines.lifecycle_model import CLOSE_REFUSE, KNOCK, SHUTDOWN
 from tests.support import implementation_names, load
 
 VARIANTS = [("loop", "scripted"), ("inline", "rlock"), ("thread", "rlock")]
@@ -110,40 +110,46 @@ def test_r63_the_machine_operation_refuses_a_lock_it_cannot_take_twice(
     assert operation_class("op0", 0, {}, Context(), threading.RLock()).lock is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="open: R64 says a submission during which the purgatory was shut down is "
-    "refused with RuntimeError and rolled back unless its operation completed; with "
-    "timer_enabled=False no timer add raises, and it returns False, still watched",
-)
 @pytest.mark.parametrize("impl_name", implementation_names())
 def test_r64_shutdown_from_try_complete_refuses_the_submission_with_timers_off(
     impl_name: str,
 ) -> None:
-    """The machine's finding (strict model), replayed: try_complete's second call shuts
-    the purgatory down in a submission with timers off."""
+    """R64, a finding of the machine's strict model (fixed): try_complete's second call
+    shuts the purgatory down in a submission with timers off; it is refused."""
     machine: Any = make_lifecycle_machine(load(impl_name))()
     machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=False)
     name = machine.create(10, {("try_complete", 2): SHUTDOWN})
-    machine.submit(name, ["a"], None, "Exception")  # the model expects RuntimeError
+    machine.submit(name, ["a"], None, "Exception")  # RuntimeError, rolled back
+    machine.same_state()
+
+
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r64_shutdown_from_the_r41_retry_refuses_the_submission(impl_name: str) -> None:
+    """R64 (fixed): a knock during the submission's second try leaves the R41 retry to
+    it; the retry's try_complete shuts the purgatory down; the submission is refused."""
+    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
+    name = machine.create(10, {("try_complete", 2): KNOCK, ("try_complete", 3): SHUTDOWN})
+    machine.submit(name, ["a"], None, "Exception")
+    machine.same_state()
 
 
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="open: R64, the shutdown comes from the R41 retry (part of the submission, "
-    "R54): the submission returns False with its operation watched and timed in a "
-    "closed timer instead of being refused and rolled back",
+    reason="open: R64, the purgatory is shut down inside the submission's timer add (the "
+    "executor's submit of the operation due at once shuts it down, then refuses, R65): "
+    "the submission returns False, its operation watched, counted and unrun in a closed "
+    "purgatory, instead of raising RuntimeError rolled back",
 )
 @pytest.mark.parametrize("impl_name", implementation_names())
-def test_r64_shutdown_from_the_r41_retry_refuses_the_submission(impl_name: str) -> None:
-    """A knock during the submission's second try leaves the R41 retry to it; the
-    retry's try_complete shuts the purgatory down."""
+def test_r64_r65_shutdown_inside_the_timer_add_refuses_the_submission(impl_name: str) -> None:
+    """The machine's finding (strict model), replayed: an operation due at once whose
+    hand-over the executor refuses after shutting the purgatory down."""
     machine: Any = make_lifecycle_machine(load(impl_name))()
     machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
-    name = machine.create(10, {("try_complete", 2): KNOCK, ("try_complete", 3): SHUTDOWN})
-    machine.submit(name, ["a"], None, "Exception")  # the model expects RuntimeError
+    name = machine.create(0, {})
+    machine.submit(name, ["a"], "executor", "Exception", CLOSE_REFUSE)
 
 
 @pytest.mark.parametrize("impl_name", implementation_names())

@@ -494,7 +494,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "estimate-per-key",
         _PURGATORY,
-        "DelayedOperationPurgatory._submit",
+        "DelayedOperationPurgatory._watch",
         "shard.count += 1",
         "shard.count += 1; self._estimated_total_operations += 1",
         "The purge estimate grows once per watch key as well as once per operation (R22).",
@@ -540,7 +540,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "negative-hash-shard",
         _PURGATORY,
-        "DelayedOperationPurgatory._submit",
+        "DelayedOperationPurgatory._watch",
         "shard = shards[abs(hash(key)) % num_shards]",
         "shard = shards[hash(key) % num_shards]",
         "Watching files a key with a negative hash in another shard than lookups use, so "
@@ -559,7 +559,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "rollback-keeps-watch",
         _PURGATORY,
-        "DelayedOperationPurgatory._roll_back",
+        "DelayedOperationPurgatory._fail",
         "self._unwatch_keys(operation, watched)",
         "pass",
         "A submission that raises leaves its watches behind (R38).",
@@ -568,9 +568,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "timer-enabled-ignored",
         _PURGATORY,
-        "DelayedOperationPurgatory._submit",
-        "if self._timer_enabled and not operation._completed and not operation._untimed:",
-        "if not operation._completed and not operation._untimed:",
+        "DelayedOperationPurgatory._time",
+        "if self._timer_enabled and not operation._untimed:",
+        "if not operation._untimed:",
         "timer_enabled=False still adds operations to the timer (R33).",
         _PURGATORY_ONLY,
     ),

@@ -166,13 +166,13 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             _PURGATORY,
             "DelayedOperationPurgatory._submit",
-            "                if operation.try_complete():\n                    return True\n"
-            "                if not operation._completed:  # counted only",
-            "                if operation.try_complete():\n"
-            "                    with self._counters_lock:\n"
-            "                        self._estimated_total_operations += 1\n"
-            "                    return True\n"
-            "                if not operation._completed:  # counted only",
+            "            if operation.try_complete():\n                return True\n"
+            "            entered = self._enter(",
+            "            if operation.try_complete():\n"
+            "                with self._counters_lock:\n"
+            "                    self._estimated_total_operations += 1\n"
+            "                return True\n"
+            "            entered = self._enter(",
         ),
     ),
     _new(
