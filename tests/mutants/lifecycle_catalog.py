@@ -275,8 +275,9 @@ OUTSIDE_THE_MACHINE: tuple[SharedBug, ...] = (
                 "purge-lets-a-key-error-escape/reference",
                 "reference.purgatory",
                 "DelayedOperationPurgatory._purge_watchers",
-                "interrupt = key_failed_in_purge(logger, self._name, key, exc) or interrupt",
-                "raise",
+                "interrupt = key_failed_in_purge(logger, self._name, key, failed.error)"
+                " or interrupt",
+                "raise failed.error",
             ),
             _patch(
                 "purge-lets-a-key-error-escape/optimized",
