@@ -900,7 +900,7 @@ def make_lifecycle_machine(
         @rule(
             data=st.data(),
             mode=st.sampled_from(["to due", "past all", "past all"]),
-            executor_all=st.sampled_from([None, None, None, "RuntimeError", "close the first"]),
+            executor_all=st.sampled_from([None, None, "RuntimeError", "close the first"]),
         )
         def drain_due(self, data: st.DataObject, mode: str, executor_all: str | None) -> None:
             """A drain that hands something over (if anything is timed), the executor

@@ -28,8 +28,8 @@ from tests.support import implementation_names, load
 VARIANTS = [("loop", "scripted"), ("inline", "rlock"), ("thread", "rlock")]
 """(executor, locks) besides the default (inline, scripted): see tests.machines.fault_machine."""
 
-VARIANT_EXAMPLES = 25
-"""Quick budget of each variant: a quarter of the default run (they share its rules)."""
+VARIANT_EXAMPLES = 15
+"""Quick budget of each variant (the default run has 100): they share its rules."""
 
 MODEL = Path(__file__).with_name("lifecycle_model.py")
 
