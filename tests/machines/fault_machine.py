@@ -522,8 +522,10 @@ OPEN_SPEC_VIOLATIONS: tuple[str, ...] = (OPEN_SHUTDOWN_IN_THE_ADD,)
 spec violation it found is open (each replayed by a strict-xfail test in
 test_lifecycle_model.py). Open: ``OPEN_SHUTDOWN_IN_THE_ADD`` (R64). Fixed, their replays
 now ordinary tests: ``"lock"`` (an operation lock whose ``acquire`` raised kept the
-submission's claim, R54) and ``"finished before watching"`` (an operation finished
-before its submission's watching step stayed counted as unfinished, R61)."""
+submission's claim, R54), ``"finished before watching"`` (an operation finished
+before its submission's watching step stayed counted as unfinished, R61), and a
+submission shut down by its own callback with timers off or from its R41 retry, which
+returned normally (R64)."""
 
 DELAYS = st.one_of(st.integers(-3, 12), st.integers(-3, 40))
 """Operation delays: mostly near, so that several fall due in one drain."""
