@@ -154,6 +154,28 @@ def test_r64_shutdown_from_the_knocked_retry_refuses_the_submission(impl: Module
     assert not op.is_completed and not op.is_abandoned
 
 
+def test_r64_shutdown_from_the_hand_over_inside_the_add_refuses_the_submission(
+    impl: ModuleType,
+) -> None:
+    """Found by the re-entrant lifecycle machine: the executor's ``submit`` of an
+    operation due at once (inside the submission's timer add) shuts the purgatory down,
+    then refuses as a shut-down executor does (R65: quiet, the timer is closed). The
+    submission returned False with its operation watched and counted in a closed
+    purgatory; it is refused and rolled back like any other step after shutdown."""
+
+    class ShuttingExecutor(InlineExecutor):
+        def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+            purgatory.shutdown()
+            raise RuntimeError("cannot schedule new futures after shutdown")
+
+    purgatory = inline_purgatory(impl, ManualClock(0), executor=ShuttingExecutor())
+    op = hooked_operation(impl)(0)
+    with pytest.raises(RuntimeError, match="shut down"):
+        purgatory.try_complete_else_watch(op, ["a"])
+    assert purgatory.watched == 0 and purgatory.num_delayed == 0
+    assert not op.is_completed and "on_complete" not in op.log
+
+
 # -- R65: an executor's refusal --------------------------------------------------------------
 
 

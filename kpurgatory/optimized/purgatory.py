@@ -459,12 +459,13 @@ class DelayedOperationPurgatory(Generic[T]):
         equivalent: ``_time``."""
         if operation._completed:
             return
-        if self._is_shut_down:  # by its own callback (R64)
-            raise RuntimeError(f"purgatory {self._name!r} is shut down")
         if self._timer_enabled and not operation._untimed:
             self._timer.add(operation)
-            if operation._completed:  # force_complete by a lock-free caller meanwhile
+            if operation._completed:  # completed meanwhile (lock-free, or run inline)
                 TimerTask.cancel(operation)
+                return
+        if self._is_shut_down:  # by its own callback, or the add's hand-over (R64)
+            raise RuntimeError(f"purgatory {self._name!r} is shut down")
 
     def _left_watching(self, operation: T) -> None:
         """``operation`` no longer counts as unfinished, if it did (a watched operation's

@@ -282,13 +282,13 @@ class DelayedOperationPurgatory(Generic[T]):
         ``cancel_for_key`` made from its own callback took it out already (R66)."""
         if operation._is_finished():
             return
-        self._refuse_if_shut_down()  # by its own callback (R64)
-        if not self._timer_enabled or operation._untimed:
-            return
-        undo.push(operation._unschedule)
-        self._timer.add(operation)
-        if operation._is_finished():  # force_complete by a lock-free caller meanwhile
-            operation._unschedule()
+        if self._timer_enabled and not operation._untimed:
+            undo.push(operation._unschedule)
+            self._timer.add(operation)
+            if operation._is_finished():  # completed meanwhile (lock-free, or run inline)
+                operation._unschedule()
+                return
+        self._refuse_if_shut_down()  # by its own callback, or the add's hand-over (R64)
 
     def _left_watching(self, operation: T) -> None:
         """``operation`` no longer counts as unfinished, if it did (its flag, under this

@@ -169,6 +169,10 @@ def kafka_like(names: str = "kafka") -> types.ModuleType:
                 raise ValueError(f"operation {operation!r} was already submitted")
             return self._submit(operation, distinct)  # the reference's R22 sequence
 
+        def _refuse_if_shut_down(self) -> None:
+            if "kafka-after-shutdown" not in on:  # Kafka refuses nothing after shutdown
+                super()._refuse_if_shut_down()
+
         def advance_clock(self, timeout_ms: int) -> None:
             negative = isinstance(timeout_ms, int) and timeout_ms < 0
             if negative and "kafka-negative-timeout" in on:
