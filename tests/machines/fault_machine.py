@@ -69,7 +69,6 @@ from tests.machines.lifecycle_model import (
     EXCEPTION,
     KNOCK,
     MAX_DEPTH,
-    OPEN_SHUTDOWN_IN_THE_ADD,
     SHUTDOWN,
     Action,
     Call,
@@ -517,15 +516,14 @@ that cannot start a thread does, R65), or close the purgatory and refuse."""
 SUBMIT_SITES: tuple[str | None, ...] = (None, None, None, None, "lock", "clock", "executor", "key")
 """Where a submission's scoped fault is injected (None: nowhere), read when a machine is made."""
 
-OPEN_SPEC_VIOLATIONS: tuple[str, ...] = (OPEN_SHUTDOWN_IN_THE_ADD,)
-"""What the quick machines leave out, or model as the implementations behave, while a
-spec violation it found is open (each replayed by a strict-xfail test in
-test_lifecycle_model.py). Open: ``OPEN_SHUTDOWN_IN_THE_ADD`` (R64). Fixed, their replays
+OPEN_SPEC_VIOLATIONS: tuple[str, ...] = ()
+"""What the quick machines leave out while a spec violation it found is open (each
+replayed by a test in test_lifecycle_model.py). None is open now. Fixed, their replays
 now ordinary tests: ``"lock"`` (an operation lock whose ``acquire`` raised kept the
-submission's claim, R54), ``"finished before watching"`` (an operation finished
-before its submission's watching step stayed counted as unfinished, R61), and a
-submission shut down by its own callback with timers off or from its R41 retry, which
-returned normally (R64)."""
+submission's claim, R54), ``"finished before watching"`` (an operation finished before
+its submission's watching step stayed counted as unfinished, R61), and a submission
+shut down by its own callback (timers off, its R41 retry) or inside its own timer add
+(an executor that shuts down, then refuses), which returned normally (R64)."""
 
 DELAYS = st.one_of(st.integers(-3, 12), st.integers(-3, 40))
 """Operation delays: mostly near, so that several fall due in one drain."""
@@ -548,8 +546,8 @@ def make_lifecycle_machine(
     locks: str = "scripted",
 ) -> type[RuleBasedStateMachine]:
     """The lifecycle-versus-model machine for the implementation package ``impl``; with
-    ``leave_out_open`` it does not trigger the ``OPEN_SPEC_VIOLATIONS`` (or the model
-    follows the implementations there). ``executor`` and ``locks``: see the module."""
+    ``leave_out_open`` it does not trigger the ``OPEN_SPEC_VIOLATIONS``. ``executor``
+    and ``locks``: see the module."""
     if executor == "thread" and locks != "rlock":
         raise ValueError("a thread executor needs real locks: locks='rlock'")
     left_out = OPEN_SPEC_VIOLATIONS if leave_out_open else ()
@@ -599,7 +597,6 @@ def make_lifecycle_machine(
                 timer_enabled,
                 deferred=executor == "thread",
                 reentrant_knock=not scripted,
-                tolerated=frozenset(left_out),
             )
 
         # -- stepping both -----------------------------------------------------------------
@@ -633,9 +630,6 @@ def make_lifecycle_machine(
                 event(f"{what.split('(')[0]}: {outcome}")
                 if self.model.log:
                     event(f"nested calls (max depth {MAX_DEPTH})")
-                for violation in self.model.violations:
-                    event(f"open spec violation reached: {violation}")
-            self.model.violations.clear()
             check_raised(actual, expected, what)
             if expected is None:
                 assert real_result == model_result, (what, real_result, model_result)

@@ -70,12 +70,6 @@ class Call:
     amount: int = 0
 
 
-OPEN_SHUTDOWN_IN_THE_ADD = "shutdown inside the submission's timer add"
-"""A spec violation the machine found (R64): the executor's ``submit`` of an operation
-due at once shuts the purgatory down, then refuses (R65: quiet for the timer), and the
-submission returns False with its operation watched, counted and unrun in a closed
-purgatory instead of being refused and rolled back."""
-
 Action = str | Call
 
 
@@ -135,9 +129,7 @@ class LifecycleModel:
     The executor runs a hand-over inline, or, with ``deferred``, on one worker thread
     once the machine's call has returned (FIFO; its errors are logged there, R13).
     With ``reentrant_knock`` the operation locks are re-entrant for a knocker on the
-    holder's thread (a ``threading.RLock``): a knock is a nested ``maybe_try_complete``.
-    Violations in ``tolerated`` (``OPEN_*`` names) are modelled as the implementations
-    behave today and recorded in ``violations``; otherwise as the spec says."""
+    holder's thread (a ``threading.RLock``): a knock is a nested ``maybe_try_complete``."""
 
     def __init__(
         self,
@@ -147,12 +139,9 @@ class LifecycleModel:
         *,
         deferred: bool = False,
         reentrant_knock: bool = False,
-        tolerated: frozenset[str] = frozenset(),
     ) -> None:
         self.deferred = deferred
         self.reentrant_knock = reentrant_knock
-        self.tolerated = tolerated
-        self.violations: list[str] = []
         self.depth = 0
         self.calls_enabled = True
         self.log: list[tuple[str, str, tuple[object, ...]]] = []
@@ -268,12 +257,6 @@ class LifecycleModel:
         ):
             return
         raise OrderLeftOpenError([op.name for op in group])
-
-    def _violates(self, name: str) -> bool:
-        """An open spec violation is reached: True if it is tolerated (modelled as the
-        implementations behave), False if the spec's behaviour is modelled."""
-        self.violations.append(name)
-        return name in self.tolerated
 
     def _act(self, op: Op, action: str | None) -> None:
         """What scripted user code does: nothing, knock, cancel, shut down, or raise."""
@@ -467,9 +450,8 @@ class LifecycleModel:
                 raise CallError(["RuntimeError"])  # R64: shut down by its own callback
             if self.timer_enabled and not op.finished and not op.untimed:  # R66
                 self._timer_add(op)
-                unrefused = self.shut_down and not op.finished  # R64: shut down in the add
-                if unrefused and not self._violates(OPEN_SHUTDOWN_IN_THE_ADD):
-                    raise CallError(["RuntimeError"])
+                if self.shut_down and not op.finished:
+                    raise CallError(["RuntimeError"])  # R64: shut down inside the add
         except CallError:
             if not op.finished:
                 self._roll_back(op, watched, counted)

@@ -134,22 +134,16 @@ def test_r64_shutdown_from_the_r41_retry_refuses_the_submission(impl_name: str) 
     machine.same_state()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="open: R64, the purgatory is shut down inside the submission's timer add (the "
-    "executor's submit of the operation due at once shuts it down, then refuses, R65): "
-    "the submission returns False, its operation watched, counted and unrun in a closed "
-    "purgatory, instead of raising RuntimeError rolled back",
-)
 @pytest.mark.parametrize("impl_name", implementation_names())
 def test_r64_r65_shutdown_inside_the_timer_add_refuses_the_submission(impl_name: str) -> None:
-    """The machine's finding (strict model), replayed: an operation due at once whose
-    hand-over the executor refuses after shutting the purgatory down."""
+    """R64, a finding of the machine (fixed): an operation due at once whose hand-over
+    the executor refuses after shutting the purgatory down; the submission is refused
+    and rolled back, nothing left watched in the closed purgatory."""
     machine: Any = make_lifecycle_machine(load(impl_name))()
     machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
     name = machine.create(0, {})
     machine.submit(name, ["a"], "executor", "Exception", CLOSE_REFUSE)
+    machine.same_state()
 
 
 @pytest.mark.parametrize("impl_name", implementation_names())
