@@ -259,8 +259,8 @@ def test_lockset_checks_with_real_threads_and_real_locks(
             purge_storm(load(package), 0.3, scan=scan)
         except LocksetViolationError:
             assert name is not None, f"false alarm on the real code: {lockset.violations}"
-        else:
-            assert name is None, f"{name} not caught"
+        else:  # a violation inside a purge's key step is logged and skipped there (R67)
+            assert name is None or lockset.violations, f"{name} not caught"
     assert bool(lockset.violations) is (name is not None), lockset.violations[:3]
 
 

@@ -16,22 +16,38 @@ by Hypothesis: its ``try_complete`` may raise on its n-th call (an ``Exception``
 does not fix, the fault is armed for one public call and the model says whether it
 fires: the operation's lock (``acquire`` raises, or a knock arrives while it is held),
 the clock (``now_ms``, ``wait``), the executor's ``submit`` for a given task, and a key
-whose ``__hash__`` raises on its first read. Single-threaded by design: the operation
-locks here only count (a held lock refuses a non-blocking acquire, which is how a
-knock from "another thread" is staged); races are tests/concurrency's business.
+whose ``__hash__`` raises on its first read.
+
+Re-entrant actions (R63-R69): a callback's script may also make a public call (a
+``lifecycle_model.Call``: ``check_and_complete``, ``cancel_for_key``, ``abandon``,
+``cancel``, ``force_complete``, ``try_complete_else_watch``, ``advance_clock``,
+``shutdown``, on its own operation or another), nested up to ``MAX_DEPTH``; it catches
+what the call raises, and the machine compares every nested call's outcome with the
+model's. The executor's ``submit`` may close the purgatory and then refuse (R65).
+
+Variants (``make_lifecycle_machine``): ``executor`` is ``"inline"`` (``InlineExecutor``),
+``"loop"`` (the aio layer's ``LoopExecutor``, also inline) or ``"thread"`` (a real worker
+thread that runs what was handed over once each machine call has returned, in order:
+expiries on another thread under real locks, deterministically); ``locks`` is
+``"scripted"`` (a counting lock for one thread: a held lock refuses a non-blocking
+acquire, which is how a knock from "another thread" is staged, and its ``acquire`` can
+be made to raise) or ``"rlock"`` (``threading.RLock``: a knock on the holder's thread
+is a nested attempt). Real-thread interleavings are tests/concurrency's business.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import queue
+import threading
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from types import ModuleType
 from typing import Any, TypeVar
 
-from hypothesis import currently_in_test_context, event
+from hypothesis import currently_in_test_context, event, reject
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -45,14 +61,20 @@ from hypothesis.stateful import (
 )
 
 from kpurgatory import InlineExecutor, ManualClock
+from kpurgatory.aio import LoopExecutor
 from tests.machines.lifecycle_model import (
     CALLBACKS,
     CANCEL,
+    CLOSE_REFUSE,
     EXCEPTION,
     KNOCK,
+    MAX_DEPTH,
     SHUTDOWN,
+    Action,
+    Call,
     CallError,
     LifecycleModel,
+    OrderLeftOpenError,
 )
 
 __all__ = [
@@ -120,19 +142,115 @@ class FaultClock(ManualClock):
         return super().wait(condition, timeout_ms, next_due)
 
 
-class FaultExecutor(InlineExecutor):
-    """An ``InlineExecutor`` whose ``submit`` raises when handed a chosen task."""
+class Context:
+    """What the machine's user code shares: the purgatory and operations a callback may
+    call (R69), how deep the calls are nested, and the log of their outcomes."""
 
     def __init__(self) -> None:
-        super().__init__()
+        self.purgatory: Any = None
+        self.ops: dict[str, Any] = {}
+        self.depth = 0
+        self.calls_enabled = True
+        self.log: list[tuple[str, str, tuple[object, ...]]] = []
+
+
+class SubmitFaults:
+    """An executor's ``submit`` that raises when handed a chosen task, or first shuts the
+    purgatory down and then refuses, as a thread pool shut down meanwhile does (R65)."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
         self.fail_for: dict[int, str] = {}
 
-    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+    def check(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
         for arg in (fn, *args):
             kind = self.fail_for.pop(id(getattr(arg, "__self__", arg)), None)
+            if kind == CLOSE_REFUSE:
+                self.context.purgatory.shutdown()
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            if kind == "RuntimeError":
+                raise RuntimeError("can't start new thread (injected)")
             if kind is not None:
                 _raise(kind, "the executor's submit")
+
+
+class FaultExecutor(InlineExecutor):
+    """An ``InlineExecutor`` with ``SubmitFaults``."""
+
+    def __init__(self, context: Context) -> None:
+        super().__init__()
+        self.faults = SubmitFaults(context)
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        self.faults.check(fn, args)
         return super().submit(fn, *args, **kwargs)
+
+    def settle(self) -> None:
+        """Nothing waits: every hand-over ran inside ``submit``."""
+
+
+class FaultLoopExecutor(LoopExecutor):
+    """The aio layer's ``LoopExecutor`` (a hand-over runs inside ``submit``, on the
+    caller's thread, as on the loop) with ``SubmitFaults``."""
+
+    def __init__(self, context: Context) -> None:
+        super().__init__()
+        self.faults = SubmitFaults(context)
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        self.faults.check(fn, args)
+        return super().submit(fn, *args, **kwargs)
+
+    def settle(self) -> None:
+        """Nothing waits: every hand-over ran inside ``submit``."""
+
+
+class GatedThreadExecutor(Executor):
+    """A real thread executor whose one worker runs the tasks handed over, in order, only
+    while ``settle`` lets it (between machine calls): expiries run on another thread,
+    under the operations' real locks, and the run stays deterministic. With
+    ``SubmitFaults``; what a task raises stays in its future (R13)."""
+
+    def __init__(self, context: Context) -> None:
+        self.faults = SubmitFaults(context)
+        self._tasks: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...], Future[Any]] | None]
+        self._tasks = queue.Queue()
+        self._gate = threading.Event()
+        self._worker = threading.Thread(target=self._work, name="machine-expiry", daemon=True)
+        self._worker.start()
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        self.faults.check(fn, args)
+        future: Future[R] = Future()
+        self._tasks.put((functools.partial(fn, **kwargs), args, future))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._tasks.get()
+            try:
+                if item is None:
+                    return
+                self._gate.wait()
+                fn, args, future = item
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # KeyboardInterrupt in a worker included
+                    future.set_exception(exc)
+            finally:
+                self._tasks.task_done()
+
+    def settle(self) -> None:
+        """Let the worker run every task handed over (and those they hand over)."""
+        self._gate.set()
+        self._tasks.join()
+        self._gate.clear()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._tasks.put(None)
+        self._gate.set()
+        if wait:
+            self._worker.join()
 
 
 class ScriptedLock:
@@ -185,19 +303,74 @@ class PoisonKey:
         return id(self)
 
 
+def _labels(exc: BaseException) -> tuple[str, ...]:
+    """The model's labels of what a nested call raised (a group: its members, sorted)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return tuple(sorted(_label(member) for member in exc.exceptions))
+    return (_label(exc),)
+
+
+def perform(context: Context, op: Any, call: Call) -> object:
+    """A callback's public call (R69), its result as the model writes it."""
+    purgatory = context.purgatory
+    if call.target == 0:
+        target = op
+    else:
+        names = list(context.ops)
+        target = context.ops[names[(call.target - 1) % len(names)]]
+    if call.name == "check_and_complete":
+        return purgatory.check_and_complete(call.key)
+    if call.name == "cancel_for_key":
+        return [cancelled.name for cancelled in purgatory.cancel_for_key(call.key)]
+    if call.name == "abandon":
+        return purgatory.abandon(target)
+    if call.name == "cancel":
+        return target.cancel()
+    if call.name == "force_complete":
+        return target.force_complete()
+    if call.name == "submit":
+        return purgatory.try_complete_else_watch(target, list(call.keys))
+    if call.name == "advance_clock":
+        return purgatory.advance_clock(call.amount)
+    assert call.name == "shutdown", call
+    return purgatory.shutdown()
+
+
 @functools.cache
 def fault_operation_class(impl: ModuleType) -> type[Any]:
     """A ``DelayedOperation`` of ``impl`` that completes iff ``ready`` and follows its script."""
 
     class FaultOperation(impl.DelayedOperation):  # type: ignore[misc,name-defined]
-        def __init__(self, name: str, delay_ms: int, faults: dict[tuple[str, int], str]) -> None:
-            self.scripted_lock = ScriptedLock()
-            super().__init__(delay_ms, self.scripted_lock)
+        def __init__(
+            self,
+            name: str,
+            delay_ms: int,
+            faults: dict[tuple[str, int], Action],
+            context: Context,
+            lock: Any = None,
+        ) -> None:
+            self.scripted_lock: ScriptedLock | None = ScriptedLock() if lock is None else None
+            super().__init__(delay_ms, self.scripted_lock if lock is None else lock)
             self.name = name
             self.faults = faults
             self.ready = False
             self.calls: Counter[str] = Counter()
-            self.purgatory: Any = None  # what a SHUTDOWN action shuts down
+            self.context = context  # what a SHUTDOWN action or a Call works on
+
+        def _call_back(self, where: str, call: Call) -> None:
+            context = self.context
+            if not context.calls_enabled or context.depth >= MAX_DEPTH:
+                return
+            context.depth += 1
+            try:
+                outcome: tuple[object, ...] = ("ok", perform(context, self, call))
+            except Runaway:
+                raise
+            except BaseException as exc:  # user code catching what its call raised
+                outcome = ("raised", _labels(exc))
+            finally:
+                context.depth -= 1
+            context.log.append((where, repr(call), outcome))
 
         def _user(self, callback: str) -> None:
             self.calls[callback] += 1
@@ -205,12 +378,14 @@ def fault_operation_class(impl: ModuleType) -> type[Any]:
             if count > RUNAWAY_CALLS:
                 raise Runaway(f"{self.name}.{callback} called {count} times")
             action = self.faults.get((callback, count))
-            if action == KNOCK:
+            if isinstance(action, Call):
+                self._call_back(f"{self.name}.{callback}#{count}", action)
+            elif action == KNOCK:
                 self.maybe_try_complete()
             elif action == CANCEL:
                 self.cancel()
             elif action == SHUTDOWN:
-                self.purgatory.shutdown()
+                self.context.purgatory.shutdown()
             elif action is not None:
                 _raise(action, f"{self.name}.{callback} call {count}")
 
@@ -256,7 +431,8 @@ def check_raised(actual: BaseException | None, expected: CallError | None, what:
         assert got == expected.errors, f"{what} raised {got}; the model expects {expected.errors}"
     else:
         assert Counter(got) == Counter(expected.errors), (what, got, expected.errors)
-    all_plain = all(label == EXCEPTION for label in expected.errors)
+    classes = {**ERRORS, **_REFUSALS}
+    all_plain = all(issubclass(classes[label], Exception) for label in expected.errors)
     assert isinstance(actual, ExceptionGroup) == all_plain, f"{what}: group type {actual!r}"
 
 
@@ -276,29 +452,78 @@ def _knock_then_raise(first: int, gap: int, kind: str) -> dict[tuple[str, int], 
     return {("try_complete", first): KNOCK, ("try_complete", first + gap): kind}
 
 
+TARGETS = st.integers(0, 4)
+"""0: the operation whose callback runs; k: the (k - 1)-th operation made, modulo."""
+
+_KEY_CALLS = st.builds(
+    Call, st.sampled_from(["check_and_complete", "cancel_for_key"]), key=st.sampled_from(KEYS)
+)
+_OP_CALLS = st.builds(
+    Call, st.sampled_from(["abandon", "cancel", "force_complete"]), target=TARGETS
+)
+_SUBMIT_CALLS = st.builds(
+    Call,
+    st.just("submit"),
+    target=TARGETS,
+    keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=2).map(tuple),
+)
+_CLOCK_CALLS = st.builds(Call, st.just("advance_clock"), amount=st.integers(0, 15))
+CALLS = st.one_of(_KEY_CALLS, _OP_CALLS, _SUBMIT_CALLS, _CLOCK_CALLS)
+"""What a callback calls back in with (R69), shutdown aside."""
+
+ENDING_CALLS = st.one_of(*(CALLS,) * 8, st.just(Call("shutdown")))
+"""What on_complete or on_expiration calls back in with; one in nine shuts the purgatory
+down (a try's shutdown is TRY_ACTIONS' ``SHUTDOWN``): a shut-down purgatory refuses
+most later steps, so shutdowns are kept rare."""
+
 _SCRIPT_ENTRY = st.one_of(
     st.tuples(st.tuples(st.just("try_complete"), st.integers(1, 4)), TRY_ACTIONS),
     st.tuples(st.tuples(st.sampled_from(CALLBACKS[1:]), st.just(1)), st.sampled_from(KINDS)),
 )
 
+_CALL_ENTRY = st.one_of(
+    st.tuples(st.tuples(st.just("try_complete"), st.integers(1, 3)), CALLS),
+    st.tuples(st.tuples(st.sampled_from(CALLBACKS[1:]), st.just(1)), ENDING_CALLS),
+)
+
+
+def _one_call(callback: str, count: int, call: Call) -> dict[tuple[str, int], Action]:
+    return {(callback, count): call}
+
+
+_KNOWN_SHAPES = st.builds(_one_call, st.just("try_complete"), st.just(2), _KEY_CALLS)
+"""The shape of a re-entrancy bug found by review, weighted up: a sweep of one of its
+keys from the submission's second try (R66). (Shutdown from an expiry, R64, is staged
+by the executor's "close the first" of ``drain_due``: a script that shuts down from
+every expiry ends most runs early.)"""
+
 FAULT_SCRIPTS = st.one_of(
     st.just({}),
     st.builds(_knock_then_raise, st.integers(1, 2), st.integers(1, 2), st.sampled_from(KINDS)),
     st.lists(_SCRIPT_ENTRY, max_size=3).map(dict),
+    st.lists(_SCRIPT_ENTRY, min_size=1, max_size=3).map(dict),
+    st.lists(_CALL_ENTRY, min_size=1, max_size=3).map(dict),
+    st.lists(st.one_of(_SCRIPT_ENTRY, _CALL_ENTRY), min_size=2, max_size=3).map(dict),
+    _KNOWN_SHAPES,
 )
 """Per operation: which call of which callback raises (try_complete may also knock,
-cancel its operation or shut the purgatory down)."""
+cancel its operation or shut the purgatory down) or calls back in (a ``Call``)."""
+
+EXECUTOR_KINDS = (*KINDS, "RuntimeError", CLOSE_REFUSE)
+"""What the executor's submit does for a chosen task: raise (``RuntimeError`` as a pool
+that cannot start a thread does, R65), or close the purgatory and refuse."""
 
 SUBMIT_SITES: tuple[str | None, ...] = (None, None, None, None, "lock", "clock", "executor", "key")
 """Where a submission's scoped fault is injected (None: nowhere), read when a machine is made."""
 
 OPEN_SPEC_VIOLATIONS: tuple[str, ...] = ()
 """What the quick machines leave out while a spec violation it found is open (each
-replayed by a test in test_lifecycle_model.py). None is open now: the two this machine
-found, ``"lock"`` (an operation lock whose ``acquire`` raised kept the submission's
-claim, R54) and ``"finished before watching"`` (an operation finished before its
-submission's watching step stayed counted as unfinished, R61), are fixed, and their
-replays are ordinary tests."""
+replayed by a test in test_lifecycle_model.py). None is open now. Fixed, their replays
+now ordinary tests: ``"lock"`` (an operation lock whose ``acquire`` raised kept the
+submission's claim, R54), ``"finished before watching"`` (an operation finished before
+its submission's watching step stayed counted as unfinished, R61), and a submission
+shut down by its own callback (timers off, its R41 retry) or inside its own timer add
+(an executor that shuts down, then refuses), which returned normally (R64)."""
 
 DELAYS = st.one_of(st.integers(-3, 12), st.integers(-3, 40))
 """Operation delays: mostly near, so that several fall due in one drain."""
@@ -306,14 +531,32 @@ DELAYS = st.one_of(st.integers(-3, 12), st.integers(-3, 40))
 MAYBE_KIND = st.one_of(st.none(), st.none(), st.sampled_from(KINDS))
 
 
+EXECUTORS: dict[str, Callable[[Context], Any]] = {
+    "inline": FaultExecutor,
+    "loop": FaultLoopExecutor,
+    "thread": GatedThreadExecutor,
+}
+
+
 def make_lifecycle_machine(
-    impl: ModuleType, *, leave_out_open: bool = False
+    impl: ModuleType,
+    *,
+    leave_out_open: bool = False,
+    executor: str = "inline",
+    locks: str = "scripted",
 ) -> type[RuleBasedStateMachine]:
     """The lifecycle-versus-model machine for the implementation package ``impl``; with
-    ``leave_out_open`` it does not trigger the ``OPEN_SPEC_VIOLATIONS``."""
+    ``leave_out_open`` it does not trigger the ``OPEN_SPEC_VIOLATIONS``. ``executor``
+    and ``locks``: see the module."""
+    if executor == "thread" and locks != "rlock":
+        raise ValueError("a thread executor needs real locks: locks='rlock'")
     left_out = OPEN_SPEC_VIOLATIONS if leave_out_open else ()
-    sites = tuple(site for site in SUBMIT_SITES if site not in left_out)
+    scripted = locks == "scripted"
+    sites = tuple(
+        site for site in SUBMIT_SITES if site not in left_out and (scripted or site != "lock")
+    )
     operation_class = fault_operation_class(impl)
+    make_executor = EXECUTORS[executor]
 
     class LifecycleVersusModel(RuleBasedStateMachine):
         ops = Bundle("ops")
@@ -322,9 +565,12 @@ def make_lifecycle_machine(
             super().__init__()
             self.model = LifecycleModel(1, 0, True)
             self.clock = FaultClock()
-            self.executor = FaultExecutor()
+            self.context = Context()
+            self.executor = make_executor(self.context)
             self.purgatory: Any = None
-            self.real: dict[str, Any] = {}
+            self.real: dict[str, Any] = self.context.ops
+            self.ending = False
+            self.discarded = False
 
         @initialize(
             tick=st.sampled_from([1, 2, 5]),
@@ -338,14 +584,20 @@ def make_lifecycle_machine(
             timer = impl.SystemTimer(
                 "lifecycle", tick, wheel_size, 0, clock=self.clock, executor=self.executor
             )
-            self.purgatory = impl.DelayedOperationPurgatory(
+            self.purgatory = self.context.purgatory = impl.DelayedOperationPurgatory(
                 "lifecycle",
                 timer,
                 purge_interval=purge_interval,
                 reaper_enabled=False,
                 timer_enabled=timer_enabled,
             )
-            self.model = LifecycleModel(tick, purge_interval, timer_enabled)
+            self.model = LifecycleModel(
+                tick,
+                purge_interval,
+                timer_enabled,
+                deferred=executor == "thread",
+                reentrant_knock=not scripted,
+            )
 
         # -- stepping both -----------------------------------------------------------------
 
@@ -357,6 +609,12 @@ def make_lifecycle_machine(
                 model_result = model_call()
             except CallError as failed:
                 expected = failed
+            except OrderLeftOpenError:
+                self.disarm()
+                self.discarded = True  # the teardown checks nothing more
+                if not currently_in_test_context() or self.ending:
+                    raise
+                reject()  # the implementation may have picked another order (R6)
             actual: BaseException | None = None
             real_result: object = None
             try:
@@ -365,36 +623,60 @@ def make_lifecycle_machine(
                 actual = exc
             finally:
                 self.disarm()
+            self.model.run_handed()
+            self.executor.settle()
             outcome = "raised " + ",".join(expected.errors) if expected else "ok"
             if currently_in_test_context():  # also replayed by hand in regression tests
                 event(f"{what.split('(')[0]}: {outcome}")
+                if self.model.log:
+                    event(f"nested calls (max depth {MAX_DEPTH})")
             check_raised(actual, expected, what)
             if expected is None:
                 assert real_result == model_result, (what, real_result, model_result)
+            real_log, model_log = self.context.log, self.model.log
+            assert real_log == model_log, f"{what}: nested calls {real_log}, model {model_log}"
+            real_log.clear()
+            model_log.clear()
 
         def leave_out(self, violation: str) -> bool:
             """Whether this machine leaves an open spec violation's trigger out."""
             return violation in left_out
 
         def disarm(self) -> None:
-            """Scoped faults last one public call."""
+            """Scoped faults last one public call; nested calls are back on."""
             self.clock.fail_read = self.clock.fail_wait = None
-            self.executor.fail_for.clear()
+            self.executor.faults.fail_for.clear()
+            self.model.clock_fails = None
+            self.model.executor_fails.clear()
             for op in self.real.values():
-                op.scripted_lock.fail_next = None
-                op.scripted_lock.knock_next = None
+                if op.scripted_lock is not None:
+                    op.scripted_lock.fail_next = None
+                    op.scripted_lock.knock_next = None
+            self.allow_calls(not self.ending)
+
+        def allow_calls(self, enabled: bool) -> None:
+            """Let callbacks call back in, or not: not while a lock fault is armed (the
+            model consumes those at the outer call's own acquire)."""
+            self.context.calls_enabled = self.model.calls_enabled = enabled
+
+        def arm_lock(self, name: str, kind: str | None) -> None:
+            """The operation's next blocking acquire raises ``kind`` (scripted locks)."""
+            lock = self.real[name].scripted_lock
+            if kind is not None and lock is not None:
+                self.allow_calls(False)
+                lock.fail_next = kind
 
         # -- rules ---------------------------------------------------------------------
 
         @rule(target=ops, delay=DELAYS, faults=FAULT_SCRIPTS)
-        def new_operation(self, delay: int, faults: dict[tuple[str, int], str]) -> str:
+        def new_operation(self, delay: int, faults: dict[tuple[str, int], Action]) -> str:
             """A new operation with its fault script, not submitted yet."""
             return self.create(delay, faults)
 
-        def create(self, delay: int, faults: dict[tuple[str, int], str]) -> str:
+        def create(self, delay: int, faults: dict[tuple[str, int], Action]) -> str:
             name = f"op{len(self.real)}"
-            self.real[name] = operation_class(name, delay, dict(faults))
-            self.real[name].purgatory = self.purgatory
+            lock = None if scripted else threading.RLock()
+            self.real[name] = operation_class(name, delay, dict(faults), self.context, lock)
             self.model.new_op(name, delay, faults)
             return name
 
@@ -405,7 +687,7 @@ def make_lifecycle_machine(
             keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=3),
         )
         def submit_new(
-            self, delay: int, faults: dict[tuple[str, int], str], keys: list[str]
+            self, delay: int, faults: dict[tuple[str, int], Action], keys: list[str]
         ) -> str:
             """A new operation, submitted at once (most operations live this way)."""
             name = self.create(delay, faults)
@@ -418,7 +700,7 @@ def make_lifecycle_machine(
             key=st.sampled_from(KEYS),
         )
         def submit_batch(
-            self, scripts: list[tuple[int, dict[tuple[str, int], str]]], key: str
+            self, scripts: list[tuple[int, dict[tuple[str, int], Action]]], key: str
         ) -> MultipleResults[str]:
             """Several operations on one key, so that sweeps meet more than one (R53)."""
             names = [self.create(delay, faults) for delay, faults in scripts]
@@ -427,13 +709,44 @@ def make_lifecycle_machine(
             return multiple(*names)
 
         @rule(
+            target=ops,
+            first=st.integers(1, 12),
+            gaps=st.lists(st.integers(5, 12), min_size=1, max_size=2),
+            scripts=st.lists(FAULT_SCRIPTS, min_size=3, max_size=3),
+        )
+        def submit_staggered(
+            self, first: int, gaps: list[int], scripts: list[dict[tuple[str, int], Action]]
+        ) -> MultipleResults[str]:
+            """Operations timed at different due times (gaps of a tick or more) on
+            different keys, so that one drain hands over several in a known order, and
+            what the first one's callbacks do can meet the others (R64, R6)."""
+            delays = [first]
+            for gap in gaps:
+                delays.append(delays[-1] + gap)
+            names = [
+                self.create(delay, faults) for delay, faults in zip(delays, scripts, strict=False)
+            ]
+            for name, key in zip(names, KEYS, strict=False):
+                self.submit(name, [key], None, EXCEPTION)
+            return multiple(*names)
+
+        @rule(
             name=ops,
             keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=3),
             site=st.sampled_from(sites),
             kind=st.sampled_from(KINDS),
+            refusal=st.sampled_from([None, None, "RuntimeError", CLOSE_REFUSE]),
         )
-        def submit(self, name: str, keys: list[str], site: str | None, kind: str) -> None:
-            """R22-R24, R32, R34, R38, R41, R52, R54: try_complete_else_watch."""
+        def submit(
+            self,
+            name: str,
+            keys: list[str],
+            site: str | None,
+            kind: str,
+            refusal: str | None = None,
+        ) -> None:
+            """R22-R24, R32, R34, R38, R41, R52, R54, R65: try_complete_else_watch. At the
+            executor site the executor may also refuse (``refusal``)."""
             op, model_op = self.real[name], self.model.ops[name]
             next_try = model_op.faults.get(("try_complete", model_op.calls["try_complete"] + 1))
             early = model_op.finished or next_try == CANCEL
@@ -449,19 +762,17 @@ def make_lifecycle_machine(
                 )
                 return
             if site == "lock":
-                op.scripted_lock.fail_next = kind
+                self.arm_lock(name, kind)
             elif site == "clock":
-                self.clock.fail_read = kind
+                self.clock.fail_read = self.model.clock_fails = kind
             elif site == "executor":
-                self.executor.fail_for[id(op)] = kind
+                kind = refusal or kind
+                self.executor.faults.fail_for[id(op)] = kind
+                self.model.executor_fails[name] = kind
             self.both(
                 f"submit({name}, {keys}) with {site} fault {kind}",
                 lambda: self.model.submit(
-                    model_op,
-                    keys,
-                    lock_fails=kind if site == "lock" else None,
-                    clock_fails=kind if site == "clock" else None,
-                    executor_fails=kind if site == "executor" else None,
+                    model_op, keys, lock_fails=kind if site == "lock" else None
                 ),
                 lambda: self.purgatory.try_complete_else_watch(op, real_keys),
             )
@@ -481,10 +792,10 @@ def make_lifecycle_machine(
             lock of the first pending operation on the key, or of every one, may fail."""
             pending = [op.name for op in self.model.watchers.get(key, ()) if not op.finished]
             failing = {name: kind for name in pending[: 1 if which == "first" else None]}
-            if which is None:
+            if which is None or not scripted:
                 failing = {}
             for name in failing:
-                self.real[name].scripted_lock.fail_next = kind
+                self.arm_lock(name, kind)
             self.both(
                 f"check_and_complete({key!r}) with the locks of {failing} failing",
                 lambda: self.model.check_and_complete(key, lock_fails=failing),
@@ -503,9 +814,12 @@ def make_lifecycle_machine(
         @rule(key=st.sampled_from(KEYS), knocked=st.lists(ops, max_size=2, unique=True))
         def cancel_for_key(self, key: str, knocked: list[str]) -> None:
             """R29, R55: a knock that met cancel_for_key's hold on the lock is honoured."""
+            if not scripted:
+                knocked = []
             for name in knocked:
                 op = self.real[name]
                 op.scripted_lock.knock_next = op.maybe_try_complete
+                self.allow_calls(False)
             self.both(
                 f"cancel_for_key({key!r}) knocked by {knocked}",
                 lambda: self.model.cancel_for_key(key, knocked=frozenset(knocked)),
@@ -517,9 +831,9 @@ def make_lifecycle_machine(
             """R40, R56: abandon or cancel(); a lock that fails (armed only on a submitted
             operation, where the spec says it is taken) leaves no trace (R54)."""
             op, model_op = self.real[name], self.model.ops[name]
-            if not model_op.submitted:
+            if not model_op.submitted or not scripted:
                 lock_kind = None
-            op.scripted_lock.fail_next = lock_kind
+            self.arm_lock(name, lock_kind)
             real: Callable[[], object] = (
                 op.cancel if via_cancel else lambda: self.purgatory.abandon(op)
             )
@@ -578,12 +892,28 @@ def make_lifecycle_machine(
                 self.real[name].maybe_try_complete,
             )
 
+        @precondition(lambda self: any(op.due is not None for op in self.model.ops.values()))
+        @rule(
+            data=st.data(),
+            mode=st.sampled_from(["to due", "past all", "past all"]),
+            executor_all=st.sampled_from([None, None, "RuntimeError", "close the first"]),
+        )
+        def drain_due(self, data: st.DataObject, mode: str, executor_all: str | None) -> None:
+            """A drain that hands something over (if anything is timed), the executor
+            perhaps refusing (R65) or closing the purgatory at the first one (R64)."""
+            self.advance_clock(data, mode, None, {}, executor_all)
+
         @rule(
             data=st.data(),
             mode=st.sampled_from(["zero", "tick", "to due", "to due", "random", "past all"]),
             wait_kind=st.one_of(st.none(), st.none(), st.none(), st.sampled_from(KINDS)),
-            executor_faults=st.dictionaries(ops, st.sampled_from(KINDS), max_size=2),
-            executor_all=st.one_of(st.none(), st.none(), st.none(), st.sampled_from(KINDS)),
+            executor_faults=st.dictionaries(ops, st.sampled_from(EXECUTOR_KINDS), max_size=2),
+            executor_all=st.one_of(
+                st.none(),
+                st.none(),
+                st.sampled_from(KINDS),
+                st.sampled_from(["RuntimeError", "close the first"]),
+            ),
         )
         def advance_clock(
             self,
@@ -607,20 +937,26 @@ def make_lifecycle_machine(
                 amount = max(0, max(dues, default=self.model.now) - self.model.now)
             else:
                 amount = data.draw(st.integers(0, 60), label="amount")
-            if executor_all is not None:
-                executor_faults = {
-                    op.name: executor_all
-                    for op in self.model.ops.values()
-                    if op.due is not None and op.due <= self.model.now + amount
-                }
+            due_now = sorted(
+                (op.due, op.name)
+                for op in self.model.ops.values()
+                if op.due is not None and op.due <= self.model.now + amount
+            )
+            if executor_all == "close the first":
+                # R64/R65: the first hand-over closes the purgatory and is refused; it is
+                # alone at its due time, so that R6's open order cannot matter.
+                dues = [due for due, _ in due_now]
+                if dues and dues.count(dues[0]) == 1:
+                    executor_faults = {due_now[0][1]: CLOSE_REFUSE}
+            elif executor_all is not None:
+                executor_faults = {name: executor_all for _, name in due_now}
             self.clock.fail_wait = wait_kind
             for name, kind in executor_faults.items():
-                self.executor.fail_for[id(self.real[name])] = kind
+                self.executor.faults.fail_for[id(self.real[name])] = kind
+            self.model.executor_fails.update(executor_faults)
             self.both(
                 f"advance_clock({amount}) wait fault {wait_kind} executor faults {executor_faults}",
-                lambda: self.model.advance_clock(
-                    amount, wait_fails=wait_kind, executor_fails=executor_faults
-                ),
+                lambda: self.model.advance_clock(amount, wait_fails=wait_kind),
                 lambda: self.purgatory.advance_clock(amount),
             )
 
@@ -631,10 +967,10 @@ def make_lifecycle_machine(
             self.model.now += amount
 
         @precondition(lambda self: not self.model.shut_down)
-        @rule(coin=st.integers(0, 7))
+        @rule(coin=st.integers(0, 15))
         def shutdown(self, coin: int) -> None:
             """R32: later submissions and advances raise RuntimeError; nothing completes.
-            (One draw in eight: a purgatory shut down early has little left to show.)"""
+            (One draw in 16: a purgatory shut down early has little left to show.)"""
             if coin:
                 return
             self.both("shutdown()", self.model.shutdown, self.purgatory.shutdown)
@@ -654,7 +990,8 @@ def make_lifecycle_machine(
                 seen = (op.is_completed, op.is_abandoned, dict(op.calls))
                 expected = (model_op.is_completed, model_op.is_abandoned, dict(model_op.calls))
                 assert seen == expected, f"{name}: {seen} but the model says {expected}"
-                assert not op.scripted_lock.depth, f"{name}: lock left held"
+                if op.scripted_lock is not None:
+                    assert not op.scripted_lock.depth, f"{name}: lock left held"
             counters = ("watched", "watched_keys", "num_delayed", "num_purged")
             real = {c: getattr(self.purgatory, c) for c in counters}
             real["estimate"] = self.purgatory.estimated_total_operations
@@ -669,7 +1006,17 @@ def make_lifecycle_machine(
             """Drain far enough, end what is left, and find every counter back at zero."""
             if self.purgatory is None:
                 return
+            try:
+                if not self.discarded:
+                    self.drain_and_end()
+            finally:
+                if executor == "thread":
+                    self.executor.shutdown()
+
+        def drain_and_end(self) -> None:
             self.disarm()  # the operations keep their scripts: the final drain is a sweep too
+            self.ending = True  # but make no more calls: what they start would not end
+            self.allow_calls(False)
             if not self.model.shut_down:
                 dues = [op.due for op in self.model.ops.values() if op.due is not None]
                 if dues:
@@ -704,11 +1051,30 @@ def make_lifecycle_machine(
             for op in self.real.values():
                 assert op.is_completed or op.is_abandoned or not self.model.ops[op.name].submitted
             self.both("final shutdown()", self.model.shutdown, self.purgatory.shutdown)
+            if not scripted:
+                _assert_free([op.lock for op in self.real.values()])
 
     LifecycleVersusModel.__name__ = LifecycleVersusModel.__qualname__ = (
         f"LifecycleVersusModel_{impl.__name__.rsplit('.', 1)[-1]}"
     )
     return LifecycleVersusModel
+
+
+def _assert_free(locks: list[Any]) -> None:
+    """Every lock can be taken by another thread: none was left held."""
+    held: list[int] = []
+
+    def probe() -> None:
+        for index, lock in enumerate(locks):
+            if lock.acquire(blocking=False):
+                lock.release()
+            else:
+                held.append(index)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    prober.join()
+    assert not held, f"operation locks left held: {held}"
 
 
 def _fail(kind: str) -> None:

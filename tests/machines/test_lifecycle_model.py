@@ -4,12 +4,16 @@
 ``tests.machines.lifecycle_model``, a model that shares no code with either
 implementation: so a bug both implementations share shows here, where the equivalence
 machines cannot see it. Runs under the active Hypothesis profile (``make slow`` and
-``make deep`` run it longer).
+``make deep`` run it longer). Callbacks call back in (R63-R69); the machine also runs
+on the aio layer's ``LoopExecutor``, with ``threading.RLock`` operation locks, and with
+a real worker thread for the expiries, each on a smaller quick budget (deeper under
+``slow``).
 """
 
 from __future__ import annotations
 
 import ast
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +21,15 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.machines.fault_machine import make_lifecycle_machine
+from tests.machines.fault_machine import Context, fault_operation_class, make_lifecycle_machine
+from tests.machines.lifecycle_model import CLOSE_REFUSE, KNOCK, SHUTDOWN
 from tests.support import implementation_names, load
+
+VARIANTS = [("loop", "scripted"), ("inline", "rlock"), ("thread", "rlock")]
+"""(executor, locks) besides the default (inline, scripted): see tests.machines.fault_machine."""
+
+VARIANT_EXAMPLES = 15
+"""Quick budget of each variant (the default run has 100): they share its rules."""
 
 MODEL = Path(__file__).with_name("lifecycle_model.py")
 
@@ -55,6 +66,84 @@ def test_r52_r53_r54_lifecycle_model_deeper(impl_name: str) -> None:
     machine = make_lifecycle_machine(load(impl_name), leave_out_open=True)
     deeper = settings(settings(), max_examples=500, stateful_step_count=100)
     run_state_machine_as_test(machine, settings=deeper)
+
+
+@pytest.mark.parametrize(("executor", "locks"), VARIANTS)
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r63_r69_reentrant_lifecycle_matches_the_model_on_each_executor(
+    impl_name: str, executor: str, locks: str
+) -> None:
+    """R63-R69 on the loop executor, with RLock operation locks, and with expiries on a
+    real worker thread (run between the machine's calls, so deterministic)."""
+    machine = make_lifecycle_machine(
+        load(impl_name), leave_out_open=True, executor=executor, locks=locks
+    )
+    quick = settings(settings(), max_examples=min(settings().max_examples, VARIANT_EXAMPLES))
+    run_state_machine_as_test(machine, settings=quick)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize(("executor", "locks"), VARIANTS)
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r63_r69_reentrant_lifecycle_on_each_executor_deeper(
+    impl_name: str, executor: str, locks: str
+) -> None:
+    """The variants, 300 examples of 100 steps (``make slow``)."""
+    machine = make_lifecycle_machine(
+        load(impl_name), leave_out_open=True, executor=executor, locks=locks
+    )
+    deeper = settings(settings(), max_examples=300, stateful_step_count=100)
+    run_state_machine_as_test(machine, settings=deeper)
+
+
+@pytest.mark.parametrize("lock", [threading.Lock(), threading.Semaphore()])
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r63_the_machine_operation_refuses_a_lock_it_cannot_take_twice(
+    impl_name: str, lock: object
+) -> None:
+    """The spec's decision for ``threading.Lock`` (R63): refused at construction, so the
+    machine's operations run with ``threading.RLock`` (or its counting lock) only."""
+    operation_class = fault_operation_class(load(impl_name))
+    with pytest.raises(TypeError, match="lock must be re-entrant"):
+        operation_class("op0", 0, {}, Context(), lock)
+    assert operation_class("op0", 0, {}, Context(), threading.RLock()).lock is not None
+
+
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r64_shutdown_from_try_complete_refuses_the_submission_with_timers_off(
+    impl_name: str,
+) -> None:
+    """R64, a finding of the machine's strict model (fixed): try_complete's second call
+    shuts the purgatory down in a submission with timers off; it is refused."""
+    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=False)
+    name = machine.create(10, {("try_complete", 2): SHUTDOWN})
+    machine.submit(name, ["a"], None, "Exception")  # RuntimeError, rolled back
+    machine.same_state()
+
+
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r64_shutdown_from_the_r41_retry_refuses_the_submission(impl_name: str) -> None:
+    """R64 (fixed): a knock during the submission's second try leaves the R41 retry to
+    it; the retry's try_complete shuts the purgatory down; the submission is refused."""
+    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
+    name = machine.create(10, {("try_complete", 2): KNOCK, ("try_complete", 3): SHUTDOWN})
+    machine.submit(name, ["a"], None, "Exception")
+    machine.same_state()
+
+
+@pytest.mark.parametrize("impl_name", implementation_names())
+def test_r64_r65_shutdown_inside_the_timer_add_refuses_the_submission(impl_name: str) -> None:
+    """R64, a finding of the machine (fixed): an operation due at once whose hand-over
+    the executor refuses after shutting the purgatory down; the submission is refused
+    and rolled back, nothing left watched in the closed purgatory."""
+    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
+    name = machine.create(0, {})
+    machine.submit(name, ["a"], "executor", "Exception", CLOSE_REFUSE)
+    machine.same_state()
 
 
 @pytest.mark.parametrize("impl_name", implementation_names())

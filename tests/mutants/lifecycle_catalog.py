@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tests.mutants.catalog import Mutant, applied
 
-__all__ = ["SHARED_BUGS", "SharedBug", "all_applied"]
+__all__ = ["OUTSIDE_THE_MACHINE", "SHARED_BUGS", "SharedBug", "all_applied"]
 
 
 @dataclass(frozen=True)
@@ -54,15 +54,15 @@ SHARED_BUGS: tuple[SharedBug, ...] = (
                 "retry-escapes-rollback/reference",
                 "reference.purgatory",
                 "DelayedOperationPurgatory._submit",
-                "if not operation._is_finished() and operation._owner is self:",
-                "if False:",
+                "with self._undone_on_error(operation, undo):  # part of the submission (R54)",
+                "if True:",
             ),
             _patch(
                 "retry-escapes-rollback/optimized",
                 "optimized.purgatory",
                 "DelayedOperationPurgatory._submit",
-                "if not operation._completed and operation._owner is self:",
-                "if False:",
+                "with operation._lock:\n            self._fail(",
+                "if False:\n            self._fail(",
             ),
         ),
     ),
@@ -186,6 +186,130 @@ SHARED_BUGS: tuple[SharedBug, ...] = (
             ),
         ),
     ),
+    SharedBug(
+        "drain-ignores-its-own-close",
+        "A drain does not look at the timer again after each hand-over: when an expiry "
+        "shuts the purgatory down, the other operations of the same drain still run "
+        "on_complete and on_expiration (R64, R32).",
+        (
+            _patch(
+                "drain-ignores-its-own-close/reference",
+                "reference.timer",
+                "SystemTimer.advance_clock",
+                "break  # closed by a task of this drain: nothing more is handed over (R64)",
+                "pass",
+            ),
+            _patch(
+                "drain-ignores-its-own-close/optimized",
+                "optimized.timer",
+                "SystemTimer.advance_clock",
+                "break  # closed by a task of this drain: nothing more is handed over (R64)",
+                "pass",
+            ),
+        ),
+    ),
+    SharedBug(
+        "executor-refusal-swallowed",
+        "An executor whose submit raises RuntimeError while the timer is open (a pool that "
+        "cannot start a thread) is taken for a shut-down one: the task is dropped quietly, "
+        "a due submission returns False and stays watched, a drain returns (R65).",
+        (
+            _patch(
+                "executor-refusal-swallowed/reference",
+                "reference.timer",
+                "SystemTimer._hand_over",
+                "if self._closed and isinstance(exc, RuntimeError):",
+                "if isinstance(exc, RuntimeError):",
+            ),
+            _patch(
+                "executor-refusal-swallowed/optimized",
+                "optimized.timer",
+                "SystemTimer._hand_over",
+                "if self._closed and isinstance(exc, RuntimeError):",
+                "if isinstance(exc, RuntimeError):",
+            ),
+            _patch(
+                "executor-refusal-swallowed/optimized-drain",
+                "optimized.timer",
+                "SystemTimer.advance_clock",
+                "if not (self._closed and isinstance(exc, RuntimeError)):  # R65",
+                "if not isinstance(exc, RuntimeError):",
+            ),
+        ),
+    ),
+    SharedBug(
+        "cancel-for-key-leaves-it-timed",
+        "cancel_for_key from a try_complete of an operation being submitted returns it, "
+        "and the submission then adds it to the timer, where it expires (R66).",
+        (
+            _patch(
+                "cancel-for-key-leaves-it-timed/reference",
+                "reference.purgatory",
+                "DelayedOperationPurgatory.cancel_for_key",
+                "operation._untimed = True  # its submission, if under way, adds none (R66)",
+                "pass",
+            ),
+            _patch(
+                "cancel-for-key-leaves-it-timed/optimized",
+                "optimized.purgatory",
+                "DelayedOperationPurgatory.cancel_for_key",
+                "operation._untimed = True  # its submission, if under way, adds none (R66)",
+                "pass",
+            ),
+        ),
+    ),
 )
-"""Issue items 2, 4 (drain), 5 and 7, the two pending-flag gaps, and the inline
-executor half of item 4 (it lives in code both implementations use, so once)."""
+"""Issue items 2, 4 (drain), 5 and 7, the two pending-flag gaps, the inline executor
+half of item 4 (it lives in code both implementations use, so once), and the
+re-entrancy bugs the lifecycle machine's nested calls catch (R64-R66)."""
+
+OUTSIDE_THE_MACHINE: tuple[SharedBug, ...] = (
+    SharedBug(
+        "purge-lets-a-key-error-escape",
+        "A key whose hash or equality raises during the idle purge (R61) escapes the "
+        "unrelated force_complete that purged, before its on_complete ran (R67). The "
+        "machine's keys cannot raise later (its poisoned key raises at its first read), "
+        "so a deterministic regression test catches this one.",
+        (
+            _patch(
+                "purge-lets-a-key-error-escape/reference",
+                "reference.purgatory",
+                "DelayedOperationPurgatory._purge_watchers",
+                "interrupt = key_failed_in_purge(logger, self._name, key, failed.error)"
+                " or interrupt",
+                "raise failed.error",
+            ),
+            _patch(
+                "purge-lets-a-key-error-escape/optimized",
+                "optimized.purgatory",
+                "DelayedOperationPurgatory._key_failed",
+                "return key_failed_in_purge(logger, self._name, key, exc)",
+                "raise exc",
+            ),
+        ),
+    ),
+    SharedBug(
+        "plain-lock-accepted",
+        "An operation lock its holder cannot take again (threading.Lock, Semaphore) is "
+        "accepted, and an operation due at once deadlocks in its own submission on an "
+        "inline executor (R63). A construction-time rule: a test catches it.",
+        (
+            _patch(
+                "plain-lock-accepted/reference",
+                "reference.operation",
+                "DelayedOperation.__init__",
+                "require_operation_lock(lock)",
+                "(lock if isinstance(lock, AbstractLock) else require_operation_lock(lock))",
+            ),
+            _patch(
+                "plain-lock-accepted/optimized",
+                "optimized.operation",
+                "DelayedOperation.__init__",
+                "require_operation_lock(lock)",
+                "(lock if isinstance(lock, AbstractLock) else require_operation_lock(lock))",
+            ),
+        ),
+    ),
+)
+"""Re-entrancy bugs (R63, R67) the machine cannot reach by design; each is caught by the
+deterministic check named in test_lifecycle_mutants_caught.py."""
