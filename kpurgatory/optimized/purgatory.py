@@ -712,15 +712,25 @@ class DelayedOperationPurgatory(Generic[T]):
     def _purge_candidates(self) -> int:
         """Unlink each purge candidate from the lists of its keys; return the pairs unlinked.
 
-        Works on a copy (one C call): a candidate recorded meanwhile stays for the next
-        purge. The candidates' ids are grouped by key first, so each key's shard lock is
-        taken once per purge (operations share keys: Kafka's requests on a few
+        Takes the candidates one ``popitem`` at a time (each one atomic C call, so a
+        concurrent purge or ``_unwatch`` never sees an operation taken twice), at most as
+        many as there were on entry: a candidate recorded meanwhile may stay for the next
+        purge, and a steady stream of completions cannot keep this loop going. Not a
+        ``copy()``: copying a dict costs O(its table), which keeps the size of its largest
+        burst after pops emptied it (9 us per purge on a free-threaded 3.13 for a dict
+        holding one entry), while ``popitem`` takes from the end and shrinks what later
+        calls look at. The candidates' ids are grouped by key first, so each key's shard
+        lock is taken once per purge (operations share keys: Kafka's requests on a few
         partitions). O(keys) per candidate."""
         candidates = self._candidates
-        taken = candidates.copy()  # keeps the operations alive: their ids stay theirs
+        taken: list[T] = []  # keeps the operations alive: their ids stay theirs
         by_key: dict[Hashable, list[int]] = {}
-        for op_id, operation in taken.items():
-            candidates.pop(op_id, None)
+        for _ in range(len(candidates)):
+            try:
+                op_id, operation = candidates.popitem()
+            except KeyError:  # emptied meanwhile by an _unwatch or another purge
+                break
+            taken.append(operation)
             keys = operation._watch_keys
             if keys is not None:
                 for key in keys:
