@@ -140,14 +140,33 @@ class WatcherList(Generic[T]):
 
     ``ops`` maps ``id(op)`` to ``op`` (the op is kept, so its id stays unique). Guarded by
     its shard's lock. Reference equivalent: the ``list[T]`` in the reference's map.
-    Costs: watch, unlink O(1); snapshot O(n).
+    Costs: watch, unlink O(1); snapshot O(n) for n watched: a dict keeps the slots of
+    the entries popped from it until it next grows, and iterating it visits them, so a
+    list that held 10,000 operations and now holds one would cost a snapshot 10,000
+    steps; ``unlinked`` counts the pops since the dict was last rebuilt, and
+    ``note_unlinked`` rebuilds it in place (amortized O(1) per pop) before they outgrow
+    twice the operations it holds.
     """
 
-    __slots__ = ("key", "ops")
+    __slots__ = ("key", "ops", "unlinked")
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
         self.ops: dict[int, T] = {}
+        self.unlinked = 0
+
+    def note_unlinked(self, count: int) -> None:
+        """``count`` more operations were popped from ``ops`` (its shard lock is held):
+        past ``2 * len(ops) + 64`` pops since the last rebuild, rebuild ``ops`` in place
+        (``clear`` frees its table; the survivors go back in watch order). O(len(ops))."""
+        unlinked = self.unlinked + count
+        ops = self.ops
+        if unlinked > 2 * len(ops) + 64:
+            survivors = list(ops.items())
+            ops.clear()
+            ops.update(survivors)
+            unlinked = 0
+        self.unlinked = unlinked
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -622,7 +641,8 @@ class DelayedOperationPurgatory(Generic[T]):
         """Assert the purgatory's representation invariants, then the timer's.
 
         Every key lies in the shard its hash selects, is mapped to a list for that key,
-        no mapped list is empty, each list's dict keys are the ids of its operations,
+        no mapped list is empty or due for a rebuild, each list's dict keys are the ids of
+        its operations,
         each shard's count equals its watched pairs, every completed operation still
         watched is a purge candidate (unless the next purge scans everything), and the
         counters are non-negative.
@@ -637,6 +657,8 @@ class DelayedOperationPurgatory(Generic[T]):
                         raise AssertionError(f"key {key!r} maps to the list of {watchers.key!r}")
                     if not watchers.ops:
                         raise AssertionError(f"key {key!r} maps to an empty watcher list")
+                    if watchers.unlinked > 2 * len(watchers.ops) + 64:
+                        raise AssertionError(f"key {key!r}'s list was not rebuilt after pops")
                     for op_id, operation in watchers.ops.items():
                         if op_id != id(operation):
                             raise AssertionError(f"{operation!r} is filed under a wrong id")
@@ -682,6 +704,7 @@ class DelayedOperationPurgatory(Generic[T]):
         with shard.lock:
             if watchers.ops.pop(op_id, None) is not None:
                 shard.count -= 1
+                watchers.note_unlinked(1)
             if not watchers.ops and shard.watchers.get(watchers.key) is watchers:
                 del shard.watchers[watchers.key]
         keys = operation._watch_keys
@@ -756,6 +779,8 @@ class DelayedOperationPurgatory(Generic[T]):
                     shard.count -= unlinked
                     if not ops:
                         del shard.watchers[key]
+                    else:
+                        watchers.note_unlinked(unlinked)
         return purged
 
     def _purge_scan(self) -> int:
@@ -776,6 +801,8 @@ class DelayedOperationPurgatory(Generic[T]):
                         shard.count -= len(done)
                         if not ops:
                             del shard.watchers[key]
+                        elif done:
+                            watchers.note_unlinked(len(done))
         return purged
 
     def _reap(self) -> None:
