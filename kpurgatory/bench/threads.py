@@ -26,6 +26,7 @@ __all__ = [
     "TIMER_LAYOUTS",
     "acks_all_time",
     "benchmarks",
+    "inner_loops",
     "main",
     "report",
     "timer_time",
@@ -95,8 +96,9 @@ def _in_threads(threads: int, work: Callable[[int], None]) -> float:
 
 
 def acks_all_time(loops: int, implementation: str, threads: int) -> float:
-    """Seconds per operation of ``threads`` threads each submitting an operation on its own
-    key (``try_complete_else_watch``), then completing it (``check_and_complete``)."""
+    """Seconds for ``threads`` threads each submitting ``loops * OPERATIONS`` operations on
+    its own key (``try_complete_else_watch``) and completing each (``check_and_complete``):
+    ``inner_loops(threads)`` operations per loop."""
     impl = _implementation(implementation)
     produce = _operation_class(impl)
     purgatory = impl.DelayedOperationPurgatory("Produce", reaper_enabled=False)
@@ -119,7 +121,7 @@ def acks_all_time(loops: int, implementation: str, threads: int) -> float:
             raise AssertionError(f"{implementation}: an operation was lost or left watched")
     finally:
         purgatory.shutdown()
-    return elapsed / (count * threads)
+    return elapsed
 
 
 TIMER_LAYOUTS = ("one timer", "a timer each", "a timer and lock each")
@@ -148,8 +150,9 @@ def _timers(impl: ModuleType, count: int, own_locks: bool) -> list[Any]:
 
 
 def timer_time(loops: int, implementation: str, threads: int, layout: str = "one timer") -> float:
-    """Seconds per add+cancel pair by ``threads`` threads, each keeping 100 of its own
-    tasks pending, on timers laid out as ``layout`` says (``TIMER_LAYOUTS``)."""
+    """Seconds for ``threads`` threads each adding and cancelling ``loops * OPERATIONS``
+    tasks (keeping 100 of its own pending) on timers laid out as ``layout`` says
+    (``TIMER_LAYOUTS``): ``inner_loops(threads)`` add+cancel pairs per loop."""
     if layout not in TIMER_LAYOUTS:
         raise ValueError(f"layout must be one of {TIMER_LAYOUTS}, got {layout!r}")
     impl = _implementation(implementation)
@@ -178,7 +181,13 @@ def timer_time(loops: int, implementation: str, threads: int, layout: str = "one
     finally:
         for timer in timers:
             timer.close()
-    return elapsed / (loops_per_thread * threads)
+    return elapsed
+
+
+def inner_loops(threads: int) -> int:
+    """Operations per loop of a time function run on ``threads`` threads (pyperf divides
+    by it, so each value is the time of one operation)."""
+    return OPERATIONS * threads
 
 
 Benchmark = tuple[str, Callable[..., float], tuple[Any, ...], dict[str, Any]]
@@ -224,7 +233,13 @@ def main() -> None:
     runner.argparser.description = __doc__.splitlines()[0] if __doc__ else None
     runner.parse_args()
     for name, function, arguments, metadata in benchmarks():
-        runner.bench_time_func(name, function, *arguments, metadata=metadata)
+        runner.bench_time_func(
+            name,
+            function,
+            *arguments,
+            metadata=metadata,
+            inner_loops=inner_loops(metadata["size"]),
+        )
 
 
 def _mean_us(bench: Any) -> float:
@@ -277,8 +292,9 @@ def _self_check(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="kpurgatory.bench.threads --check")
     parser.add_argument("--check", action="store_true")
     parser.parse_args(argv)
-    for name, function, arguments, _ in benchmarks():
-        print(f"{name}: {function(1, *arguments) * 1e6:.2f} us/op")
+    for name, function, arguments, metadata in benchmarks():
+        per_operation = function(1, *arguments) / inner_loops(metadata["size"])
+        print(f"{name}: {per_operation * 1e6:.2f} us/op")
     return 0
 
 
