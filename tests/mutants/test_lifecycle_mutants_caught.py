@@ -18,7 +18,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from tests.machines.fault_machine import make_lifecycle_machine
 from tests.mutants.catalog import applied, mutated_source
 from tests.mutants.lifecycle_catalog import SHARED_BUGS, SharedBug, all_applied
-from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
+from tests.mutants.test_mutants_caught import MUTANT_SETTINGS, on_the_pinned_hypothesis
 from tests.support import implementation_names, load
 
 LIFECYCLE_MUTANT_SETTINGS = MUTANT_SETTINGS
@@ -69,6 +69,7 @@ def test_shared_bug_is_armed(bug: SharedBug) -> None:
             pass
 
 
+@on_the_pinned_hypothesis
 @pytest.mark.parametrize("bug", SHARED_BUGS, ids=[bug.name for bug in SHARED_BUGS])
 def test_shared_bug_is_caught_on_each_implementation(bug: SharedBug) -> None:
     """With the bug planted in both implementations at once, the machine fails on each."""
