@@ -36,8 +36,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy --strict kpurgatory tests
 
+# The quick suite on every core (pytest-xdist; PYTEST_WORKERS=0 runs it in one process).
+PYTEST_WORKERS ?= auto
+XDIST := -n $(PYTEST_WORKERS) --dist worksteal
+
 unit: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
 
 test: lint typecheck unit
 
@@ -110,7 +114,7 @@ compiled-test: compiled-venv
 	$(PYTHON) -m kpurgatory.bench.compiled copy-tree $(COMPILED_DIR)/tree
 	cd $(COMPILED_DIR)/tree && $(COMPILED_VENV)/bin/python -m kpurgatory.bench.compiled check
 	cd $(COMPILED_DIR)/tree && KPURGATORY_EXPECT_COMPILED=1 $(COMPILED_VENV)/bin/python -m pytest -q \
-		$(COMPILED_PYTEST_ARGS)
+		$(XDIST) $(COMPILED_PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .hypothesis
@@ -173,3 +177,62 @@ $(MUTATION_STAMP): $(STAMP)
 mutation: $(MUTATION_STAMP)
 	nice -n 10 $(PY) scripts/mutation.py --sample $(MUTATION_SAMPLE) --seed $(MUTATION_SEED) \
 		$(foreach module,$(MODULE),--module $(module))
+# The free-threaded job (CI, .ci/run): CPython 3.13 built with --disable-gil (3.13t), found
+# in FT_CACHE or built there once (scripts/build_freethreaded.sh: Debian trixie's source
+# package, about 15 minutes), and a venv at build/freethreaded/venv with the package and
+# the test dependencies that have wheels for it. The quick suite runs there with the GIL
+# off (PYTHON_GIL=0); what needs pyspark, CrossHair, mypy or pyright skips itself, saying
+# so. The pins that differ on that interpreter are in constraints-freethreaded.txt (they
+# replace constraints.txt's pins of the same names). FT_CACHE lies outside the clone;
+# point it at an existing build's prefix to reuse it.
+FT_VERSION ?= 3.13.5
+FT_DEBIAN_VERSION ?= 3.13.5-2+deb13u5
+FT_CACHE ?= $(HOME)/.cache/kpurgatory/cpython-$(FT_VERSION)t
+FT_PYTHON := $(FT_CACHE)/bin/python$(basename $(FT_VERSION))t
+FT_DIR ?= build/freethreaded
+FT_VENV := $(abspath $(FT_DIR))/venv
+FT_PY := $(FT_VENV)/bin/python
+FT_STAMP := $(FT_VENV)/.installed
+FT_CONSTRAINTS := $(abspath $(FT_DIR))/constraints.txt
+FT_PACKAGES ?= pytest pytest-timeout pytest-xdist hypothesis jsonschema aiohttp starlette \
+	uvicorn pyperf psutil
+FT_PYTEST_ARGS ?=
+
+.PHONY: freethreaded freethreaded-python freethreaded-test bench-threads
+
+freethreaded: $(FT_STAMP)
+
+freethreaded-python:
+	scripts/build_freethreaded.sh $(FT_CACHE) $(FT_VERSION) $(FT_DEBIAN_VERSION)
+
+$(FT_STAMP): pyproject.toml constraints.txt constraints-freethreaded.txt \
+		scripts/build_freethreaded.sh
+	$(MAKE) --no-print-directory freethreaded-python
+	rm -rf $(FT_VENV)
+	mkdir -p $(FT_DIR)
+	awk -F'==' 'NR == FNR { if ($$1 !~ /^#/ && NF == 2) replaced[$$1] = 1; print; next } \
+		!($$1 in replaced)' constraints-freethreaded.txt constraints.txt > $(FT_CONSTRAINTS)
+	$(FT_PYTHON) -m venv $(FT_VENV)
+	$(FT_PY) -m pip install --quiet --upgrade pip
+	$(FT_PY) -m pip install --quiet --only-binary :all: -c $(FT_CONSTRAINTS) $(FT_PACKAGES)
+	$(FT_PY) -m pip install --quiet --no-deps --config-settings editable_mode=compat -e .
+	$(FT_PY) -c "import sys, kpurgatory; assert not sys._is_gil_enabled(), 'the GIL is on'"
+	touch $@
+
+freethreaded-test: $(FT_STAMP)
+	PYTHON_GIL=0 $(FT_PY) -m pytest -q $(XDIST) $(FT_PYTEST_ARGS)
+
+# The threads benchmark (docs/performance.md, "Threads"): the acks=all pattern on one and
+# two threads, and the timer's single lock, on this build and on the free-threaded one with
+# the GIL off and on (one run, side by side; run it on a quiet machine).
+BENCH_THREADS_OPTIONS ?= -p 3 -n 3 -w 1
+bench-threads: $(STAMP) $(FT_STAMP)
+	mkdir -p build/bench-threads
+	$(PY) -m kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) \
+		-o build/bench-threads/gil.json
+	PYTHON_GIL=0 $(FT_PY) -m kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) \
+		--inherit-environ PYTHON_GIL -o build/bench-threads/ft-gil-off.json
+	PYTHON_GIL=1 $(FT_PY) -m kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) \
+		--inherit-environ PYTHON_GIL -o build/bench-threads/ft-gil-on.json
+	$(PY) -m kpurgatory.bench.threads report build/bench-threads/gil.json \
+		build/bench-threads/ft-gil-off.json build/bench-threads/ft-gil-on.json

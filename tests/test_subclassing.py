@@ -9,6 +9,7 @@ build used to crash the interpreter there), and ``delay_ms`` cannot be redefined
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,19 @@ from kpurgatory import InlineExecutor, ManualClock
 from tests.support import implementation_names
 
 OPERATION_METHODS = ("on_complete", "on_expiration", "try_complete")
+
+
+def assert_names_abstract(error: TypeError, class_name: str, methods: list[str]) -> None:
+    """``error`` is the interpreter's refusal to instantiate ``class_name``: it says
+    "abstract" and names the class and exactly the ``methods`` missing, in order. Only
+    these words are checked, not the sentence around them, which CPython reworded in
+    3.12 ("with abstract method run" became "without an implementation for abstract
+    method 'run'")."""
+    message = str(error)
+    assert "abstract" in message, message
+    assert re.search(rf"\b{re.escape(class_name)}\b", message), message
+    named = [name for name in re.findall(r"\w+", message) if name in (*OPERATION_METHODS, "run")]
+    assert named == methods, message
 
 
 def operation_without(impl: ModuleType, missing: str) -> type[Any]:
@@ -41,10 +55,12 @@ def test_r38_task_without_run_cannot_be_instantiated(impl: ModuleType) -> None:
     class NoRun(impl.TimerTask):  # type: ignore[misc,name-defined]
         pass
 
-    with pytest.raises(TypeError, match=r"abstract class NoRun with abstract method run$"):
+    with pytest.raises(TypeError) as refused:
         NoRun(5)
-    with pytest.raises(TypeError, match=r"abstract class TimerTask with abstract method run$"):
+    assert_names_abstract(refused.value, "NoRun", ["run"])
+    with pytest.raises(TypeError) as refused:
         impl.TimerTask(5)
+    assert_names_abstract(refused.value, "TimerTask", ["run"])
 
 
 @pytest.mark.parametrize("missing", OPERATION_METHODS)
@@ -53,14 +69,16 @@ def test_r38_operation_missing_a_method_cannot_be_instantiated(
 ) -> None:
     """R43: a DelayedOperation subclass missing one abstract method: TypeError naming it."""
     cls = operation_without(impl, missing)
-    with pytest.raises(TypeError, match=rf"abstract class {cls.__name__} .*\b{missing}$"):
+    with pytest.raises(TypeError) as refused:
         cls(5)
+    assert_names_abstract(refused.value, cls.__name__, [missing])
 
 
 def test_r38_operation_class_itself_is_abstract(impl: ModuleType) -> None:
     """R43: DelayedOperation itself cannot be instantiated; the message lists all three."""
-    with pytest.raises(TypeError, match=r"methods on_complete, on_expiration, try_complete$"):
+    with pytest.raises(TypeError) as refused:
         impl.DelayedOperation(5)
+    assert_names_abstract(refused.value, "DelayedOperation", sorted(OPERATION_METHODS))
 
 
 def test_r38_abstract_intermediate_class_then_complete_subclass(impl: ModuleType) -> None:

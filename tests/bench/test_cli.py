@@ -15,7 +15,8 @@ from kpurgatory.pipeline.builds import optimized_build
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One quick run with --out and --report (about 30 s)."""
+    """One quick run with --out and --report (about 30 s); its charts need matplotlib."""
+    pytest.importorskip("matplotlib", reason="the bench extra's matplotlib is not installed")
     out = tmp_path_factory.mktemp("perf")
     assert main(["bench", "--quick", "--out", str(out), "--report", str(out / "page.md")]) == 0
     return out

@@ -7,6 +7,7 @@ package silently fell back to pure Python.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -30,6 +31,9 @@ def test_expected_build_is_compiled() -> None:
 
 
 @pytest.mark.skipif(not SETUP.exists(), reason="setup.py is not beside the tests")
+@pytest.mark.skipif(
+    importlib.util.find_spec("setuptools") is None, reason="setuptools is not installed"
+)
 def test_setup_compiles_only_on_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without KPURGATORY_COMPILE no extension is built; the sources are the optimized
     package's modules (never its __init__, never another package)."""

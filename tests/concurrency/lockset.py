@@ -110,6 +110,9 @@ class Guard:
     kind: Kind
     lock: Callable[[object], object]
     values: str | None = None
+    free_reads: str | None = None
+    """Why the implementations may read this state without its lock (None: every read of
+    a shared object's field, or single read of its container, is checked too)."""
 
     @property
     def label(self) -> str:
@@ -128,12 +131,27 @@ _OPT_P = "kpurgatory.optimized.purgatory"
 _OPT_O = "kpurgatory.optimized.operation"
 _REF_O = "kpurgatory.reference.operation"
 
+# Why some state is read without its lock (the rows' ``free_reads``). Each is one load of
+# a reference (an int, a bool, a tuple, a container's length), which CPython performs as a
+# whole on the GIL build and on the free-threaded one alike (no torn value); what such a
+# read may see is a value already stale, and each reason says why stale is harmless.
+_SIZE = "size/num_delayed: a count that may be stale on return, as Kafka's AtomicInteger.get()"
+_CLOSED = "is_closed and a fast refusal; close itself, add and the drain re-read it locked"
+_SHUT = "the fast refusal of a call after shutdown, re-read under the lock where it decides"
+_FLAG = (
+    "a one-way flag (False -> True, set by a compare-and-set under the flag lock): a stale "
+    "False only sends the reader to the locked path, which decides again"
+)
+_KEYS = "set once under the operation lock before the operation can complete; then constant"
+_WATCHED = "watched: the shards' counts summed one at a time, a total that may be stale"
+_ENTRY = "the hand-over's linearization point (docs/algorithm.md), re-read under the lock"
+
 GUARDS: list[Guard] = [
     # reference timer: one process-wide lock for every schedule and every task's entry
     Guard(_REF_T, "TimerTask", "_entry", "field", _REF_TIMER),
-    Guard(_REF_T, "SystemTimer", "_pending", "dict", _REF_TIMER),
+    Guard(_REF_T, "SystemTimer", "_pending", "dict", _REF_TIMER, free_reads=_SIZE),
     Guard(_REF_T, "SystemTimer", "_current_time", "field", _REF_TIMER),
-    Guard(_REF_T, "SystemTimer", "_closed", "field", _REF_TIMER),
+    Guard(_REF_T, "SystemTimer", "_closed", "field", _REF_TIMER, free_reads=_CLOSED),
     Guard(_REF_T, "SystemTimer", "_wake_requested", "field", _REF_TIMER),
     # reference purgatory: one lock for the watcher map, its lists and the counters
     Guard(_REF_P, "DelayedOperationPurgatory", "_watchers", "dict", attr_lock("_lock"), "list"),
@@ -152,17 +170,24 @@ GUARDS: list[Guard] = [
         "field",
         attr_lock("_lock"),
     ),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_is_shut_down", "field", attr_lock("_lock")),
+    Guard(
+        _REF_P,
+        "DelayedOperationPurgatory",
+        "_is_shut_down",
+        "field",
+        attr_lock("_lock"),
+        free_reads=_SHUT,
+    ),
     Guard(_REF_P, "DelayedOperationPurgatory", "_shutdown_done", "field", attr_lock("_lock")),
     # reference operation: the flags are atomic; abandoning and its keys under the lock
-    Guard(_REF_O, "DelayedOperation", "_abandoned", "field", attr_lock("_lock")),
-    Guard(_REF_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock")),
+    Guard(_REF_O, "DelayedOperation", "_abandoned", "field", attr_lock("_lock"), free_reads=_FLAG),
+    Guard(_REF_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock"), free_reads=_KEYS),
     # optimized timer: one process-wide lock for wheels, buckets, delay queue, entries
     Guard(_OPT_B, "TimerTaskEntry", "_entry_due", "field", _OPT_TIMER),
-    Guard(_OPT_B, "TimerTaskEntry", "_entry_list", "field", _OPT_TIMER),
+    Guard(_OPT_B, "TimerTaskEntry", "_entry_list", "field", _OPT_TIMER, free_reads=_ENTRY),
     Guard(_OPT_B, "TimerTaskEntry", "_entry_next", "field", _OPT_TIMER),
     Guard(_OPT_B, "TimerTaskEntry", "_entry_prev", "field", _OPT_TIMER),
-    Guard(_OPT_B, "TaskCounter", "value", "field", _OPT_TIMER),
+    Guard(_OPT_B, "TaskCounter", "value", "field", _OPT_TIMER, free_reads=_SIZE),
     Guard(_OPT_B, "TimerTaskList", "add", "method", attr_lock("lock")),
     Guard(_OPT_B, "TimerTaskList", "remove", "method", attr_lock("lock")),
     Guard(_OPT_B, "TimerTaskList", "flush", "method", attr_lock("lock")),
@@ -177,18 +202,25 @@ GUARDS: list[Guard] = [
     Guard(_OPT_Q, "DelayQueue", "target", "field", _OPT_TIMER),
     Guard(_OPT_W, "TimingWheel", "current_time", "field", attr_lock("lock")),
     Guard(_OPT_T, "SystemTimer", "_current_time", "field", attr_lock("_lock")),
-    Guard(_OPT_T, "SystemTimer", "_closed", "field", attr_lock("_lock")),
+    Guard(_OPT_T, "SystemTimer", "_closed", "field", attr_lock("_lock"), free_reads=_CLOSED),
     Guard(_OPT_T, "SystemTimer", "_wake_requested", "field", attr_lock("_lock")),
     Guard(_OPT_T, "SystemTimer", "_cascades", "field", attr_lock("_lock")),
     # optimized operation: the three flags are written under the flag lock
-    Guard(_OPT_O, "DelayedOperation", "_completed", "field", attr_lock("_flags")),
-    Guard(_OPT_O, "DelayedOperation", "_try_complete_pending", "field", attr_lock("_flags")),
-    Guard(_OPT_O, "DelayedOperation", "_submitted", "field", attr_lock("_flags")),
-    Guard(_OPT_O, "DelayedOperation", "_abandoned", "field", attr_lock("_flags")),
-    Guard(_OPT_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock")),
+    Guard(_OPT_O, "DelayedOperation", "_completed", "field", attr_lock("_flags"), free_reads=_FLAG),
+    Guard(
+        _OPT_O,
+        "DelayedOperation",
+        "_try_complete_pending",
+        "field",
+        attr_lock("_flags"),
+        free_reads=_FLAG,
+    ),
+    Guard(_OPT_O, "DelayedOperation", "_submitted", "field", attr_lock("_flags"), free_reads=_FLAG),
+    Guard(_OPT_O, "DelayedOperation", "_abandoned", "field", attr_lock("_flags"), free_reads=_FLAG),
+    Guard(_OPT_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock"), free_reads=_KEYS),
     # optimized purgatory: each shard's map, lists and count under the shard lock
     Guard(_OPT_P, "_Shard", "watchers", "dict", attr_lock("lock"), "attr:ops"),
-    Guard(_OPT_P, "_Shard", "count", "field", attr_lock("lock")),
+    Guard(_OPT_P, "_Shard", "count", "field", attr_lock("lock"), free_reads=_WATCHED),
     Guard(
         _OPT_P,
         "DelayedOperationPurgatory",
@@ -204,7 +236,12 @@ GUARDS: list[Guard] = [
         _OPT_P, "DelayedOperationPurgatory", "_num_expired", "field", attr_lock("_counters_lock")
     ),
     Guard(
-        _OPT_P, "DelayedOperationPurgatory", "_is_shut_down", "field", attr_lock("_shutdown_lock")
+        _OPT_P,
+        "DelayedOperationPurgatory",
+        "_is_shut_down",
+        "field",
+        attr_lock("_shutdown_lock"),
+        free_reads=_SHUT,
     ),
     Guard(
         _OPT_P, "DelayedOperationPurgatory", "_shutdown_done", "field", attr_lock("_shutdown_lock")
@@ -232,6 +269,48 @@ class Lockset:
         self.unchecked: list[str] = []
         self.active = False
         self._mutex = threading.Lock()
+        self._first_thread: dict[int, int] = {}  # id(owner) -> its one thread so far (0: shared)
+        self._seen: list[object] = []  # keeps the owners alive: their ids stay theirs
+        self._read_messages: set[str] = set()
+
+    def check_read(self, guard: Guard, obj: object, action: str = "read") -> None:
+        """Record (never raise: a read changes nothing) a read of ``guard``'s state of
+        ``obj`` without its lock, once ``obj`` is shared: read or written by a second
+        thread (Eraser's exclusive state exempts an object still used by one thread only,
+        its initialisation included). Rows with ``free_reads`` are not checked."""
+        if not self.active or guard.free_reads is not None:
+            return
+        ident = threading.get_ident()
+        with self._mutex:
+            first = self._first_thread.get(id(obj))
+            if first is None:
+                self._first_thread[id(obj)] = ident
+                self._seen.append(obj)
+                return
+            if first == ident:
+                return
+            if first != 0:
+                self._first_thread[id(obj)] = 0
+        if holds(guard.lock(obj)):
+            return
+        message = f"{action} {guard.label} without holding {guard.lock(obj)!r}"
+        with self._mutex:
+            if message not in self._read_messages:
+                self._read_messages.add(message)
+                self.violations.append(f"{message} (thread {threading.current_thread().name})")
+
+    def note_write(self, obj: object) -> None:
+        """A write of ``obj``'s guarded state: a second thread writing makes it shared."""
+        if not self.active:
+            return
+        ident = threading.get_ident()
+        with self._mutex:
+            first = self._first_thread.get(id(obj))
+            if first is None:
+                self._first_thread[id(obj)] = ident
+                self._seen.append(obj)
+            elif first not in (0, ident):
+                self._first_thread[id(obj)] = 0
 
     def check(self, guard: Guard, obj: object, action: str) -> None:
         """Raise (and record) ``LocksetViolationError`` unless the caller holds ``guard``'s lock."""
@@ -337,6 +416,8 @@ class _CheckedField:
     def __get__(self, obj: object, objtype: type | None = None) -> Any:
         if obj is None:
             return self
+        if self._guard.kind == "field":
+            self._lockset.check_read(self._guard, obj)
         if self._slot is not None:
             return self._slot.__get__(obj, objtype)
         try:
@@ -354,6 +435,7 @@ class _CheckedField:
         return self._name in obj.__dict__
 
     def __set__(self, obj: object, value: object) -> None:
+        self._lockset.note_write(obj)
         if self._is_set(obj):
             self._lockset.check(self._guard, obj, "write")
         if self._guard.kind in ("dict", "list"):
@@ -383,7 +465,27 @@ class GuardedDict(dict[Any, Any]):
             super().__setitem__(key, lockset.wrap_value(guard, owner, value))
 
     def _check(self, action: str) -> None:
+        self._lockset.note_write(self._owner)
         self._lockset.check(self._guard, self._owner, action)
+
+    def _read(self, action: str) -> None:
+        self._lockset.check_read(self._guard, self._owner, action)
+
+    def __getitem__(self, key: Any) -> Any:
+        self._read("read of")
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._read("get from")
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._read("membership test of")
+        return super().__contains__(key)
+
+    def __len__(self) -> int:
+        self._read("len of")
+        return super().__len__()
 
     def _detach(self, key: Any) -> None:
         # A guarded list taken out of the map belongs to the thread that took it
@@ -460,7 +562,24 @@ class GuardedList(list[Any]):
 
     def _check(self, action: str) -> None:
         if not self.detached:
+            self._lockset.note_write(self._owner)
             self._lockset.check(self._guard, self._owner, action)
+
+    def _read(self, action: str) -> None:
+        if not self.detached:
+            self._lockset.check_read(self._guard, self._owner, action)
+
+    def __getitem__(self, index: Any) -> Any:
+        self._read("read of")
+        return super().__getitem__(index)
+
+    def __contains__(self, value: object) -> bool:
+        self._read("membership test of")
+        return super().__contains__(value)
+
+    def __len__(self) -> int:
+        self._read("len of")
+        return super().__len__()
 
     def append(self, value: Any) -> None:
         self._check("append to")

@@ -183,6 +183,15 @@ _O = "kpurgatory.optimized"
 
 LOCK_PATCHES: tuple[Mutant, ...] = (
     Mutant(
+        "opt-unwatch-lookup-unlocked",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._unwatch_keys",
+        "with shard.lock:",
+        "if True:",
+        "(d) unlinking an operation looks its key's watcher list up without the shard lock: "
+        "a read only (a lockset of writes alone misses it; the unlink itself stays locked).",
+    ),
+    Mutant(
         "ref-purge-without-lock",
         f"{_R}.purgatory",
         "DelayedOperationPurgatory._purge_if_due",

@@ -62,6 +62,8 @@ SCHEDULE_CATCHES: list[tuple[str, str, Callable[[], sc.Build], int | None, str]]
     ("ref-watched-unlocked", "reference", lambda: lc.purge_vs("check"), 1, "lock discipline"),
     ("opt-num-completed-unlocked", "optimized", lambda: sc.watch_vs_event("a"), 1,
      "lock discipline"),
+    ("opt-unwatch-lookup-unlocked", "optimized", lambda: lc.abandon_race(("check",)), 1,
+     "get from _Shard.watchers"),
 ]  # fmt: skip
 IDS = [name for name, *_ in SCHEDULE_CATCHES]
 
@@ -104,7 +106,7 @@ def test_the_catching_scenario_passes_unmutated(
 
 
 INVISIBLE = ["opt-purge-without-shard-lock", "ref-cancel-without-timer-lock",
-             "opt-cancel-without-timer-lock"]  # fmt: skip
+             "opt-cancel-without-timer-lock", "opt-unwatch-lookup-unlocked"]  # fmt: skip
 """Lock removals with no other switch point inside the unguarded code. (The reference
 purge reads each operation's completed flag, an ``AtomicFlag``: a switch point, so the
 plain schedules catch that one too, as a ``KeyError``.)"""

@@ -106,3 +106,45 @@ def _raw(guard: Guard) -> object:
 
     cls = getattr(importlib.import_module(guard.module), guard.owner)
     return cls.__dict__.get(guard.attribute)
+
+
+def test_reads_of_shared_state_without_the_lock_are_recorded() -> None:
+    """Reads are checked too, once a second thread has touched the object (Eraser's
+    exclusive state exempts initialisation): a single read of a guarded field or
+    container without its lock is recorded, once per kind of read, and not raised (a read
+    changes nothing); rows with ``free_reads`` (documented lock-free reads) are exempt."""
+    lockset = Lockset()
+    with lockset.installed():
+        purgatory: Any = reference.DelayedOperationPurgatory(
+            "reads", timer=reference.SystemTimer("reads", clock=ManualClock(0)),
+            reaper_enabled=False,
+        )  # fmt: skip
+        assert purgatory._num_purged == 0  # one thread so far: exclusive, exempt
+        assert "k" not in purgatory._watchers
+        assert lockset.violations == []
+
+        def touch() -> None:
+            with purgatory._lock:
+                purgatory._num_purged = 0
+
+        other = threading.Thread(target=touch)
+        other.start()
+        other.join()
+        with purgatory._lock:
+            assert purgatory._num_purged == 0  # shared, but locked
+            assert purgatory._watchers.get("k") is None
+        assert lockset.violations == []
+        assert purgatory._num_purged == 0  # shared and unlocked: recorded, not raised
+        assert purgatory._num_purged == 0  # the same read again: recorded once
+        assert purgatory._watchers.get("k") is None
+        assert purgatory._is_shut_down is False  # free_reads: the fast refusal
+        purgatory.shutdown()
+    assert len(lockset.violations) == 2, lockset.violations
+    assert lockset.violations[0].startswith("read DelayedOperationPurgatory._num_purged")
+    assert lockset.violations[1].startswith("get from DelayedOperationPurgatory._watchers")
+
+
+def test_every_lock_free_read_says_why() -> None:
+    """A row exempting reads gives its reason (docs/verification.md lists them)."""
+    for guard in GUARDS:
+        assert guard.free_reads is None or len(guard.free_reads) > 20, guard.label

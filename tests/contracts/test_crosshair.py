@@ -10,6 +10,7 @@ found a bug like those".
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -22,11 +23,17 @@ from tests.contracts import diff_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(
-    (wheel.__file__ or "").endswith((".so", ".pyd")),
-    reason="kpurgatory.optimized is a mypyc build: it has no docstrings, so no contracts, "
-    "and CrossHair cannot execute it symbolically (run these checks on the pure build)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        (wheel.__file__ or "").endswith((".so", ".pyd")),
+        reason="kpurgatory.optimized is a mypyc build: it has no docstrings, so no contracts, "
+        "and CrossHair cannot execute it symbolically (run these checks on the pure build)",
+    ),
+    pytest.mark.skipif(
+        importlib.util.find_spec("crosshair") is None,
+        reason="CrossHair is not installed (the free-threaded venv has no wheel for it)",
+    ),
+]
 
 ARITHMETIC_BOUND = 3
 """Iterations without progress before CrossHair stops, for the pure arithmetic modules."""

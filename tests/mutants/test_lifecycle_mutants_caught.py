@@ -29,7 +29,7 @@ from tests.mutants.lifecycle_catalog import (
     SharedBug,
     all_applied,
 )
-from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
+from tests.mutants.test_mutants_caught import MUTANT_SETTINGS, on_the_pinned_hypothesis
 from tests.support import implementation_names, load
 from tests.test_reentrancy import FlakyKey, hooked_operation, inline_purgatory
 
@@ -82,6 +82,7 @@ def test_shared_bug_is_armed(bug: SharedBug) -> None:
             pass
 
 
+@on_the_pinned_hypothesis
 @pytest.mark.parametrize("bug", SHARED_BUGS, ids=[bug.name for bug in SHARED_BUGS])
 def test_shared_bug_is_caught_on_each_implementation(bug: SharedBug) -> None:
     """With the bug planted in both implementations at once, the machine fails on each."""

@@ -69,3 +69,57 @@ def test_candidates_overflow_falls_back_to_a_full_scan() -> None:
         assert not purgatory._scan_all and purgatory._candidates == {}
         assert (purgatory.watched, purgatory.num_purged) == (1, 8)
         purgatory._check()
+
+
+def _live_and_slots(purgatory: DelayedOperationPurgatory[Op], key: str) -> tuple[int, int]:
+    """(operations watched on ``key``, the size in bytes of its list's dict)."""
+    import sys
+
+    shard = purgatory._shards[abs(hash(key)) % purgatory.shards]
+    ops = shard.watchers[key].ops
+    return len(ops), sys.getsizeof(ops)
+
+
+def test_a_hot_list_drained_after_a_burst_is_rebuilt() -> None:
+    """A key's list that held 2,000 operations and is back to one is rebuilt (its dict's
+    table shrinks), so a snapshot costs O(watched) again, not O(its largest burst): the
+    pops counted since the last rebuild never exceed ``2 * len + 64``; the rebuild keeps
+    watch order."""
+    log: list[str] = []
+    with make(purge_interval=10**6) as purgatory:
+        keeper = Op(10**6, "keeper", log)
+        assert purgatory.try_complete_else_watch(keeper, ["hot"]) is False
+        _, small = _live_and_slots(purgatory, "hot")
+        burst = [Op(10**6, f"b{index}", log) for index in range(2000)]
+        for op in burst:
+            assert purgatory.try_complete_else_watch(op, ["hot"]) is False
+        _, large = _live_and_slots(purgatory, "hot")
+        late = Op(10**6, "late", log)
+        assert purgatory.try_complete_else_watch(late, ["hot"]) is False
+        for op in burst:
+            op.ready = True
+        assert purgatory.check_and_complete("hot") == 2000
+        live, after = _live_and_slots(purgatory, "hot")
+        assert (live, large > 10 * small) == (2, True)
+        assert after * 20 < large, (small, large, after)  # at most a 64-pop table left
+        shard = purgatory._shards[abs(hash("hot")) % purgatory.shards]
+        assert list(shard.watchers["hot"].ops.values()) == [keeper, late]
+        assert shard.watchers["hot"].unlinked <= 2 * 2 + 64
+        purgatory._check()
+
+
+def test_check_fails_on_a_list_not_rebuilt() -> None:
+    """``_check`` asserts the bound, so a lost ``note_unlinked`` shows in every machine."""
+    log: list[str] = []
+    with make() as purgatory:
+        op = Op(10**6, "a", log)
+        assert purgatory.try_complete_else_watch(op, ["k"]) is False
+        shard = purgatory._shards[abs(hash("k")) % purgatory.shards]
+        shard.watchers["k"].unlinked = 67
+        try:
+            purgatory._check()
+        except AssertionError as exc:
+            assert "not rebuilt" in str(exc)
+        else:
+            raise AssertionError("_check accepted a list due for a rebuild")
+        shard.watchers["k"].unlinked = 0

@@ -10,6 +10,7 @@ it, and the message says how to install it).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,3 +33,23 @@ def spark() -> Iterator[Any]:
     session = build_session("local[2]", "kpurgatory-tests", shuffle_partitions=2)
     yield session
     session.stop()
+
+
+PIPELINE_EXTRA_MISSING = [
+    name for name in ("pyspark", "pyarrow", "pandas") if importlib.util.find_spec(name) is None
+]
+"""The pipeline extra's packages this interpreter lacks (the free-threaded venv has none)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Without the pipeline extra, every test of this directory skips, saying what is
+    missing (they drive the pipeline's executors, ports and Spark)."""
+    if not PIPELINE_EXTRA_MISSING:
+        return
+    here = Path(__file__).resolve().parent
+    skip = pytest.mark.skip(
+        reason=f"the pipeline extra is not installed ({', '.join(PIPELINE_EXTRA_MISSING)})"
+    )
+    for item in items:
+        if here in Path(str(item.path)).resolve().parents:
+            item.add_marker(skip)

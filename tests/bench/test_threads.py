@@ -1,0 +1,45 @@
+"""The threads benchmark's workloads do what they say (kpurgatory/bench/threads.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import kpurgatory.optimized.timer as timer_module
+from kpurgatory.bench import threads
+
+
+@pytest.mark.parametrize("implementation", ["reference", "optimized"])
+@pytest.mark.parametrize("count", [1, 2])
+def test_acks_all_completes_every_operation(implementation: str, count: int) -> None:
+    """Each thread's operations complete and leave nothing watched (checked inside)."""
+    assert threads.acks_all_time(1, implementation, count) > 0
+
+
+@pytest.mark.parametrize("layout", threads.TIMER_LAYOUTS)
+def test_timer_layouts_leave_nothing_and_restore_the_lock(layout: str) -> None:
+    shared = timer_module._TIMER_LOCK
+    assert threads.timer_time(1, "optimized", 2, layout) > 0
+    assert timer_module._TIMER_LOCK is shared
+
+
+def test_own_locks_are_really_distinct() -> None:
+    timers = threads._timers(threads._implementation("optimized"), 2, own_locks=True)
+    try:
+        assert timers[0]._lock is not timers[1]._lock
+        assert timer_module._TIMER_LOCK not in (timers[0]._lock, timers[1]._lock)
+    finally:
+        for timer in timers:
+            timer.close()
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(ValueError, match="layout"):
+        threads.timer_time(1, "optimized", 1, "two timers")
+    with pytest.raises(ValueError, match="implementation"):
+        threads.acks_all_time(1, "fast", 1)
+
+
+def test_every_benchmark_says_its_gil() -> None:
+    names = [name for name, *_ in threads.benchmarks()]
+    assert len(names) == len(set(names)) == 8
+    assert all(name.endswith(("GIL on", "GIL off")) for name in names)

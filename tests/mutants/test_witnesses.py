@@ -1,0 +1,123 @@
+"""Every seeded mutant is caught by a targeted example, on any Hypothesis version.
+
+The derandomized budgets of ``test_mutants_caught.py`` and
+``test_lifecycle_mutants_caught.py`` show the machines find each mutant from scratch, but
+only for the Hypothesis version that drew those examples. Here each mutant (and each
+shared bug, on each implementation it breaks) has its recorded witness
+(``tests/mutants/witnesses.py``): a short program of machine steps replayed by plain
+method calls. It must fail with the mutant applied and pass on the unmutated code, so a
+mutant stays caught whatever Hypothesis draws.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis.stateful import RuleBasedStateMachine
+
+from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
+from tests.machines.fault_machine import make_lifecycle_machine
+from tests.mutants.catalog import MUTANTS, applied
+from tests.mutants.lifecycle_catalog import SHARED_BUGS, all_applied
+from tests.mutants.test_lifecycle_mutants_caught import _implementations, _pure_python
+from tests.mutants.witness import replay, steps_of
+from tests.mutants.witnesses import WITNESSES
+from tests.support import load
+
+pytestmark = pytest.mark.skipif(
+    not _pure_python(),
+    reason="kpurgatory.optimized is absent or compiled (mutants patch Python source)",
+)
+
+MachineFactory = Callable[[], type[RuleBasedStateMachine]]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _factory(machine: str) -> MachineFactory:
+    reference, optimized = load("reference"), load("optimized")
+    if machine == "timer":
+        return lambda: make_timer_machine(reference, optimized)
+    if machine == "purgatory":
+        return lambda: make_purgatory_machine(reference, optimized)
+    side = machine.removeprefix("lifecycle-")
+    return lambda: make_lifecycle_machine(load(side), leave_out_open=True)
+
+
+def _cases() -> list[tuple[str, Callable[[], AbstractContextManager[Any]]]]:
+    cases: list[tuple[str, Callable[[], AbstractContextManager[Any]]]] = [
+        (mutant.name, functools.partial(applied, mutant)) for mutant in MUTANTS
+    ]
+    for bug in SHARED_BUGS:
+        for impl in _implementations(bug):
+            side = impl.__name__.rsplit(".", 1)[-1]
+            cases.append((f"{bug.name}@{side}", functools.partial(all_applied, bug)))
+    return cases
+
+
+CASES = _cases()
+
+
+def test_every_mutant_has_a_witness_and_every_witness_a_mutant() -> None:
+    names = [name for name, _ in CASES]
+    assert sorted(names) == sorted(WITNESSES), (
+        "record the witnesses again: python -m tests.mutants.witness > tests/mutants/witnesses.py"
+    )
+
+
+def check_witness(name: str) -> None:
+    """The witness of case ``name`` passes on the unmutated code and fails under its patch."""
+    patched = dict(CASES)[name]
+    machine, steps = WITNESSES[name]
+    factory = _factory(machine)
+    replay(factory(), steps)  # the unmutated code passes the witness
+    with patched(), pytest.raises(Exception) as caught:  # any failure of the machine counts
+        replay(factory(), steps)
+    assert not isinstance(caught.value, (SyntaxError, NameError)), caught.value
+
+
+@pytest.mark.parametrize("name", [name for name, _ in CASES])
+def test_witness_fails_with_the_mutant_and_passes_without(name: str) -> None:
+    """Each witness replays in a fresh interpreter with ``PYTHONHASHSEED=0``: a program
+    may depend on where a str key's hash puts it (``negative-hash-shard`` does), which
+    changes from process to process otherwise, and the lifecycle machine's outcome on
+    state earlier tests of the same process left behind (seen: a witness passed its
+    mutant after other tests ran in that worker, never alone). They were recorded with
+    the same seed."""
+    code = f"from tests.mutants.test_witnesses import check_witness; check_witness({name!r})"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+
+
+def test_steps_of_reads_the_program_hypothesis_attached() -> None:
+    failure = AssertionError("differs")
+    failure.add_note(
+        "Falsifying example:\n"
+        "state = Machine()\n"
+        "state.set_up(tick=1)\n"
+        "tasks_0, tasks_1 = state.race(action='readd')\n"
+        "state.teardown()\n"
+        "Highest target score: 35"
+    )
+    assert steps_of(failure) == (
+        "state.set_up(tick=1)",
+        "tasks_0, tasks_1 = state.race(action='readd')",
+        "state.teardown()",
+    )
+    with pytest.raises(ValueError, match="no state machine program"):
+        steps_of(AssertionError("no notes"))
