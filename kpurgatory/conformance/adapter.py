@@ -493,7 +493,8 @@ def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResu
             result.step_index, result.message = index, message
             result.step = step_to_json(step)
             result.before = [step_to_json(earlier) for earlier in steps[:index]]
-            result.expected, result.actual = expect.to_json(), actual.to_json()
+            shown = judge.expected if judge.expected is not None else expect
+            result.expected, result.actual = shown.to_json(), actual.to_json()
             return result
     return result
 

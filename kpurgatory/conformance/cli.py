@@ -54,6 +54,7 @@ from kpurgatory.conformance.adapter import (
     replay_vectors,
     vector_paths,
 )
+from kpurgatory.conformance.driver import sequence_error
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Step, step_from_json
 from kpurgatory.conformance.vectors import FORMAT
 from kpurgatory.spec.known_differences import KnownDifference, resolve
@@ -306,6 +307,9 @@ def _replay(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     except AdapterError as exc:  # pragma: no cover - check_sequence turns these into failures
         print(f"FAIL replay: {exc}")
         return 1
+    except ValueError as exc:  # a StepError the file check did not foresee: still no traceback
+        print(f"kpurgatory conformance: error: --replay {args.replay}: {exc}", file=sys.stderr)
+        return 2
     _print_accepted(args.allowed, accepted)
     if adapter.absent_seen:
         print("  " + absent_line(adapter.absent_seen))
@@ -346,13 +350,23 @@ def _read_steps(path: Path) -> list[Step]:
             f"run it with --vectors {path}"
         )
     steps: list[Step] = []
+    numbers: list[int] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            steps.append(step_from_json(json.loads(line)))
-        except (json.JSONDecodeError, TypeError, ValueError) as exc:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {number}: not JSON: {exc}") from None
+        try:
+            steps.append(step_from_json(data))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise ValueError(f"line {number}: {exc}") from None
+        numbers.append(number)
     if not steps:
         raise ValueError("no steps in the file")
+    problem = sequence_error(steps)
+    if problem is not None:
+        index, why = problem
+        raise ValueError(f"line {numbers[index]}: {why}")
     return steps

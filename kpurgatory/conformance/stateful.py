@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -41,7 +41,7 @@ from hypothesis.stateful import (
 
 from kpurgatory.conformance.adapter import AdapterError, AdapterProcess
 from kpurgatory.conformance.differences import Judge
-from kpurgatory.conformance.driver import DriverSide, Observation
+from kpurgatory.conformance.driver import DriverSide, Observation, sequence_error
 from kpurgatory.conformance.steps import (
     Add,
     Advance,
@@ -70,6 +70,7 @@ __all__ = [
     "StatefulFailure",
     "StatefulStats",
     "check_sequence",
+    "failure_kind",
     "format_failure",
     "make_machine",
     "minimize",
@@ -138,9 +139,28 @@ class StatefulFailure:
         """The diverging step's number as reports print it (from 1, like every report)."""
         return len(self.steps)
 
+    @property
+    def kind(self) -> tuple[str, str]:
+        """What failed: ``failure_kind`` of this failure."""
+        return failure_kind(self.steps[-1], self.message)
+
     def json_lines(self) -> list[str]:
         """The steps as JSON lines, the adapter protocol's input format."""
         return [json.dumps(step_to_json(step)) for step in self.steps]
+
+
+def failure_kind(step: Step, message: str) -> tuple[str, str]:
+    """The kind of a divergence: the step kind and what differed (``raised``, ``result``,
+    ``events``, ``tries``, the state fields, or ``no answer``). Shrinking keeps it, so the
+    failure reported is the one the search found, not another one met on the way."""
+    head = message.split(":", 1)[0].split(" (", 1)[0]
+    if head == "state":
+        fields = sorted(
+            part.split(":", 1)[0].strip()
+            for part in message.removeprefix("state:").split(" (", 1)[0].split(";")
+        )
+        head = "state " + ",".join(fields)
+    return step.STEP, head
 
 
 @dataclass
@@ -171,7 +191,8 @@ def _compare(
         accepted[ident] = accepted.get(ident, 0) + 1
     if message is None:
         return None
-    return StatefulFailure(list(steps), message, expected.to_json(), actual.to_json())
+    shown = judge.expected if judge.expected is not None else expected
+    return StatefulFailure(list(steps), message, shown.to_json(), actual.to_json())
 
 
 def check_sequence(
@@ -224,6 +245,7 @@ def make_machine(
     a crash that no difference excuses), so such runs could only fail an honest Kafka port.
     """
     no_negative_times = any(d.id == NEGATIVE_TIME_DIFFERENCE for d in allow)
+    found: list[StatefulFailure] = []  # the first divergence found, whose kind shrinking keeps
     clock_readings = [0, 0, 7, -5, 1000, -LIMIT, LIMIT]
     start_offsets = [0, 0, 0, -3, 5]
     if no_negative_times:
@@ -254,7 +276,12 @@ def make_machine(
             expected = self.reference.execute(step)
             failure = _compare(self.steps, expected, other, step, self.judge, stats.accepted)
             if failure is not None:
+                if found and found[0].kind != failure.kind:
+                    # another divergence than the one found: not a smaller example of it
+                    # (Hypothesis shrinks towards the failure it found, not any failure)
+                    reject()
                 on_failure(failure)
+                found.append(failure)
                 raise AssertionError(f"step {failure.step_number} {step.STEP}: {failure.message}")
 
         def teardown(self) -> None:
@@ -560,7 +587,8 @@ def run_stateful(
         if not shrink:
             return failures[0], stats
         # Hypothesis replays its shrunk example last; then drop what it could not.
-        return minimize(failures[-1], other, reference, allow=allow, timer_only=timer_only), stats
+        shrunk = failures[-1] if sequence_error(failures[-1].steps) is None else failures[0]
+        return minimize(shrunk, other, reference, allow=allow, timer_only=timer_only), stats
     return None, stats
 
 
@@ -579,10 +607,13 @@ def minimize(
     how later choices are read, so some removable steps survive its shrinking. This
     pass tries removing each step but ``init``, last to first, keeps any removal after
     which the sequence (truncated at its first divergence) still diverges, and repeats
-    until nothing more goes or ``budget`` candidate runs were spent. A candidate the
-    reference refuses (a label used before it exists) is skipped.
+    until nothing more goes or ``budget`` candidate runs were spent. A candidate that is
+    not a valid sequence (``sequence_error``: a label used before it is defined, in a
+    task's ``on_run`` too) is never run, and a removal is kept only if the candidate
+    still fails the same way (``failure_kind``): the failure reported is the one found.
     """
     best = failure
+    kind = failure.kind
     spent = 0
     improved = True
     while improved and spent < budget:
@@ -590,6 +621,9 @@ def minimize(
         index = len(best.steps) - 2
         while index >= 1 and spent < budget:
             candidate = best.steps[:index] + best.steps[index + 1 :]
+            if sequence_error(candidate) is not None:
+                index -= 1
+                continue
             spent += 1
             try:
                 found = check_sequence(
@@ -597,7 +631,7 @@ def minimize(
                 )
             except ValueError:  # StepError: the candidate is not a valid run
                 found = None
-            if found is not None and len(found.steps) < len(best.steps):
+            if found is not None and found.kind == kind and len(found.steps) < len(best.steps):
                 best, improved = found, True
                 index = min(index, len(best.steps) - 1)
             index -= 1

@@ -21,6 +21,9 @@
   ``-u``): its answers come out only when it exits, once stdin is closed;
 - ``exit``: exits with code 3 at once, before reading anything;
 - ``garbage``: answers the first step of every run with a line that is not JSON;
+- ``sorted-keys``: the reference, writing every JSON object with its keys sorted (what
+  Go's encoder does with a map): ``timer_sizes`` of two timers in another order than
+  ``init`` declared them. Not a bug: objects compare as objects;
 - ``kafka``: a Kafka-like variant (``tests/conformance/kafka_like.py``) reproducing the
   known differences named by ``--differences`` (comma-separated ids, default all).
 
@@ -56,6 +59,7 @@ BUGS = (
     "buffered",
     "exit",
     "garbage",
+    "sorted-keys",
     "kafka",
 )
 
@@ -199,6 +203,12 @@ def _declare_absent(state: dict[str, object]) -> dict[str, object]:
     return {**state, "watched_keys": None, "num_purged": None, "estimated_total_operations": None}
 
 
+def _sorted_keys(state: dict[str, object]) -> dict[str, object]:
+    sizes = state["timer_sizes"]
+    assert isinstance(sizes, dict)
+    return {**state, "timer_sizes": dict(sorted(sizes.items()))}
+
+
 class _HoldingStdout:
     """stdout that ignores ``flush``: everything written stays buffered until ``release``."""
 
@@ -237,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     impl = mutant(args.bug) if args.bug in ("late", "miscount") else reference
     if args.bug == "unexposed":
         serve(impl, sys.stdin, _StateRewriter(sys.stdout, _declare_absent))  # type: ignore[arg-type]
+        return 0
+    if args.bug == "sorted-keys":
+        serve(impl, sys.stdin, _StateRewriter(sys.stdout, _sorted_keys))  # type: ignore[arg-type]
         return 0
     if args.bug == "timer-port":
         stdin = _FilteredInput(args.bug, sys.stdin, sys.stdout)

@@ -123,6 +123,29 @@ PORT_BUGS: tuple[PortBug, ...] = (
             "        self._dequeued = False\n",
         ),
     ),
+    _new(
+        "flush-runs-first-task-only",
+        "drain",
+        "The bucket flush hands over only the first task of a bucket and drops the rest "
+        "(a published port's bug: removing from the list while iterating over it ends the "
+        "loop): every other task due in that bucket never runs (R4, R5).",
+        (
+            _TIMER,
+            "SystemTimer.advance_clock",
+            "                    entry = root._entry_next\n"
+            "                bucket.expiration = NO_EXPIRATION\n",
+            "                    while root._entry_next is not root:  # the rest is dropped\n"
+            "                        lost = root._entry_next\n"
+            "                        root._entry_next = lost._entry_next\n"
+            "                        lost._entry_next._entry_prev = root\n"
+            "                        counter.value -= 1\n"
+            "                        lost._entry_next = UNLINKED\n"
+            "                        lost._entry_prev = UNLINKED\n"
+            "                        lost._entry_list = None\n"
+            "                    entry = root\n"
+            "                bucket.expiration = NO_EXPIRATION\n",
+        ),
+    ),
     # ---- counts, cancel, re-add, close, next_due_time --------------------------------
     _shared("cancel-forgets-counter", "size"),
     _shared("drain-forgets-counter", "size"),
