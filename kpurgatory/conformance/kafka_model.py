@@ -35,6 +35,7 @@ comparisons, not an implementation to use.
 from __future__ import annotations
 
 import functools
+import heapq
 import types
 from collections.abc import Hashable, Iterable
 from typing import Any
@@ -51,6 +52,83 @@ __all__ = ["kafka_like", "kafka_model"]
 def _trunc_down(ms: int, tick: int) -> int:
     """Java's ``ms - ms % tick``: rounds toward zero (up, for a negative ``ms``)."""
     return ms - (abs(ms) % tick) * (1 if ms >= 0 else -1)
+
+
+class _KafkaBuckets:
+    """Kafka's buckets for one timer: which bucket expirations sit in its delay queue.
+
+    Kafka's ``TimingWheel`` puts an entry due at ``d`` into the lowest level whose span
+    from that level's current time covers it, in the bucket of expiration ``d`` rounded
+    down to the level's tick; a bucket enters the delay queue when its expiration is set.
+    ``advanceClock`` dequeues every bucket expired by the drain reading, moves the wheels
+    to each one's expiration and re-adds its entries (a cascade to a finer level, or due
+    now). This is what ``advance_clock``'s result and Kafka's stale current time depend
+    on, so the model keeps it beside the entries (which stay the reference's). Entries
+    are the model's, identified by object; ``live(entry)`` says whether one is still
+    scheduled (a cancelled or re-added entry leaves its bucket queued, as in Kafka).
+    """
+
+    def __init__(self, tick_ms: int, wheel_size: int, current_ms: int, floor: Any) -> None:
+        self.wheel_size = wheel_size
+        self.floor = floor  # (ms, tick) -> ms rounded as the port's arithmetic rounds
+        self.levels: list[list[int]] = [[tick_ms, current_ms]]  # [tick, current time]
+        self.buckets: dict[tuple[int, int], tuple[int, list[Any]]] = {}
+        self.queue: list[tuple[int, int, int]] = []  # (expiration, level, slot), a heap
+
+    @property
+    def current_ms(self) -> int:
+        """The lowest wheel's current time."""
+        return self.levels[0][1]
+
+    def add(self, entry: Any, due: int, *, force: bool = False) -> bool:
+        """``TimingWheel.add``: False if due now (unless ``force``: the model bucketed it)."""
+        level = 0
+        while True:
+            tick, current = self.levels[level]
+            if due < current + tick and not force:
+                return False
+            if due < current + tick * self.wheel_size:
+                expiration = self.floor(due, tick)
+                key = (level, (expiration // tick) % self.wheel_size)
+                old = self.buckets.get(key)
+                if old is not None and old[0] == expiration:
+                    old[1].append(entry)
+                else:
+                    entries = [entry] if old is None else [*old[1], entry]
+                    self.buckets[key] = (expiration, entries)
+                    heapq.heappush(self.queue, (expiration, *key))
+                return True
+            if level + 1 == len(self.levels):
+                interval = tick * self.wheel_size
+                self.levels.append([interval, self.floor(current, interval)])
+            level += 1
+
+    def advance(self, ms: int) -> None:
+        """``TimingWheel.advanceClock``: each level moves once a whole tick of its own passed."""
+        for level in self.levels:
+            tick, current = level
+            if ms < current + tick:
+                return
+            level[1] = ms = self.floor(ms, tick)
+
+    def drain(self, now: int, live: Any) -> list[int]:
+        """Dequeue every bucket expired by ``now``, in expiration order, advancing the wheels
+        to each and re-adding its live entries; the expirations dequeued."""
+        dequeued: list[int] = []
+        while self.queue and self.queue[0][0] <= now:
+            expiration, *where = heapq.heappop(self.queue)
+            key = (where[0], where[1])
+            bucket = self.buckets.pop(key, None)
+            dequeued.append(expiration)
+            self.advance(expiration)
+            if bucket is None or bucket[0] != expiration:
+                if bucket is not None:
+                    self.buckets[key] = bucket
+                continue
+            for entry in bucket[1]:
+                if live(entry):
+                    self.add(entry, entry.due)
+        return dequeued
 
 
 def kafka_like(names: str = "kafka") -> types.ModuleType:
@@ -74,11 +152,13 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
 
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-            self._queued: set[int] = set()  # due times of buckets in the delay queue
             if "kafka-truncating-division" in on:
                 start = args[3] if len(args) > 3 else kwargs.get("start_ms")
                 if isinstance(start, int):
                     self._current_time = _trunc_down(start, self.tick_ms)
+            self._buckets = _KafkaBuckets(
+                self.tick_ms, self.wheel_size, self._current_time, self._floor_to
+            )
 
         def _due(self, delay_ms: int) -> int:
             expiration = expiration_ms(self.clock.now_ms(), delay_ms)
@@ -101,7 +181,7 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                     entry = reference_timer._Entry(self, task, due)
                     task._entry = entry
                     self._pending[entry] = None
-                    self._queued.add(due)
+                    self._buckets.add(entry, due, force=True)
                     return
             self._hand_over(task)
 
@@ -114,13 +194,12 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                 return super().advance_clock(timeout_ms)  # the reference's ValueError
             with lock:
                 now = self.clock.wait(self._condition, timeout_ms, self._next_due)
-                dequeued = {due for due in self._queued if is_due(due, now)}
-                self._queued -= dequeued
                 before = self._current_time
             handed = False
-            latest = None
+            dequeued: list[int] = []
             while True:
                 with lock:
+                    dequeued += self._buckets.drain(now, self._live)
                     due_entries = sorted(
                         (entry for entry in self._pending if is_due(entry.due, now)),
                         key=lambda entry: entry.due,
@@ -133,7 +212,6 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                         self._current_time = max(self._current_time, first)
                     for entry in due_entries:
                         del self._pending[entry]
-                    latest = due_entries[-1].due
                     if "kafka-flush-current-time" not in on:  # the drain reading, as R2 says
                         self._current_time = max(self._current_time, self._floor(now))
                 for entry in due_entries:
@@ -148,21 +226,26 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                 if "kafka-flush-current-time" not in on:
                     break
             with lock:
-                if dequeued:
-                    latest = max(dequeued | ({latest} if latest is not None else set()))
-                if "kafka-stale-current-time" in on:  # only to the latest dequeued bucket
-                    self._current_time = before if latest is None else max(before, latest)
+                if "kafka-stale-current-time" in on:  # only to the dequeued buckets' expirations
+                    self._current_time = max(before, self._buckets.current_ms)
                 else:
                     self._current_time = max(self._current_time, self._floor(now))
-                self._queued -= {due for due in self._queued if is_due(due, now)}
+                    self._buckets.advance(self._current_time)
             if "kafka-advance-result" in on:
                 return bool(dequeued)
             return handed
 
+        def _live(self, entry: Any) -> bool:
+            return entry in self._pending and entry.task._entry is entry
+
         def _floor(self, ms: int) -> int:
+            return self._floor_to(ms, self.tick_ms)
+
+        @staticmethod
+        def _floor_to(ms: int, tick: int) -> int:
             if "kafka-truncating-division" in on:
-                return _trunc_down(ms, self.tick_ms)
-            return round_down(ms, self.tick_ms)
+                return _trunc_down(ms, tick)
+            return round_down(ms, tick)
 
     class KafkaLikePurgatory(reference.DelayedOperationPurgatory[reference.DelayedOperation]):
         """The reference purgatory with the purgatory differences in ``on``."""
