@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS, Judge
+from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS, Judge, report_json
 from kpurgatory.conformance.driver import Observation
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Add, Init, Step, step_to_json
 from kpurgatory.conformance.vectors import SCHEMA_PATH, load_vector, vector_steps
@@ -494,7 +494,8 @@ def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResu
             result.step = step_to_json(step)
             result.before = [step_to_json(earlier) for earlier in steps[:index]]
             shown = judge.expected if judge.expected is not None else expect
-            result.expected, result.actual = shown.to_json(), actual.to_json()
+            result.expected = report_json(shown, timer_only=judge.timer_only)
+            result.actual = report_json(actual, timer_only=judge.timer_only)
             return result
     return result
 

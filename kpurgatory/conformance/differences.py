@@ -38,7 +38,7 @@ from kpurgatory.conformance.kafka_model import kafka_model
 from kpurgatory.conformance.steps import Init, Step
 from kpurgatory.spec.known_differences import CONDITIONS, KnownDifference
 
-__all__ = ["PURGATORY_STATE_FIELDS", "Judge", "mask"]
+__all__ = ["PURGATORY_STATE_FIELDS", "Judge", "mask", "report_json"]
 
 PURGATORY_STATE_FIELDS: frozenset[str] = frozenset(
     {
@@ -53,6 +53,21 @@ PURGATORY_STATE_FIELDS: frozenset[str] = frozenset(
 
 MAX_COMBINED = 2
 """How many differences the judge adds at once to a candidate before trying all of them."""
+
+
+def report_json(observation: Observation, *, timer_only: bool = False) -> dict[str, object]:
+    """``observation`` as a report prints it: its JSON, without the purgatory's state
+    fields under ``--timer-only`` (a timer port does not answer them, and zeros beside
+    the expected values would read as a difference)."""
+    data = observation.to_json()
+    state = data.get("state")
+    if timer_only and isinstance(state, dict):
+        data["state"] = {
+            name: value
+            for name, value in state.items()
+            if f"state.{name}" not in PURGATORY_STATE_FIELDS
+        }
+    return data
 
 
 def mask(expected: Observation, actual: Observation, fields: Iterable[str]) -> Observation:

@@ -364,6 +364,11 @@ class Driver:
             state=self.state() if observe else None,
         )
 
+    def due_ms(self, label: str) -> int | None:
+        """The due time of ``label``'s latest schedule (add or watch), or None if it has none
+        (it may have run or been cancelled since)."""
+        return self._due.get(label)
+
     def state(self) -> State:
         """The observable state now."""
         world = self._require_world()

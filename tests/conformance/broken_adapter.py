@@ -11,6 +11,8 @@
   purgatory step (a port that is half done);
 - ``timer-port``: ``no-purgatory`` that also leaves the purgatory's state fields out of
   its answers (a port of the timer alone, for ``--timer-only``);
+- ``late-timer-port``: ``late`` answering like ``timer-port`` (no purgatory state
+  fields): a wrong timer-only port;
 - ``unexposed``: the reference answering null for ``watched_keys``, ``num_purged`` and
   ``estimated_total_operations`` (a port whose API hides them, like upstream Kafka's);
 - ``crash``: answers correctly, then exits with code 3 in the middle of its fourth run;
@@ -52,6 +54,7 @@ BUGS = (
     "miscount",
     "no-purgatory",
     "timer-port",
+    "late-timer-port",
     "unexposed",
     "crash",
     "silent",
@@ -245,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         serve(kafka_like(args.differences), sys.stdin, sys.stdout)
         return 0
     impl = mutant(args.bug) if args.bug in ("late", "miscount") else reference
+    if args.bug == "late-timer-port":
+        stdin = _FilteredInput("timer-port", sys.stdin, sys.stdout)
+        serve(mutant("late"), stdin, _StateRewriter(sys.stdout, _timer_state_only))  # type: ignore[arg-type]
+        return 0
     if args.bug == "unexposed":
         serve(impl, sys.stdin, _StateRewriter(sys.stdout, _declare_absent))  # type: ignore[arg-type]
         return 0

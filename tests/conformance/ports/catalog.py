@@ -146,12 +146,71 @@ PORT_BUGS: tuple[PortBug, ...] = (
             "                bucket.expiration = NO_EXPIRATION\n",
         ),
     ),
+    _new(
+        "cascade-stranded-in-flushed-bucket",
+        "cascade",
+        "The flush re-adds a task that is not yet due into the bucket being flushed instead "
+        "of a finer level, and the bucket's expiration is reset afterwards, so it is never "
+        "queued again: the task stays counted and never runs (R5, R12).",
+        (
+            _TIMER,
+            "SystemTimer.advance_clock",
+            "                        entry._entry_list = None\n"
+            "                        if wheel.add(entry):\n",
+            "                        entry._entry_list = None\n"
+            "                        stranded.append(entry)\n"
+            "                        if True:\n",
+        ),
+        (
+            _TIMER,
+            "SystemTimer.advance_clock",
+            "                bucket.expiration = NO_EXPIRATION\n",
+            "                for entry in stranded:\n"
+            "                    bucket.add(entry)\n"
+            "                stranded.clear()\n"
+            "                bucket.expiration = NO_EXPIRATION\n",
+        ),
+        (
+            _TIMER,
+            "SystemTimer.advance_clock",
+            "            cascaded = 0\n",
+            "            cascaded = 0\n            stranded: list[TimerTaskEntry] = []\n",
+        ),
+    ),
+    _new(
+        "level-from-clock-reading",
+        "wheel placement",
+        "add picks the wheel level against the clock reading instead of the wheel's current "
+        "time (which stays behind until the next advance_clock, R2): after the clock moved "
+        "without a drain, a task lands in a slot whose bucket of the previous round is still "
+        "queued, and moves that bucket's expiration, so tasks run late (R4, R5).",
+        (
+            _TIMER,
+            "SystemTimer.add",
+            "                while due >= wheel.current_time + wheel.interval:  # not fits_level\n",
+            "                while due >= self._deadline_base() + wheel.interval:\n",
+        ),
+    ),
     # ---- counts, cancel, re-add, close, next_due_time --------------------------------
     _shared("cancel-forgets-counter", "size"),
     _shared("drain-forgets-counter", "size"),
     _shared("add-forgets-counter", "size"),
     _shared("bucket-remove-forgets-counter", "re-add"),
     _shared("readd-keeps-old-entry", "re-add"),
+    _new(
+        "cancel-keeps-bucketed-task",
+        "cancel",
+        "cancel() of a task linked in a bucket returns without unlinking it (a published "
+        "port's Stop that reports failure while the task stays scheduled): the task still "
+        "runs and stays counted in size (R9, R12).",
+        (
+            _TIMER,
+            "TimerTask.cancel",
+            "            if holder is None:\n                return\n",
+            "            if holder is None or type(holder) is TimerTaskList:\n"
+            "                return\n",
+        ),
+    ),
     _shared("next-due-is-bucket-expiration", "next_due_time"),
     _new(
         "close-forgets-tasks",
