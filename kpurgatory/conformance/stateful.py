@@ -41,6 +41,7 @@ from hypothesis.stateful import (
 )
 
 from kpurgatory.conformance.adapter import AdapterError, AdapterProcess
+from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.differences import Judge, report_json
 from kpurgatory.conformance.driver import DriverSide, Observation, sequence_error
 from kpurgatory.conformance.steps import (
@@ -214,6 +215,7 @@ def check_sequence(
     allow: Sequence[KnownDifference] = (),
     timer_only: bool = False,
     accepted: dict[str, int] | None = None,
+    capabilities: Capabilities | None = None,
 ) -> StatefulFailure | None:
     """Run ``steps`` on the reference and on ``other``; the first divergence, or None.
 
@@ -223,7 +225,7 @@ def check_sequence(
     --replay FILE`` runs.
     """
     ref = DriverSide(reference)
-    judge = Judge(allow, timer_only=timer_only)
+    judge = Judge(allow, timer_only=timer_only, capabilities=capabilities)
     counts: dict[str, int] = {} if accepted is None else accepted
     done: list[Step] = []
     try:
@@ -246,6 +248,7 @@ def make_machine(
     *,
     allow: Sequence[KnownDifference] = (),
     timer_only: bool = False,
+    capabilities: Capabilities | None = None,
 ) -> type[RuleBasedStateMachine]:
     """The machine class: reference (in process) versus ``other``, compared at every step.
 
@@ -263,9 +266,15 @@ def make_machine(
         clock_readings = [reading for reading in clock_readings if reading >= 0]
         start_offsets = [offset for offset in start_offsets if offset >= 0]
 
+    caps = Capabilities() if capabilities is None else capabilities
+
     def purgatory_steps(_: object) -> bool:
         """Purgatory rules are never drawn for a timer-only port (no wasted steps)."""
         return not timer_only
+
+    def available(*names: str) -> Callable[[object], bool]:
+        """A rule is drawn only if the port has every step kind or feature it sends."""
+        return lambda _: all(caps.has(name) for name in names)
 
     class ConformanceMachine(RuleBasedStateMachine):
         """Generates valid runs of the step language; see the module docstring."""
@@ -273,7 +282,7 @@ def make_machine(
         def __init__(self) -> None:
             super().__init__()
             self.reference = DriverSide(reference)
-            self.judge = Judge(allow, timer_only=timer_only)
+            self.judge = Judge(allow, timer_only=timer_only, capabilities=caps)
             self.steps: list[Step] = []
             self.tasks: dict[str, tuple[int, tuple[Step, ...]]] = {}
             self.operations: dict[str, Watch] = {}
@@ -368,6 +377,12 @@ def make_machine(
             kinds = ["cancel", "add"]
             if not timer_only:
                 kinds += ["set_ready", "check", "force", "cancel_for_key"]
+            step_kind = {"check": "check_and_complete", "force": "force_complete"}
+            kinds = [kind for kind in kinds if caps.has(step_kind.get(kind, kind))]
+            if not caps.has("re_add"):  # a nested add re-adds an existing task
+                kinds = [kind for kind in kinds if kind != "add"]
+            if not kinds:
+                return ()
             for _ in range(data.draw(st.integers(0, 2))):
                 kind = data.draw(st.sampled_from(kinds))
                 quiet = sorted(label for label, (_, run) in self.tasks.items() if not run)
@@ -425,14 +440,18 @@ def make_machine(
                 )
             )
 
+        @precondition(available("add"))
         @rule(data=st.data())
         def add_new_task(self, data: st.DataObject) -> None:
             label = f"t{len(self.tasks)}"
             delay = self.delay(data)
-            on_run = self.nested(data, label) if data.draw(st.booleans()) else ()
+            on_run = (
+                self.nested(data, label) if caps.has("on_run") and data.draw(st.booleans()) else ()
+            )
             self.tasks[label] = (delay, on_run)
             self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
+        @precondition(available("add", "on_run"))
         @rule(data=st.data())
         def add_task_acting_on_a_later_one(self, data: st.DataObject) -> None:
             """A task due no later than an existing one, which its run cancels or re-adds,
@@ -444,21 +463,24 @@ def make_machine(
             target_delay, target_run = self.tasks[target]
             label = f"t{len(self.tasks)}"
             delay = max(-LIMIT, target_delay - self.tick * data.draw(st.sampled_from([0, 0, 1, 2])))
-            acts: list[Step] = [Cancel(target)]
-            if not target_run:
+            acts: list[Step] = [Cancel(target)] if caps.has("cancel") else []
+            if not target_run and caps.has("re_add"):
                 acts.append(Add(target, target_delay, data.draw(st.sampled_from(self.timers))))
             quick = sorted(
                 name
                 for name, (quick_delay, run) in self.tasks.items()
                 if not run and quick_delay <= self.tick
             )
-            if quick:
+            if quick and caps.has("re_add"):
                 name = data.draw(st.sampled_from(quick))
                 acts.append(Add(name, self.tasks[name][0], data.draw(st.sampled_from(self.timers))))
+            if not acts:
+                return
             on_run = tuple(data.draw(st.permutations(acts))[: data.draw(st.integers(1, 2))])
             self.tasks[label] = (delay, on_run)
             self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
+        @precondition(available("add", "re_add"))
         @rule(data=st.data())
         def re_add_task(self, data: st.DataObject) -> None:
             if not self.tasks:
@@ -467,6 +489,7 @@ def make_machine(
             delay, on_run = self.tasks[label]
             self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
+        @precondition(available("cancel"))
         @rule(data=st.data())
         def cancel(self, data: st.DataObject) -> None:
             if not (self.tasks or self.operations):
@@ -475,22 +498,26 @@ def make_machine(
             self.do(Cancel(data.draw(st.sampled_from(labels))))
 
         @precondition(purgatory_steps)
+        @precondition(available("cancel"))
         @rule(data=st.data())
         def cancel_operation(self, data: st.DataObject) -> None:
             """``cancel`` on an operation: an abandon while it is pending (R40)."""
             if self.operations and not timer_only:
                 self.do(Cancel(self.op_label(data)))
 
+        @precondition(available("advance"))
         @rule(data=st.data())
         def advance(self, data: st.DataObject) -> None:
             timer = data.draw(st.sampled_from(self.timers))
             self.do(Advance(self.moves(data, timer), timer))
 
+        @precondition(available("clock_advance"))
         @rule(data=st.data())
         def clock_advance(self, data: st.DataObject) -> None:
             self.do(ClockAdvance(self.moves(data)))
 
         @precondition(purgatory_steps)
+        @precondition(available("watch"))
         @rule(
             data=st.data(),
             keys=st.one_of(
@@ -511,46 +538,54 @@ def make_machine(
             self.do(step)
 
         @precondition(purgatory_steps)
+        @precondition(available("watch"))
         @rule(data=st.data())
         def resubmit(self, data: st.DataObject) -> None:
             if self.operations:
                 self.do(self.operations[self.op_label(data)])
 
         @precondition(purgatory_steps)
+        @precondition(available("set_ready"))
         @rule(data=st.data(), ready=st.booleans())
         def set_ready(self, data: st.DataObject, ready: bool) -> None:
             if self.operations and not timer_only:
                 self.do(SetReady(self.op_label(data), ready))
 
         @precondition(purgatory_steps)
+        @precondition(available("check_and_complete"))
         @rule(key=st.sampled_from(KEY_POOL))
         def check_and_complete(self, key: Key) -> None:
             if not timer_only:
                 self.do(CheckAndComplete(key))
 
         @precondition(purgatory_steps)
+        @precondition(available("force_complete"))
         @rule(data=st.data())
         def force_complete(self, data: st.DataObject) -> None:
             if self.operations and not timer_only:
                 self.do(ForceComplete(self.op_label(data)))
 
         @precondition(purgatory_steps)
+        @precondition(available("cancel_for_key"))
         @rule(key=st.sampled_from(KEY_POOL))
         def cancel_for_key(self, key: Key) -> None:
             if not timer_only:
                 self.do(CancelForKey(key))
 
+        @precondition(available("next_due_time"))
         @rule(data=st.data())
         def next_due_time(self, data: st.DataObject) -> None:
             self.do(NextDueTime(data.draw(st.sampled_from(self.timers))))
 
         @precondition(purgatory_steps)
+        @precondition(available("purgatory_advance"))
         @rule(data=st.data())
         def purgatory_advance(self, data: st.DataObject) -> None:
             if not timer_only:
                 self.do(PurgatoryAdvance(self.moves(data)))
 
         @precondition(purgatory_steps)
+        @precondition(available("shutdown"))
         @rule(now=st.integers(0, 5))
         def shutdown(self, now: int) -> None:
             if now == 0 and not self.shut_down and not timer_only:  # rare: later steps raise
@@ -563,6 +598,7 @@ def make_machine(
         a due time (one bucket flushed with several entries) and an add right after the
         clock moved without a drain (the wheel's current time is behind the clock, R2)."""
 
+        @precondition(available("add"))
         @rule(data=st.data())
         def add_with_the_same_due_time(self, data: st.DataObject) -> None:
             driver = self.reference.driver
@@ -578,6 +614,7 @@ def make_machine(
             self.tasks[label] = (delay, ())
             self.do(Add(label, delay, data.draw(st.sampled_from(self.timers))))
 
+        @precondition(available("add", "clock_advance"))
         @rule(data=st.data())
         def add_after_the_clock_moved(self, data: st.DataObject) -> None:
             self.do(ClockAdvance(abs(self.moves(data))))
@@ -599,6 +636,7 @@ def run_stateful(
     allow: Sequence[KnownDifference] = (),
     timer_only: bool = False,
     shrink: bool = True,
+    capabilities: Capabilities | None = None,
 ) -> tuple[StatefulFailure | None, StatefulStats]:
     """Search for a sequence on which ``other`` disagrees with ``reference``.
 
@@ -616,7 +654,13 @@ def run_stateful(
     failures: list[StatefulFailure] = []
     stats = StatefulStats()
     machine = make_machine(
-        other, reference, failures.append, stats, allow=allow, timer_only=timer_only
+        other,
+        reference,
+        failures.append,
+        stats,
+        allow=allow,
+        timer_only=timer_only,
+        capabilities=capabilities,
     )
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
@@ -641,7 +685,14 @@ def run_stateful(
             return failures[0], stats
         # Hypothesis replays its shrunk example last; then drop what it could not.
         shrunk = failures[-1] if sequence_error(failures[-1].steps) is None else failures[0]
-        return minimize(shrunk, other, reference, allow=allow, timer_only=timer_only), stats
+        return minimize(
+            shrunk,
+            other,
+            reference,
+            allow=allow,
+            timer_only=timer_only,
+            capabilities=capabilities,
+        ), stats
     return None, stats
 
 
@@ -653,6 +704,7 @@ def minimize(
     *,
     allow: Sequence[KnownDifference] = (),
     timer_only: bool = False,
+    capabilities: Capabilities | None = None,
 ) -> StatefulFailure:
     """Delete steps from ``failure`` while the sequence still diverges (delta debugging).
 
@@ -680,7 +732,12 @@ def minimize(
             spent += 1
             try:
                 found = check_sequence(
-                    candidate, other, reference, allow=allow, timer_only=timer_only
+                    candidate,
+                    other,
+                    reference,
+                    allow=allow,
+                    timer_only=timer_only,
+                    capabilities=capabilities,
                 )
             except ValueError:  # StepError: the candidate is not a valid run
                 found = None

@@ -13,6 +13,9 @@
   its answers (a port of the timer alone, for ``--timer-only``);
 - ``late-timer-port``: ``late`` answering like ``timer-port`` (no purgatory state
   fields): a wrong timer-only port;
+- ``async-run``: the reference answering each step's events in reverse order (a port
+  that runs tasks on other threads, for ``--async-run``);
+- ``async-lossy``: ``async-run`` that also loses one task of every step that ran two;
 - ``unexposed``: the reference answering null for ``watched_keys``, ``num_purged`` and
   ``estimated_total_operations`` (a port whose API hides them, like upstream Kafka's);
 - ``crash``: answers correctly, then exits with code 3 in the middle of its fourth run;
@@ -55,6 +58,8 @@ BUGS = (
     "no-purgatory",
     "timer-port",
     "late-timer-port",
+    "async-run",
+    "async-lossy",
     "unexposed",
     "crash",
     "silent",
@@ -212,6 +217,27 @@ def _sorted_keys(state: dict[str, object]) -> dict[str, object]:
     return {**state, "timer_sizes": dict(sorted(sizes.items()))}
 
 
+class _EventRewriter:
+    """stdout that reverses each answer's events (and loses one if ``lossy``)."""
+
+    def __init__(self, inner: IO[str], *, lossy: bool) -> None:
+        self.inner, self.lossy = inner, lossy
+
+    def write(self, text: str) -> int:
+        """Rewrite one answer line (``serve`` writes each line whole)."""
+        data = json.loads(text)
+        events = data.get("events")
+        if isinstance(events, list):
+            events.reverse()
+            if self.lossy and len(events) >= 2:
+                events.pop()
+        return self.inner.write(json.dumps(data) + "\n")
+
+    def flush(self) -> None:
+        """Flush the real stdout."""
+        self.inner.flush()
+
+
 class _HoldingStdout:
     """stdout that ignores ``flush``: everything written stays buffered until ``release``."""
 
@@ -254,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.bug == "unexposed":
         serve(impl, sys.stdin, _StateRewriter(sys.stdout, _declare_absent))  # type: ignore[arg-type]
+        return 0
+    if args.bug in ("async-run", "async-lossy"):
+        rewriter = _EventRewriter(sys.stdout, lossy=args.bug == "async-lossy")
+        serve(impl, sys.stdin, rewriter)  # type: ignore[arg-type]
         return 0
     if args.bug == "sorted-keys":
         serve(impl, sys.stdin, _StateRewriter(sys.stdout, _sorted_keys))  # type: ignore[arg-type]
