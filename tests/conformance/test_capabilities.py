@@ -25,7 +25,7 @@ from kpurgatory.cli import main
 from kpurgatory.conformance.adapter import AdapterProcess
 from kpurgatory.conformance.capabilities import Capabilities, needed
 from kpurgatory.conformance.stateful import AdapterSide, run_stateful
-from kpurgatory.conformance.steps import Add, Advance, Cancel, Init, NextDueTime
+from kpurgatory.conformance.steps import Add, Advance, Cancel, Init, NextDueTime, Step
 from tests.support import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,11 @@ def test_capabilities_name_step_kinds_and_features_only() -> None:
 
 
 def test_what_a_sequence_needs() -> None:
-    steps = [Init(), Add("t", 5, on_run=(Cancel("t"),)), Add("t", 5, on_run=(Cancel("t"),))]
+    steps: list[Step] = [
+        Init(),
+        Add("t", 5, on_run=(Cancel("t"),)),
+        Add("t", 5, on_run=(Cancel("t"),)),
+    ]
     assert needed(steps) == {"add", "cancel", "on_run", "re_add"}
     assert needed([Init(), Add("t", 1), Init(), Add("t", 1), NextDueTime()]) == {
         "add",
