@@ -593,10 +593,11 @@ def make_machine(
                 self.do(Shutdown())
 
     class TimerOnlyMachine(ConformanceMachine):
-        """The machine for a timer-only port: the same timer rules plus two shapes that
+        """The machine for a timer-only port: the same timer rules plus shapes that
         published timer ports get wrong and uniform draws meet too rarely: tasks sharing
-        a due time (one bucket flushed with several entries) and an add right after the
-        clock moved without a drain (the wheel's current time is behind the clock, R2)."""
+        a due time (one bucket flushed with several entries), an add right after the
+        clock moved without a drain (the wheel's current time is behind the clock, R2),
+        and an add due at once right after an advance by whole ticks (R2, R3)."""
 
         @precondition(available("add"))
         @rule(data=st.data())
@@ -622,6 +623,18 @@ def make_machine(
             delay = self.delay(data)
             self.tasks[label] = (delay, ())
             self.do(Add(label, delay, data.draw(st.sampled_from(self.timers))))
+
+        @precondition(available("add", "advance"))
+        @rule(data=st.data())
+        def add_due_now_after_an_advance(self, data: st.DataObject) -> None:
+            """An advance by whole ticks (often with nothing due: the idle path), then a
+            task due at or just around the new current time (R2, R3)."""
+            timer = data.draw(st.sampled_from(self.timers))
+            self.do(Advance(self.tick * data.draw(st.integers(0, 2)), timer))
+            label = f"t{len(self.tasks)}"
+            delay = data.draw(st.sampled_from([0, 0, -1, 1, self.tick - 1, self.tick]))
+            self.tasks[label] = (delay, ())
+            self.do(Add(label, delay, timer))
 
     return TimerOnlyMachine if timer_only else ConformanceMachine
 

@@ -578,6 +578,21 @@ def _timer_inputs() -> list[Step]:
     ]
 
 
+def _idle_drains() -> list[Step]:
+    return [
+        Init(tick_ms=3, wheel_size=4, start_ms=0, clock_ms=0),
+        Advance(3),  # nothing scheduled: the current time still moves to 3 (R2)
+        Add("at-once", 0),  # due 3 <= 3: handed over inside add (R3)
+        Advance(2),  # 5: less than a tick, the current time stays 3
+        Add("next", 0),  # due 3: at once
+        Add("one", 1),  # expiration 6, due 6: waits
+        Advance(1),  # 6: one runs
+        Advance(6),  # 12: idle, two ticks
+        Add("late", -1),  # due 9: at once
+        Add("edge", 2),  # expiration 14, due 12: at once
+    ]
+
+
 def _bucket_shapes() -> list[Step]:
     """Shapes published timer ports got wrong: several tasks in one bucket at each level,
     a cancel of a task in a bucket of each level, adds right after the clock moved with
@@ -758,6 +773,13 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
         "change nothing; any delay is accepted, a negative one is due at once.",
         ("R35", "R8", "R3", "R1", "R44"),
         _timer_inputs,
+    ),
+    (
+        "idle-drains",
+        "A drain with nothing due still moves the current time to the reading, by whole "
+        "ticks: a task due at the new current time is handed over inside add.",
+        ("R2", "R3", "R8"),
+        _idle_drains,
     ),
     (
         "bucket-shapes",
