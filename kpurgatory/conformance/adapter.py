@@ -469,14 +469,14 @@ def replay_vectors(
     compares only the timer part of the state. An adapter that dies or stalls is
     restarted for the next vector, so one crash does not hide the other results.
     """
-    return [
-        _replay_one(
-            adapter,
-            path,
-            Judge(allow, timer_only=timer_only, capabilities=adapter.capabilities),
-        )
-        for path in paths
-    ]
+    results: list[VectorResult] = []
+    for path in paths:
+        judge = Judge(allow, timer_only=timer_only, capabilities=adapter.capabilities)
+        try:
+            results.append(_replay_one(adapter, path, judge))
+        finally:
+            judge.close()  # the Kafka models it ran, if any
+    return results
 
 
 def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResult:

@@ -237,6 +237,7 @@ def check_sequence(
     finally:
         ref.close()
         other.close()
+        judge.close()
     return None
 
 
@@ -310,6 +311,7 @@ def make_machine(
 
         def teardown(self) -> None:
             self.reference.close()
+            self.judge.close()
             other.close()
 
         def delay(self, data: st.DataObject) -> int:
