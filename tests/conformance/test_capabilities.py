@@ -206,3 +206,24 @@ def test_an_async_port_that_loses_a_task_fails_with_async_run(
             capabilities=Capabilities(async_run=True),
         )
     assert failure is not None and failure.message.startswith("events differ"), failure
+
+
+def test_a_bad_declaration_in_an_init_answer_is_reported(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    answer = {
+        "result": None,
+        "raised": None,
+        "events": [],
+        "tries": {},
+        "state": {"clock_ms": 0, "timer_sizes": {"main": 0}},
+        "capabilities": {"without": ["stop"]},
+    }
+    script = (
+        f"import sys\nfor line in sys.stdin: print({json.dumps(json.dumps(answer))}, flush=True)\n"
+    )
+    adapter = shlex.join([sys.executable, "-c", script])
+    vector = ROOT / "conformance" / "vectors" / "r01-due-time.json"
+    code, out, _ = conformance(capsys, "--adapter", adapter, "--vectors", str(vector))
+    assert code == 1, out
+    assert "the init answer declares bad capabilities: unknown capability 'stop'" in out, out
