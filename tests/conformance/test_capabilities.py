@@ -211,7 +211,7 @@ def test_an_async_port_that_loses_a_task_fails_with_async_run(
 def test_a_bad_declaration_in_an_init_answer_is_reported(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    answer = {
+    answer: dict[str, object] = {
         "result": None,
         "raised": None,
         "events": [],
