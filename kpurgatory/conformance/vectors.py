@@ -593,6 +593,19 @@ def _idle_drains() -> list[Step]:
     ]
 
 
+def _idle_upper_levels() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=2, start_ms=0, clock_ms=0),
+        Add("far", 1000),  # builds levels up to a tick of 512
+        Cancel("far"),  # its bucket stays queued, due at 512
+        Advance(100),  # nothing due: every level's time moves to 100, not the lowest alone
+        Add("x", 3),  # due 103: one level up from 100, not in a bucket already expired
+        Advance(1),
+        Advance(2),  # 103: x runs
+        Advance(500),
+    ]
+
+
 def _bucket_shapes() -> list[Step]:
     """Shapes published timer ports got wrong: several tasks in one bucket at each level,
     a cancel of a task in a bucket of each level, adds right after the clock moved with
@@ -780,6 +793,13 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
         "ticks: a task due at the new current time is handed over inside add.",
         ("R2", "R3", "R8"),
         _idle_drains,
+    ),
+    (
+        "idle-upper-levels",
+        "A drain with nothing due moves the time of every wheel level, so a task added "
+        "after it is placed against the current time, never in a bucket already expired.",
+        ("R2", "R4", "R5"),
+        _idle_upper_levels,
     ),
     (
         "bucket-shapes",

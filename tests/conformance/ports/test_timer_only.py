@@ -127,8 +127,7 @@ def test_a_published_bug_shape_is_caught_by_the_timer_only_search(name: str) -> 
 def test_every_timer_bug_is_caught_timer_only_on_every_seed(name: str) -> None:
     """The default timer-only run (vectors, then search) on seeds 1-10; the published
     shapes by the search alone, on every seed."""
+    if name not in PUBLISHED_SHAPES and timer_vectors_catch(name):
+        return  # the run fails at its vectors, whatever the seed
     missed = [seed for seed in range(1, 11) if not timer_search_catches(name, seed)]
-    if name in PUBLISHED_SHAPES:
-        assert not missed, f"{name}: the timer-only search missed it on seeds {missed}"
-    elif missed:
-        assert timer_vectors_catch(name), f"{name}: missed on seeds {missed}, vectors too"
+    assert not missed, f"{name}: the timer-only run missed it on seeds {missed}"
