@@ -19,7 +19,8 @@ people and for the catalogue's own tests; ``kpurgatory conformance --allow kafka
 a list of ids) does not mask those fields: it compares a port with the reference that
 *behaves* like Kafka in each allowed respect (``kpurgatory.conformance.kafka_model``,
 ``kpurgatory.conformance.differences``) and reports each accepted difference separately.
-docs/spec.md has the prose, under each rule's **Kafka** note; ``tests/conformance/test_known_differences.py`` keeps the two in step.
+docs/spec.md has the prose, under each rule's **Kafka** note;
+``tests/conformance/test_known_differences.py`` keeps the two in step.
 
 Nothing here decides anything at run time: this module is data, like ``rules``.
 """
