@@ -7,6 +7,9 @@
   ``compare_observations``, the one definition of "these two runs agree".
 - ``vectors``: conformance vectors (steps plus the reference's expected observations,
   with provenance), their export, loading, validation and replay.
+- ``differences`` and ``kafka_model``: ``--allow``, comparing a port with the reference
+  that behaves like upstream Kafka in each allowed respect.
+- ``capabilities``: what a port declares it lacks (steps, features, inline running).
 
 docs/vectors.md documents the format for porters; conformance/schema/ holds its JSON Schema.
 """

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS, Judge
+from kpurgatory.conformance.capabilities import Capabilities
+from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS, Judge, report_json
 from kpurgatory.conformance.driver import Observation
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Add, Init, Step, step_to_json
 from kpurgatory.conformance.vectors import SCHEMA_PATH, load_vector, vector_steps
@@ -118,6 +119,8 @@ class AdapterProcess:
         self.step_timeout_s = float(step_timeout_s)
         self.cwd = cwd
         self.timer_only = False  # --timer-only: answers may omit the purgatory's state fields
+        self.flags = Capabilities()  # what the command line declared (--without, --async-run)
+        self.declared = Capabilities()  # what the adapter declared in an init answer
         self.last_absent: frozenset[str] = frozenset()  # fields the last answer declared null
         self.absent_seen: set[str] = set()  # every field any answer declared null
         self.starts = 0
@@ -183,6 +186,11 @@ class AdapterProcess:
         """Whether the adapter process is alive."""
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the port has: the command line's declaration and the adapter's own."""
+        return self.flags.merged(self.declared)
+
     def stderr_tail(self) -> str:
         """The last lines the adapter wrote on stderr (for failure reports)."""
         return "".join(self._stderr)
@@ -217,11 +225,27 @@ class AdapterProcess:
             raise AdapterError(self._exit_message("without answering"), answered=False)
         assert isinstance(line, str)
         self.answers += 1
+        if step.get("step") == "init":
+            self._read_capabilities(line)
         observation, self.last_absent = _parse_answer(line, timer_only=self.timer_only)
         self.absent_seen |= self.last_absent
         return observation
 
     # -- internals ----------------------------------------------------------------------
+
+    def _read_capabilities(self, line: str) -> None:
+        """Take the ``capabilities`` an ``init`` answer declares (``AdapterError`` if bad)."""
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            return  # _parse_answer reports it
+        if isinstance(data, dict) and "capabilities" in data:
+            try:
+                self.declared = Capabilities.from_json(data.pop("capabilities"))
+            except ValueError as exc:
+                raise AdapterError(
+                    f"the init answer declares bad capabilities: {exc}", answered=True
+                ) from None
 
     def _silence_message(self) -> str:
         """Why no answer came, after stopping the adapter.
@@ -320,6 +344,8 @@ def _parse_answer(line: str, *, timer_only: bool = False) -> tuple[Observation, 
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise AdapterError(f"answer is not JSON ({exc}): {_clip(text)}", answered=True) from None
+    if isinstance(data, dict):
+        data.pop("capabilities", None)  # read by AdapterProcess at init
     if isinstance(data, dict) and set(data) == {"error"}:
         raise AdapterError(f"the adapter reported an error: {data['error']}", answered=True)
     if not isinstance(data, dict):
@@ -443,7 +469,14 @@ def replay_vectors(
     compares only the timer part of the state. An adapter that dies or stalls is
     restarted for the next vector, so one crash does not hide the other results.
     """
-    return [_replay_one(adapter, path, Judge(allow, timer_only=timer_only)) for path in paths]
+    results: list[VectorResult] = []
+    for path in paths:
+        judge = Judge(allow, timer_only=timer_only, capabilities=adapter.capabilities)
+        try:
+            results.append(_replay_one(adapter, path, judge))
+        finally:
+            judge.close()  # the Kafka models it ran, if any
+    return results
 
 
 def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResult:
@@ -464,6 +497,11 @@ def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResu
             result.status, result.sent = "not consumed", False
             result.message = f"not sent (--timer-only): it uses {', '.join(others)}"
             return result
+    missing = judge.capabilities.missing(steps)
+    if missing:
+        result.status, result.sent = "not consumed", False
+        result.message = f"not sent: the port declares no {', '.join(missing)}"
+        return result
     if not adapter.running:
         try:
             adapter.start()
@@ -493,7 +531,9 @@ def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResu
             result.step_index, result.message = index, message
             result.step = step_to_json(step)
             result.before = [step_to_json(earlier) for earlier in steps[:index]]
-            result.expected, result.actual = expect.to_json(), actual.to_json()
+            shown = judge.expected if judge.expected is not None else expect
+            result.expected = report_json(shown, timer_only=judge.timer_only)
+            result.actual = report_json(actual, timer_only=judge.timer_only)
             return result
     return result
 
@@ -530,6 +570,7 @@ def format_report(
     *,
     allow: Sequence[KnownDifference] = (),
     timer_only: bool = False,
+    capabilities: Capabilities | None = None,
 ) -> str:
     """The text report of a vector replay: one line per vector, details for each failure,
     the known differences accepted, then the completeness section (vectors not consumed,
@@ -539,6 +580,9 @@ def format_report(
         lines.append("accepting known differences: " + ", ".join(d.id for d in allow))
     if timer_only:
         lines.append("timer steps only (--timer-only): vectors with purgatory steps are not sent")
+    caps = Capabilities() if capabilities is None else capabilities
+    if caps.describe():
+        lines.append(f"port capabilities: {caps.describe()}; vectors that need more are not sent")
     for result in results:
         accepted = "".join(
             f"; accepted {ident} at step{'s' if len(at) > 1 else ''} {_numbers(at)}"
@@ -608,8 +652,10 @@ def format_report(
         lines.append("  every vector was consumed to its end or to its first divergence")
     answered = set().union(*(result.kinds_answered for result in results)) if results else set()
     kinds = [kind for kind in STEP_KINDS if not timer_only or kind in TIMER_STEP_KINDS]
-    missing = [kind for kind in kinds if kind not in answered]
+    missing = [kind for kind in kinds if kind not in answered and caps.has(kind)]
     lines.append("  step kinds never answered: " + (", ".join(missing) if missing else "none"))
+    if caps.describe():
+        lines.append(f"  not checked: {caps.describe()}")
     absent = set().union(*(result.absent for result in results)) if results else set()
     if absent:
         lines.append("  " + absent_line(absent))

@@ -13,7 +13,9 @@ step by step (docs/conformance.md):
 - ``--replay FILE``: run one JSON-lines step sequence (for example a shrunk one saved
   from ``--stateful``) and report its first divergence.
 
-Options for every mode: ``--allow kafka`` (or comma-separated ids of
+Options for every mode: ``--without NAMES`` and ``--async-run`` declare what the port
+lacks (an adapter may declare it in its ``init`` answer instead): nothing it lacks is
+sent, and the report says what was not checked. ``--allow kafka`` (or comma-separated ids of
 ``kpurgatory.spec.known_differences``) accepts upstream Kafka's documented differences
 and reports each one it accepted; ``--timer-only`` checks a port of the timer alone
 (only timer steps are generated or sent; vectors with purgatory steps are listed as not
@@ -54,6 +56,8 @@ from kpurgatory.conformance.adapter import (
     replay_vectors,
     vector_paths,
 )
+from kpurgatory.conformance.capabilities import Capabilities
+from kpurgatory.conformance.driver import sequence_error
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Step, step_from_json
 from kpurgatory.conformance.vectors import FORMAT
 from kpurgatory.spec.known_differences import KnownDifference, resolve
@@ -129,6 +133,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="check a port of the timer alone: only timer steps are sent or generated",
     )
+    parser.add_argument(
+        "--without",
+        metavar="NAMES",
+        default="",
+        help="what the port lacks (it may also declare it in its init answer): "
+        "comma-separated step kinds (cancel, next_due_time, ...) or re_add, on_run, size; "
+        "never sent, and reported as not checked",
+    )
+    parser.add_argument(
+        "--async-run",
+        action="store_true",
+        help="the port runs expired tasks after the flush, on another thread (it answers "
+        "a step once they ran): each step's tasks are compared in any order, no on_run",
+    )
     parser.set_defaults(func=run)
 
 
@@ -143,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
         args.allowed = resolve(args.allow) if args.allow is not None else ()
     except ValueError as exc:
         print(f"kpurgatory conformance: error: --allow: {exc}", file=sys.stderr)
+        return 2
+    try:
+        adapter.flags = Capabilities(Capabilities.parse_without(args.without), args.async_run)
+    except ValueError as exc:
+        print(f"kpurgatory conformance: error: --without: {exc}", file=sys.stderr)
         return 2
     try:  # the mode's own inputs first: a usage error never starts the adapter
         mode = _prepare(args)
@@ -159,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+        if adapter.capabilities.describe():
+            print(f"port capabilities: {adapter.capabilities.describe()}")
         return mode(adapter, args)
 
 
@@ -211,7 +236,15 @@ def _vector_files(args: argparse.Namespace) -> list[Path]:
 def _vectors(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     paths = args.vector_files
     results = replay_vectors(adapter, paths, allow=args.allowed, timer_only=args.timer_only)
-    print(format_report(results, args.adapter, allow=args.allowed, timer_only=args.timer_only))
+    print(
+        format_report(
+            results,
+            args.adapter,
+            allow=args.allowed,
+            timer_only=args.timer_only,
+            capabilities=adapter.capabilities,
+        )
+    )
     return 0 if all(result.status == "passed" for result in results if result.sent) else 1
 
 
@@ -266,17 +299,24 @@ def _search(adapter: AdapterProcess, args: argparse.Namespace) -> int:
             seed=args.seed,
             allow=args.allowed,
             timer_only=args.timer_only,
+            capabilities=adapter.capabilities,
         )
     except (TypeError, ValueError) as exc:
         print(f"kpurgatory conformance: error: {exc}", file=sys.stderr)
         return 2
-    sent = [kind for kind in STEP_KINDS if not args.timer_only or kind in TIMER_STEP_KINDS]
+    sent = [
+        kind
+        for kind in STEP_KINDS
+        if (not args.timer_only or kind in TIMER_STEP_KINDS) and adapter.capabilities.has(kind)
+    ]
     kinds = ", ".join(f"{kind} {stats.kinds.get(kind, 0)}" for kind in sent)
     only = " (timer steps only)" if args.timer_only else ""
     print(f"stateful: {stats.runs} sequences, {stats.steps} steps through {args.adapter!r}{only}")
     print(f"  steps by kind: {kinds}")
     never = [kind for kind in sent if not stats.kinds.get(kind)]
     print("  step kinds never sent: " + (", ".join(never) if never else "none"))
+    if adapter.capabilities.describe():
+        print(f"  not checked: {adapter.capabilities.describe()}")
     _print_accepted(args.allowed, stats.accepted)
     if adapter.absent_seen:
         print("  " + absent_line(adapter.absent_seen))
@@ -294,6 +334,14 @@ def _replay(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     steps = args.replay_steps
     stateful = importlib.import_module("kpurgatory.conformance.stateful")
     accepted: dict[str, int] = {}
+    missing = adapter.capabilities.missing(steps)
+    if missing:
+        print(
+            f"kpurgatory conformance: error: --replay {args.replay}: the sequence needs "
+            f"{', '.join(missing)}, which the port declares it lacks",
+            file=sys.stderr,
+        )
+        return 2
     try:
         failure = stateful.check_sequence(
             steps,
@@ -302,10 +350,14 @@ def _replay(adapter: AdapterProcess, args: argparse.Namespace) -> int:
             allow=args.allowed,
             timer_only=args.timer_only,
             accepted=accepted,
+            capabilities=adapter.capabilities,
         )
     except AdapterError as exc:  # pragma: no cover - check_sequence turns these into failures
         print(f"FAIL replay: {exc}")
         return 1
+    except ValueError as exc:  # a StepError the file check did not foresee: still no traceback
+        print(f"kpurgatory conformance: error: --replay {args.replay}: {exc}", file=sys.stderr)
+        return 2
     _print_accepted(args.allowed, accepted)
     if adapter.absent_seen:
         print("  " + absent_line(adapter.absent_seen))
@@ -346,13 +398,23 @@ def _read_steps(path: Path) -> list[Step]:
             f"run it with --vectors {path}"
         )
     steps: list[Step] = []
+    numbers: list[int] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            steps.append(step_from_json(json.loads(line)))
-        except (json.JSONDecodeError, TypeError, ValueError) as exc:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {number}: not JSON: {exc}") from None
+        try:
+            steps.append(step_from_json(data))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise ValueError(f"line {number}: {exc}") from None
+        numbers.append(number)
     if not steps:
         raise ValueError("no steps in the file")
+    problem = sequence_error(steps)
+    if problem is not None:
+        index, why = problem
+        raise ValueError(f"line {numbers[index]}: {why}")
     return steps

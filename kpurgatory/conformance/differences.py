@@ -1,44 +1,53 @@
 """Comparing a run step by step while accepting named known differences (``--allow``).
 
 ``Judge`` wraps ``compare_observations`` for one run at a time. With no allowed
-differences it is exactly that comparison. With some (``kpurgatory.spec.known_differences``),
-a step that disagrees is accepted when the disagreement lies only in fields a difference
-lets differ: on a step of a kind the difference ``shows_on``, in the circumstance its
-``when`` names (the judge keeps the facts of the run it needs: a shutdown happened,
-labels watched so far, ...), its ``fields``; on any step after it has shown in this run,
-its ``later`` fields. The judge tries each applicable difference alone first (those
-that already showed in the run, then those with a specific circumstance, then the
-narrowest), then all of them together, and names the ones it needed, so a report can
-list each accepted difference separately. An ``init`` starts a new run (no difference
-has shown yet).
+differences it is exactly that comparison. With some, an allowance is behaviour, not a
+mask: the judge keeps the *candidates* the port may be, each the reference with a set of
+the allowed differences switched on (``kafka_model``), and a step agrees iff the port's
+answer equals what at least one live candidate answers. It starts with the reference
+alone (the expected observations it is given); when no live candidate explains a step it
+adds allowed differences to the candidates that were live (one, then two, then all of
+them), replays the run so far on each such model and keeps those that agree with every
+answer the port gave. So a difference excuses exactly what it causes, in this run, and
+nothing else: a port that loses, duplicates or reorders a task still fails, with or
+without ``--allow``; and Kafka's own consequences (an operation that lingers in its list
+and is returned by ``cancel_for_key``) are accepted because the model does the same.
+
+The judge reports, for a step that differs from the reference, the differences of the
+smallest live candidate (``accepted``), so a report can list each accepted difference
+separately. An ``init`` starts a new run. ``expected`` is the observation the last
+judged step was compared with (the reference's, or a live candidate's once the port has
+shown a difference), for reports.
 
 ``timer_only`` (``--timer-only``) also ignores the purgatory's state fields, so a port
-of the timer alone may answer them with anything (zeros).
+of the timer alone may leave them out. ``capabilities`` (``kpurgatory.conformance.
+capabilities``): a port without ``size`` is not compared on ``state.timer_sizes``; a
+port that runs tasks asynchronously is compared on each step's events as a multiset.
 
-How fields are ignored: the actual observation's field is replaced by the expected
-one, then the two are compared as usual; the expected observation is never changed.
+How fields are ignored (``timer_only``, fields an adapter declared absent): the actual
+observation's field is replaced by the expected one, then the two are compared as
+usual; the expected observation is never changed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from kpurgatory.conformance.driver import Observation, compare_observations
-from kpurgatory.conformance.steps import (
-    Add,
-    Advance,
-    Cancel,
-    ClockAdvance,
-    Init,
-    PurgatoryAdvance,
-    Shutdown,
-    Step,
-    Watch,
+from kpurgatory.conformance.capabilities import Capabilities
+from kpurgatory.conformance.driver import (
+    DriverSide,
+    Observation,
+    RecordedEvent,
+    compare_observations,
 )
+from kpurgatory.conformance.kafka_model import kafka_model
+from kpurgatory.conformance.steps import Init, Step
 from kpurgatory.spec.known_differences import CONDITIONS, KnownDifference
 
-__all__ = ["PURGATORY_STATE_FIELDS", "Judge", "mask"]
+__all__ = ["PURGATORY_STATE_FIELDS", "Judge", "mask", "report_json"]
 
 PURGATORY_STATE_FIELDS: frozenset[str] = frozenset(
     {
@@ -50,6 +59,24 @@ PURGATORY_STATE_FIELDS: frozenset[str] = frozenset(
     }
 )
 """The state fields a timer-only port cannot answer (``--timer-only`` ignores them)."""
+
+MAX_COMBINED = 2
+"""How many differences the judge adds at once to a candidate before trying all of them."""
+
+
+def report_json(observation: Observation, *, timer_only: bool = False) -> dict[str, object]:
+    """``observation`` as a report prints it: its JSON, without the purgatory's state
+    fields under ``--timer-only`` (a timer port does not answer them, and zeros beside
+    the expected values would read as a difference)."""
+    data = observation.to_json()
+    state = data.get("state")
+    if timer_only and isinstance(state, dict):
+        data["state"] = {
+            name: value
+            for name, value in state.items()
+            if f"state.{name}" not in PURGATORY_STATE_FIELDS
+        }
+    return data
 
 
 def mask(expected: Observation, actual: Observation, fields: Iterable[str]) -> Observation:
@@ -76,11 +103,16 @@ class Judge:
 
     ``judge(step, expected, actual)`` returns ``(message, accepted)``: ``message`` is
     None when the observations agree (possibly thanks to the differences in
-    ``accepted``, a tuple of ids), else the comparison's description of the remaining
-    difference.
+    ``accepted``, a tuple of ids), else a description of the difference.
     """
 
-    def __init__(self, allow: Sequence[KnownDifference] = (), *, timer_only: bool = False) -> None:
+    def __init__(
+        self,
+        allow: Sequence[KnownDifference] = (),
+        *,
+        timer_only: bool = False,
+        capabilities: Capabilities | None = None,
+    ) -> None:
         for difference in allow:
             if not isinstance(difference, KnownDifference):
                 raise TypeError(f"allow must hold KnownDifference, not {type(difference).__name__}")
@@ -88,12 +120,16 @@ class Judge:
                 raise ValueError(f"{difference.id}: unknown condition {difference.when!r}")
         self.allow = tuple(allow)
         self.timer_only = timer_only
+        self.capabilities = Capabilities() if capabilities is None else capabilities
         self.shown: set[str] = set()
-        self._shut_down = False
-        self._watched: set[str] = set()
-        self._negative_time = False
-        self._nested_add = False
-        self._cancelled_in_runs: set[str] = set()
+        self.expected: Observation | None = None
+        self._ids = tuple(difference.id for difference in self.allow)
+        self._steps: list[Step] = []
+        self._answers: list[tuple[Observation, frozenset[str]]] = []
+        # live candidates: differences switched on -> its run (None: the reference, whose
+        # observations are the ``expected`` the caller passes)
+        self._live: dict[frozenset[str], DriverSide | None] = {frozenset(): None}
+        self._tried: set[frozenset[str]] = {frozenset()}
 
     def judge(
         self,
@@ -108,127 +144,123 @@ class Judge:
         ``absent``: state fields the port declared absent in this answer (null for a field
         its API does not expose, e.g. ``state.num_purged``); they are not compared.
         """
-        facts = self._facts(step)
+        if isinstance(step, Init):
+            self._reset()
+        self.expected = expected
+        message = self._compare(expected, actual, absent)
+        if not self.allow:
+            return message, ()
+        self._steps.append(step)
+        self._answers.append((actual, absent))
+        live = self._live
+        survivors: dict[frozenset[str], DriverSide | None] = {}
+        closest: Observation | None = None
+        for on, side in live.items():
+            observed = expected if side is None else _execute(side, step)
+            if observed is not None and self._compare(observed, actual, absent) is None:
+                survivors[on] = side
+                continue
+            if side is not None:
+                side.close()
+                if closest is None and observed is not None:
+                    closest = observed
+        if not survivors:
+            survivors = self._branch(list(live))
+        self._live = survivors
+        if not survivors:
+            if frozenset() in live or closest is None:
+                return (message or "no answer") + _not_explained(self.allow), ()
+            self.expected = closest
+            near = min((on for on in live if on), key=lambda on: (len(on), sorted(on)))
+            described = self._compare(closest, actual, absent) or "differs"
+            return (
+                f"{described} (expected as upstream Kafka behaves with "
+                f"{', '.join(sorted(near))}; no other allowed difference explains it)",
+                (),
+            )
+        if message is None or frozenset() in survivors:
+            return None, ()
+        chosen = min(survivors, key=lambda on: (len(on), sorted(on)))
+        self.shown |= chosen
+        return None, tuple(ident for ident in self._ids if ident in chosen)
+
+    def close(self) -> None:
+        """Close the candidates' runs (a new ``init`` does it too)."""
+        for side in self._live.values():
+            if side is not None:
+                side.close()
+        self._live = {frozenset(): None}
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self.close()
+        self.shown = set()
+        self._steps = []
+        self._answers = []
+        self._tried = {frozenset()}
+
+    def _compare(
+        self, expected: Observation, actual: Observation, absent: frozenset[str]
+    ) -> str | None:
         if self.timer_only:
             actual = mask(expected, actual, PURGATORY_STATE_FIELDS)
         if absent:
             actual = mask(expected, actual, absent)
-        message = compare_observations(expected, actual)
-        if message is None or not self.allow:
-            return message, ()
-        applicable = [
-            (difference, self._fields(difference, step.STEP, facts)) for difference in self.allow
-        ]
-        applicable = sorted(
-            ((difference, fields) for difference, fields in applicable if fields),
-            # a difference that already showed in this run first (its later effects),
-            # then those with a specific circumstance, then the narrowest
-            key=lambda pair: (
-                pair[0].id not in self.shown,
-                pair[0].when == "always",
-                len(pair[1]),
-            ),
-        )
-        for difference, fields in applicable:
-            if compare_observations(expected, mask(expected, actual, fields)) is None:
-                return None, self._record_shown(expected, actual, step.STEP, facts, difference)
-        every = frozenset().union(*(fields for _, fields in applicable)) if applicable else None
-        if (
-            every is not None
-            and compare_observations(expected, mask(expected, actual, every)) is None
-        ):
-            return None, self._record_shown(expected, actual, step.STEP, facts, None)
-        return message + _not_explained(self.allow), ()
+        if not self.capabilities.has("size"):
+            actual = mask(expected, actual, ("state.timer_sizes",))
+        if self.capabilities.async_run and _same_multiset(expected.events, actual.events):
+            actual = dataclasses.replace(actual, events=expected.events)
+        return compare_observations(expected, actual)
 
-    def _record_shown(
-        self,
-        expected: Observation,
-        actual: Observation,
-        kind: str,
-        facts: set[str],
-        explaining: KnownDifference | None,
-    ) -> tuple[str, ...]:
-        """Mark as shown every allowed difference that may have shown on this step, and
-        return the ids the step needed (``explaining`` first if one explained it alone).
-
-        Two differences can show on one step (a resubmission after a shutdown, a
-        duplicate key in a resubmission): each whose specific circumstance holds (not
-        ``always``) and whose own fields differ here is recorded too, so the later
-        effects of every one of them are accepted afterwards, not only those of the
-        first that explained the step. A difference that can show anywhere (``always``)
-        is recorded only when the step needed it: nothing says it showed otherwise.
-        """
-        needed = [] if explaining is None else [explaining.id]
-        for difference in self.allow:
-            if difference.id in needed:
-                continue
-            showing = (
-                kind in difference.shows_on
-                and difference.when in facts
-                and (explaining is None or difference.when != "always")
-                and _differs(expected, actual, difference.fields)
+    def _branch(self, dead: list[frozenset[str]]) -> dict[frozenset[str], DriverSide | None]:
+        """Candidates with more allowed differences on than a ``dead`` one that agree with
+        every answer of the run so far (one difference more, then two, then all)."""
+        levels: list[set[frozenset[str]]] = []
+        for extra in range(1, MAX_COMBINED + 1):
+            levels.append(
+                {
+                    on | frozenset(more)
+                    for on in dead
+                    for more in itertools.combinations(
+                        [ident for ident in self._ids if ident not in on], extra
+                    )
+                }
             )
-            continuing = (
-                explaining is None
-                and difference.id in self.shown
-                and _differs(expected, actual, difference.later)
-            )
-            if showing or continuing:
-                needed.append(difference.id)
-        self.shown.update(needed)
-        return tuple(needed)
+        levels.append({frozenset(self._ids)})
+        for level in levels:
+            found: dict[frozenset[str], DriverSide | None] = {}
+            for on in sorted(level - self._tried, key=sorted):
+                self._tried.add(on)
+                side = self._replay(on)
+                if side is not None:
+                    found[on] = side
+            if found:
+                return found
+        return {}
 
-    def _facts(self, step: Step) -> set[str]:
-        """Record what ``step`` tells about the run; return the conditions true for it."""
-        if isinstance(step, Init):
-            self.shown = set()
-            self._shut_down = False
-            self._watched = set()
-            self._negative_time = step.clock_ms < 0 or step.start_ms < 0
-            self._nested_add = False
-            self._cancelled_in_runs = set()
-        facts = {"always"}
-        if self._shut_down:
-            facts.add("after_shutdown")
-        if self._negative_time:
-            facts.add("negative_time")
-        if isinstance(step, Advance | ClockAdvance | PurgatoryAdvance) and step.ms < 0:
-            facts.add("negative_ms")
-        if isinstance(step, Watch):
-            if step.operation in self._watched:
-                facts.add("repeated_watch")
-            if len({repr(key) for key in step.keys}) < len(step.keys):
-                facts.add("duplicate_key")
-            self._watched.add(step.operation)
-        if isinstance(step, Add) and any(isinstance(inner, Add) for inner in step.on_run):
-            self._nested_add = True
-        if self._nested_add:
-            facts.add("nested_add")
-        if isinstance(step, Add):
-            self._cancelled_in_runs.update(
-                inner.task for inner in step.on_run if isinstance(inner, Cancel)
-            )
-        if (isinstance(step, Cancel) and step.task in self._watched) or (
-            isinstance(step, Add | Advance | PurgatoryAdvance)
-            and self._cancelled_in_runs & self._watched
-        ):
-            facts.add("cancel_watched")
-        if isinstance(step, Shutdown):
-            self._shut_down = True
-        return facts
-
-    def _fields(self, difference: KnownDifference, kind: str, facts: set[str]) -> frozenset[str]:
-        fields: frozenset[str] = frozenset()
-        if kind in difference.shows_on and difference.when in facts:
-            fields = difference.fields
-        if difference.id in self.shown:
-            fields |= difference.later
-        return fields
+    def _replay(self, on: frozenset[str]) -> DriverSide | None:
+        """The model with ``on`` run over the steps so far, or None if it disagrees."""
+        side = DriverSide(kafka_model(on))
+        for step, (actual, absent) in zip(self._steps, self._answers, strict=True):
+            observed = _execute(side, step)
+            if observed is None or self._compare(observed, actual, absent) is not None:
+                side.close()
+                return None
+        return side
 
 
-def _differs(expected: Observation, actual: Observation, fields: Iterable[str]) -> bool:
-    """Whether ``actual`` differs from ``expected`` in at least one of ``fields``."""
-    return mask(expected, actual, fields) != actual
+def _same_multiset(expected: Sequence[RecordedEvent], actual: Sequence[RecordedEvent]) -> bool:
+    """Whether two event lists hold the same events, in any order (``async_run``)."""
+    return Counter(map(repr, expected)) == Counter(map(repr, actual))
+
+
+def _execute(side: DriverSide, step: Step) -> Observation | None:
+    """``side``'s observation of ``step``; None if the model cannot run it at all."""
+    try:
+        return side.execute(step)
+    except Exception:  # a model that fails (a StepError, its own crash) explains nothing
+        return None
 
 
 def _not_explained(allow: Sequence[KnownDifference]) -> str:

@@ -76,6 +76,7 @@ __all__ = [
     "compare_observations",
     "first_divergence",
     "run_steps",
+    "sequence_error",
     "state_difference",
 ]
 
@@ -310,6 +311,7 @@ class Driver:
         self._step_tries: Counter[str] = Counter()
         self._via: list[CompletionVia] = ["force_complete"]
         self._unit: _Unit | None = None
+        self._nested_error: StepError | None = None
 
     # -- public ----------------------------------------------------------------------
 
@@ -349,6 +351,9 @@ class Driver:
                 result = call()
             except IMPLEMENTATION_ERRORS as exc:
                 raised = type(exc).__name__
+            if self._nested_error is not None:
+                error, self._nested_error = self._nested_error, None
+                raise error
         self._steps_done += 1
         observe = self._state_every == 1 or self._steps_done % self._state_every == 1
         return Observation(
@@ -358,6 +363,11 @@ class Driver:
             tries=tuple(sorted(self._step_tries.items())) if self._step_tries else (),
             state=self.state() if observe else None,
         )
+
+    def due_ms(self, label: str) -> int | None:
+        """The due time of ``label``'s latest schedule (add or watch), or None if it has none
+        (it may have run or been cancelled since)."""
+        return self._due.get(label)
 
     def state(self) -> State:
         """The observable state now."""
@@ -565,7 +575,17 @@ class Driver:
             self._record(TaskRan(task.label, self.clock.now_ms()))
             world = self._require_world()
             for inner in task.on_run:
-                call = self._prepare(world, inner)
+                try:
+                    call = self._prepare(world, inner)
+                except StepError as exc:
+                    # Not the implementation's fault: the sequence is invalid. Recorded
+                    # and raised by ``execute`` once the call returns (the task's own
+                    # caller, the implementation, would treat it as a task's failure).
+                    if self._nested_error is None:
+                        self._nested_error = StepError(
+                            f"{inner.STEP} in the run of task {task.label!r}: {exc}"
+                        )
+                    break
                 try:
                     call()
                 except IMPLEMENTATION_ERRORS:
@@ -628,6 +648,60 @@ class DriverSide:
             self._driver = None
 
 
+def sequence_error(steps: Sequence[Step]) -> tuple[int, str] | None:
+    """The first step (0-based index) that does not fit the sequence, and why; else None.
+
+    Checked without running anything, as ``Driver`` would refuse it or a task's run
+    would meet it: the first step is an ``init`` (a later ``init`` starts a new run);
+    every timer label is declared by the run's ``init``; every label a step refers to
+    (``cancel``, ``set_ready``, ``force_complete``, and the same inside a task's
+    ``on_run``) was defined earlier in the run by an ``add`` or a ``watch`` (a task's
+    ``on_run`` may name the task itself); a label is a task or an operation, not both;
+    a re-add repeats the task's delay and ``on_run``; a repeated watch repeats the watch.
+    """
+    tasks: dict[str, Add] = {}
+    operations: dict[str, Watch] = {}
+    timers: tuple[str, ...] = ()
+
+    def check(step: Step, nested: bool) -> str | None:
+        if isinstance(step, Init):
+            return "init inside a task's on_run" if nested else None
+        if isinstance(step, Add | Advance | NextDueTime) and step.timer not in timers:
+            return f"unknown timer label {step.timer!r}; init declared {list(timers)}"
+        if isinstance(step, Add):
+            if step.task in operations:
+                return f"{step.task!r} is an operation; only tasks are added"
+            first = tasks.setdefault(step.task, step)
+            if (first.delay_ms, first.on_run) != (step.delay_ms, step.on_run):
+                return f"a re-add of {step.task!r} must repeat its delay and on_run"
+            for inner in step.on_run:
+                problem = check(inner, True)
+                if problem is not None:
+                    return f"{inner.STEP} in the on_run of {step.task!r}: {problem}"
+        elif isinstance(step, Cancel):
+            if step.task not in tasks and step.task not in operations:
+                return f"unknown task or operation label {step.task!r} (not added or watched)"
+        elif isinstance(step, Watch):
+            if step.operation in tasks:
+                return f"{step.operation!r} is a task label"
+            if operations.setdefault(step.operation, step) != step:
+                return f"a repeated watch of {step.operation!r} must repeat its first watch"
+        elif isinstance(step, SetReady | ForceComplete) and step.operation not in operations:
+            return f"unknown operation label {step.operation!r} (not watched before)"
+        return None
+
+    for index, step in enumerate(steps):
+        if isinstance(step, Init):
+            tasks, operations, timers = {}, {}, step.timers
+            continue
+        if index == 0:
+            return 0, "the first step of a run must be init"
+        problem = check(step, False)
+        if problem is not None:
+            return index, f"{step.STEP}: {problem}"
+    return None
+
+
 def run_steps(
     impl: ModuleType, steps: Iterable[Step], *, state_every: int = 1
 ) -> list[Observation]:
@@ -687,8 +761,9 @@ def compare_observations(expected: Observation, actual: Observation) -> str | No
 
     Agreement: same ``raised``, same ``result``, equivalent events (``canonical_events``:
     exact order except hand-overs with the same due time, which form a multiset, R6),
-    same ``tries`` and same ``state``, field by field (skipped when either side did not
-    read the state, see ``Driver``'s ``state_every``).
+    same ``tries`` and same ``state``, field by field as JSON values (objects compare as
+    objects, in any key order; skipped when either side did not read the state, see
+    ``Driver``'s ``state_every``). Every difference gets a message naming its field.
     """
     if expected == actual:
         return None
@@ -704,13 +779,17 @@ def compare_observations(expected: Observation, actual: Observation) -> str | No
         return f"events differ:\n  expected {_short(exp)}\n  actual   {_short(act)}"
     if expected.tries != actual.tries:
         return f"tries: expected {dict(expected.tries)}, got {dict(actual.tries)}"
-    if expected.state is not None and actual.state is not None and expected.state != actual.state:
-        return "state: " + state_difference(expected.state, actual.state)
+    if expected.state is not None and actual.state is not None:
+        difference = state_difference(expected.state, actual.state)
+        if difference:
+            return "state: " + difference
     return None
 
 
 def state_difference(expected: State, actual: State) -> str:
-    """The fields where two states differ: ``name: expected x, got y``, joined by ``; ``."""
+    """The fields where two states differ: ``name: expected x, got y``, joined by ``; ``
+    (empty if they agree). Fields are compared as JSON values, so ``timer_sizes`` is an
+    object whatever order its labels come in (a Go encoder sorts them)."""
     exp, act = expected.to_json(), actual.to_json()
     return "; ".join(
         f"{name}: expected {exp[name]}, got {act[name]}" for name in exp if exp[name] != act[name]

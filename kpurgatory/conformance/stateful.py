@@ -29,19 +29,21 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
 
 from kpurgatory.conformance.adapter import AdapterError, AdapterProcess
-from kpurgatory.conformance.differences import Judge
-from kpurgatory.conformance.driver import DriverSide, Observation
+from kpurgatory.conformance.capabilities import Capabilities
+from kpurgatory.conformance.differences import Judge, report_json
+from kpurgatory.conformance.driver import DriverSide, Observation, sequence_error
 from kpurgatory.conformance.steps import (
     Add,
     Advance,
@@ -70,6 +72,7 @@ __all__ = [
     "StatefulFailure",
     "StatefulStats",
     "check_sequence",
+    "failure_kind",
     "format_failure",
     "make_machine",
     "minimize",
@@ -138,9 +141,28 @@ class StatefulFailure:
         """The diverging step's number as reports print it (from 1, like every report)."""
         return len(self.steps)
 
+    @property
+    def kind(self) -> tuple[str, str]:
+        """What failed: ``failure_kind`` of this failure."""
+        return failure_kind(self.steps[-1], self.message)
+
     def json_lines(self) -> list[str]:
         """The steps as JSON lines, the adapter protocol's input format."""
         return [json.dumps(step_to_json(step)) for step in self.steps]
+
+
+def failure_kind(step: Step, message: str) -> tuple[str, str]:
+    """The kind of a divergence: the step kind and what differed (``raised``, ``result``,
+    ``events``, ``tries``, the state fields, or ``no answer``). Shrinking keeps it, so the
+    failure reported is the one the search found, not another one met on the way."""
+    head = message.split(":", 1)[0].split(" (", 1)[0]
+    if head == "state":
+        fields = sorted(
+            part.split(":", 1)[0].strip()
+            for part in message.removeprefix("state:").split(" (", 1)[0].split(";")
+        )
+        head = "state " + ",".join(fields)
+    return step.STEP, head
 
 
 @dataclass
@@ -164,14 +186,25 @@ def _compare(
     try:
         actual = other.execute(step)
     except AdapterError as exc:
-        return StatefulFailure(list(steps), f"no answer: {exc}", expected.to_json(), None)
+        return StatefulFailure(
+            list(steps),
+            f"no answer: {exc}",
+            report_json(expected, timer_only=judge.timer_only),
+            None,
+        )
     absent: frozenset[str] = getattr(other, "last_absent", frozenset())
     message, used = judge.judge(step, expected, actual, absent=absent)
     for ident in used:
         accepted[ident] = accepted.get(ident, 0) + 1
     if message is None:
         return None
-    return StatefulFailure(list(steps), message, expected.to_json(), actual.to_json())
+    shown = judge.expected if judge.expected is not None else expected
+    return StatefulFailure(
+        list(steps),
+        message,
+        report_json(shown, timer_only=judge.timer_only),
+        report_json(actual, timer_only=judge.timer_only),
+    )
 
 
 def check_sequence(
@@ -182,6 +215,7 @@ def check_sequence(
     allow: Sequence[KnownDifference] = (),
     timer_only: bool = False,
     accepted: dict[str, int] | None = None,
+    capabilities: Capabilities | None = None,
 ) -> StatefulFailure | None:
     """Run ``steps`` on the reference and on ``other``; the first divergence, or None.
 
@@ -191,7 +225,7 @@ def check_sequence(
     --replay FILE`` runs.
     """
     ref = DriverSide(reference)
-    judge = Judge(allow, timer_only=timer_only)
+    judge = Judge(allow, timer_only=timer_only, capabilities=capabilities)
     counts: dict[str, int] = {} if accepted is None else accepted
     done: list[Step] = []
     try:
@@ -203,6 +237,7 @@ def check_sequence(
     finally:
         ref.close()
         other.close()
+        judge.close()
     return None
 
 
@@ -214,6 +249,7 @@ def make_machine(
     *,
     allow: Sequence[KnownDifference] = (),
     timer_only: bool = False,
+    capabilities: Capabilities | None = None,
 ) -> type[RuleBasedStateMachine]:
     """The machine class: reference (in process) versus ``other``, compared at every step.
 
@@ -224,11 +260,22 @@ def make_machine(
     a crash that no difference excuses), so such runs could only fail an honest Kafka port.
     """
     no_negative_times = any(d.id == NEGATIVE_TIME_DIFFERENCE for d in allow)
+    found: list[StatefulFailure] = []  # the first divergence found, whose kind shrinking keeps
     clock_readings = [0, 0, 7, -5, 1000, -LIMIT, LIMIT]
     start_offsets = [0, 0, 0, -3, 5]
     if no_negative_times:
         clock_readings = [reading for reading in clock_readings if reading >= 0]
         start_offsets = [offset for offset in start_offsets if offset >= 0]
+
+    caps = Capabilities() if capabilities is None else capabilities
+
+    def purgatory_steps(_: object) -> bool:
+        """Purgatory rules are never drawn for a timer-only port (no wasted steps)."""
+        return not timer_only
+
+    def available(*names: str) -> Callable[[object], bool]:
+        """A rule is drawn only if the port has every step kind or feature it sends."""
+        return lambda _: all(caps.has(name) for name in names)
 
     class ConformanceMachine(RuleBasedStateMachine):
         """Generates valid runs of the step language; see the module docstring."""
@@ -236,7 +283,7 @@ def make_machine(
         def __init__(self) -> None:
             super().__init__()
             self.reference = DriverSide(reference)
-            self.judge = Judge(allow, timer_only=timer_only)
+            self.judge = Judge(allow, timer_only=timer_only, capabilities=caps)
             self.steps: list[Step] = []
             self.tasks: dict[str, tuple[int, tuple[Step, ...]]] = {}
             self.operations: dict[str, Watch] = {}
@@ -254,11 +301,17 @@ def make_machine(
             expected = self.reference.execute(step)
             failure = _compare(self.steps, expected, other, step, self.judge, stats.accepted)
             if failure is not None:
+                if found and found[0].kind != failure.kind:
+                    # another divergence than the one found: not a smaller example of it
+                    # (Hypothesis shrinks towards the failure it found, not any failure)
+                    reject()
                 on_failure(failure)
+                found.append(failure)
                 raise AssertionError(f"step {failure.step_number} {step.STEP}: {failure.message}")
 
         def teardown(self) -> None:
             self.reference.close()
+            self.judge.close()
             other.close()
 
         def delay(self, data: st.DataObject) -> int:
@@ -326,6 +379,12 @@ def make_machine(
             kinds = ["cancel", "add"]
             if not timer_only:
                 kinds += ["set_ready", "check", "force", "cancel_for_key"]
+            step_kind = {"check": "check_and_complete", "force": "force_complete"}
+            kinds = [kind for kind in kinds if caps.has(step_kind.get(kind, kind))]
+            if not caps.has("re_add"):  # a nested add re-adds an existing task
+                kinds = [kind for kind in kinds if kind != "add"]
+            if not kinds:
+                return ()
             for _ in range(data.draw(st.integers(0, 2))):
                 kind = data.draw(st.sampled_from(kinds))
                 quiet = sorted(label for label, (_, run) in self.tasks.items() if not run)
@@ -383,14 +442,18 @@ def make_machine(
                 )
             )
 
+        @precondition(available("add"))
         @rule(data=st.data())
         def add_new_task(self, data: st.DataObject) -> None:
             label = f"t{len(self.tasks)}"
             delay = self.delay(data)
-            on_run = self.nested(data, label) if data.draw(st.booleans()) else ()
+            on_run = (
+                self.nested(data, label) if caps.has("on_run") and data.draw(st.booleans()) else ()
+            )
             self.tasks[label] = (delay, on_run)
             self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
+        @precondition(available("add", "on_run"))
         @rule(data=st.data())
         def add_task_acting_on_a_later_one(self, data: st.DataObject) -> None:
             """A task due no later than an existing one, which its run cancels or re-adds,
@@ -402,21 +465,24 @@ def make_machine(
             target_delay, target_run = self.tasks[target]
             label = f"t{len(self.tasks)}"
             delay = max(-LIMIT, target_delay - self.tick * data.draw(st.sampled_from([0, 0, 1, 2])))
-            acts: list[Step] = [Cancel(target)]
-            if not target_run:
+            acts: list[Step] = [Cancel(target)] if caps.has("cancel") else []
+            if not target_run and caps.has("re_add"):
                 acts.append(Add(target, target_delay, data.draw(st.sampled_from(self.timers))))
             quick = sorted(
                 name
                 for name, (quick_delay, run) in self.tasks.items()
                 if not run and quick_delay <= self.tick
             )
-            if quick:
+            if quick and caps.has("re_add"):
                 name = data.draw(st.sampled_from(quick))
                 acts.append(Add(name, self.tasks[name][0], data.draw(st.sampled_from(self.timers))))
+            if not acts:
+                return
             on_run = tuple(data.draw(st.permutations(acts))[: data.draw(st.integers(1, 2))])
             self.tasks[label] = (delay, on_run)
             self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
+        @precondition(available("add", "re_add"))
         @rule(data=st.data())
         def re_add_task(self, data: st.DataObject) -> None:
             if not self.tasks:
@@ -425,6 +491,7 @@ def make_machine(
             delay, on_run = self.tasks[label]
             self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
+        @precondition(available("cancel"))
         @rule(data=st.data())
         def cancel(self, data: st.DataObject) -> None:
             if not (self.tasks or self.operations):
@@ -432,21 +499,27 @@ def make_machine(
             labels = sorted(self.tasks) + sorted(self.operations)
             self.do(Cancel(data.draw(st.sampled_from(labels))))
 
+        @precondition(purgatory_steps)
+        @precondition(available("cancel"))
         @rule(data=st.data())
         def cancel_operation(self, data: st.DataObject) -> None:
             """``cancel`` on an operation: an abandon while it is pending (R40)."""
             if self.operations and not timer_only:
                 self.do(Cancel(self.op_label(data)))
 
+        @precondition(available("advance"))
         @rule(data=st.data())
         def advance(self, data: st.DataObject) -> None:
             timer = data.draw(st.sampled_from(self.timers))
             self.do(Advance(self.moves(data, timer), timer))
 
+        @precondition(available("clock_advance"))
         @rule(data=st.data())
         def clock_advance(self, data: st.DataObject) -> None:
             self.do(ClockAdvance(self.moves(data)))
 
+        @precondition(purgatory_steps)
+        @precondition(available("watch"))
         @rule(
             data=st.data(),
             keys=st.one_of(
@@ -466,47 +539,106 @@ def make_machine(
             self.operations[label] = step
             self.do(step)
 
+        @precondition(purgatory_steps)
+        @precondition(available("watch"))
         @rule(data=st.data())
         def resubmit(self, data: st.DataObject) -> None:
             if self.operations:
                 self.do(self.operations[self.op_label(data)])
 
+        @precondition(purgatory_steps)
+        @precondition(available("set_ready"))
         @rule(data=st.data(), ready=st.booleans())
         def set_ready(self, data: st.DataObject, ready: bool) -> None:
             if self.operations and not timer_only:
                 self.do(SetReady(self.op_label(data), ready))
 
+        @precondition(purgatory_steps)
+        @precondition(available("check_and_complete"))
         @rule(key=st.sampled_from(KEY_POOL))
         def check_and_complete(self, key: Key) -> None:
             if not timer_only:
                 self.do(CheckAndComplete(key))
 
+        @precondition(purgatory_steps)
+        @precondition(available("force_complete"))
         @rule(data=st.data())
         def force_complete(self, data: st.DataObject) -> None:
             if self.operations and not timer_only:
                 self.do(ForceComplete(self.op_label(data)))
 
+        @precondition(purgatory_steps)
+        @precondition(available("cancel_for_key"))
         @rule(key=st.sampled_from(KEY_POOL))
         def cancel_for_key(self, key: Key) -> None:
             if not timer_only:
                 self.do(CancelForKey(key))
 
+        @precondition(available("next_due_time"))
         @rule(data=st.data())
         def next_due_time(self, data: st.DataObject) -> None:
             self.do(NextDueTime(data.draw(st.sampled_from(self.timers))))
 
+        @precondition(purgatory_steps)
+        @precondition(available("purgatory_advance"))
         @rule(data=st.data())
         def purgatory_advance(self, data: st.DataObject) -> None:
             if not timer_only:
                 self.do(PurgatoryAdvance(self.moves(data)))
 
+        @precondition(purgatory_steps)
+        @precondition(available("shutdown"))
         @rule(now=st.integers(0, 5))
         def shutdown(self, now: int) -> None:
             if now == 0 and not self.shut_down and not timer_only:  # rare: later steps raise
                 self.shut_down = True
                 self.do(Shutdown())
 
-    return ConformanceMachine
+    class TimerOnlyMachine(ConformanceMachine):
+        """The machine for a timer-only port: the same timer rules plus shapes that
+        published timer ports get wrong and uniform draws meet too rarely: tasks sharing
+        a due time (one bucket flushed with several entries), an add right after the
+        clock moved without a drain (the wheel's current time is behind the clock, R2),
+        and an add due at once right after an advance by whole ticks (R2, R3)."""
+
+        @precondition(available("add"))
+        @rule(data=st.data())
+        def add_with_the_same_due_time(self, data: st.DataObject) -> None:
+            driver = self.reference.driver
+            if driver is None or not self.tasks:
+                return
+            other = self.task_label(data)
+            due = driver.due_ms(other)
+            if due is None:
+                return
+            label = f"t{len(self.tasks)}"
+            delay = max(-LIMIT, min(LIMIT, due - driver.clock.now_ms()))
+            delay += data.draw(st.integers(0, self.tick - 1))  # rounds down to the same due
+            self.tasks[label] = (delay, ())
+            self.do(Add(label, delay, data.draw(st.sampled_from(self.timers))))
+
+        @precondition(available("add", "clock_advance"))
+        @rule(data=st.data())
+        def add_after_the_clock_moved(self, data: st.DataObject) -> None:
+            self.do(ClockAdvance(abs(self.moves(data))))
+            label = f"t{len(self.tasks)}"
+            delay = self.delay(data)
+            self.tasks[label] = (delay, ())
+            self.do(Add(label, delay, data.draw(st.sampled_from(self.timers))))
+
+        @precondition(available("add", "advance"))
+        @rule(data=st.data())
+        def add_due_now_after_an_advance(self, data: st.DataObject) -> None:
+            """An advance by whole ticks (often with nothing due: the idle path), then a
+            task due at or just around the new current time (R2, R3)."""
+            timer = data.draw(st.sampled_from(self.timers))
+            self.do(Advance(self.tick * data.draw(st.integers(0, 2)), timer))
+            label = f"t{len(self.tasks)}"
+            delay = data.draw(st.sampled_from([0, 0, -1, 1, self.tick - 1, self.tick]))
+            self.tasks[label] = (delay, ())
+            self.do(Add(label, delay, timer))
+
+    return TimerOnlyMachine if timer_only else ConformanceMachine
 
 
 def run_stateful(
@@ -519,6 +651,7 @@ def run_stateful(
     allow: Sequence[KnownDifference] = (),
     timer_only: bool = False,
     shrink: bool = True,
+    capabilities: Capabilities | None = None,
 ) -> tuple[StatefulFailure | None, StatefulStats]:
     """Search for a sequence on which ``other`` disagrees with ``reference``.
 
@@ -536,7 +669,13 @@ def run_stateful(
     failures: list[StatefulFailure] = []
     stats = StatefulStats()
     machine = make_machine(
-        other, reference, failures.append, stats, allow=allow, timer_only=timer_only
+        other,
+        reference,
+        failures.append,
+        stats,
+        allow=allow,
+        timer_only=timer_only,
+        capabilities=capabilities,
     )
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
@@ -560,7 +699,15 @@ def run_stateful(
         if not shrink:
             return failures[0], stats
         # Hypothesis replays its shrunk example last; then drop what it could not.
-        return minimize(failures[-1], other, reference, allow=allow, timer_only=timer_only), stats
+        shrunk = failures[-1] if sequence_error(failures[-1].steps) is None else failures[0]
+        return minimize(
+            shrunk,
+            other,
+            reference,
+            allow=allow,
+            timer_only=timer_only,
+            capabilities=capabilities,
+        ), stats
     return None, stats
 
 
@@ -572,6 +719,7 @@ def minimize(
     *,
     allow: Sequence[KnownDifference] = (),
     timer_only: bool = False,
+    capabilities: Capabilities | None = None,
 ) -> StatefulFailure:
     """Delete steps from ``failure`` while the sequence still diverges (delta debugging).
 
@@ -579,10 +727,13 @@ def minimize(
     how later choices are read, so some removable steps survive its shrinking. This
     pass tries removing each step but ``init``, last to first, keeps any removal after
     which the sequence (truncated at its first divergence) still diverges, and repeats
-    until nothing more goes or ``budget`` candidate runs were spent. A candidate the
-    reference refuses (a label used before it exists) is skipped.
+    until nothing more goes or ``budget`` candidate runs were spent. A candidate that is
+    not a valid sequence (``sequence_error``: a label used before it is defined, in a
+    task's ``on_run`` too) is never run, and a removal is kept only if the candidate
+    still fails the same way (``failure_kind``): the failure reported is the one found.
     """
     best = failure
+    kind = failure.kind
     spent = 0
     improved = True
     while improved and spent < budget:
@@ -590,14 +741,22 @@ def minimize(
         index = len(best.steps) - 2
         while index >= 1 and spent < budget:
             candidate = best.steps[:index] + best.steps[index + 1 :]
+            if sequence_error(candidate) is not None:
+                index -= 1
+                continue
             spent += 1
             try:
                 found = check_sequence(
-                    candidate, other, reference, allow=allow, timer_only=timer_only
+                    candidate,
+                    other,
+                    reference,
+                    allow=allow,
+                    timer_only=timer_only,
+                    capabilities=capabilities,
                 )
             except ValueError:  # StepError: the candidate is not a valid run
                 found = None
-            if found is not None and len(found.steps) < len(best.steps):
+            if found is not None and found.kind == kind and len(found.steps) < len(best.steps):
                 best, improved = found, True
                 index = min(index, len(best.steps) - 1)
             index -= 1

@@ -526,6 +526,105 @@ def _deep_levels() -> list[Step]:
     return steps
 
 
+def _r07_letting_time_pass() -> list[Step]:
+    return [
+        Init(tick_ms=2, wheel_size=4, start_ms=0, clock_ms=0, timers=("main", "aux")),
+        Add("m5", 5),  # due 4 on main
+        Add("a9", 9, "aux"),  # due 8 on aux
+        ClockAdvance(7),  # the shared clock moves; nothing drains (R7: only advance_clock)
+        NextDueTime(),
+        Advance(0),  # drains main at 7: m5 runs
+        Advance(0, "aux"),  # aux drains at 7 too: a9 (due 8) waits
+        Advance(1, "aux"),  # the clock moves by exactly 1 to 8: a9 runs
+        Add("m3", 3),  # now 8: due 10
+        Advance(1),  # 9: nothing
+        Advance(1),  # 10: m3
+        Advance(0),  # again at 10: nothing
+    ]
+
+
+def _r12_size() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=3, timers=("main", "other")),
+        Add("now", 0),  # handed over inside add: never counted
+        Add("a", 2),
+        Add("b", 7),  # a level up
+        Add("c", 40),  # two levels up
+        Add("a", 2),  # a re-add replaces: still 3
+        Add("b", 7, "other"),  # moves: main 2, other 1
+        Cancel("c"),
+        Cancel("c"),
+        Advance(2),  # a drains
+        Advance(10, "other"),  # b drains
+        Add("c", 40),
+        Advance(100),
+    ]
+
+
+def _timer_inputs() -> list[Step]:
+    return [
+        Init(tick_ms=5, wheel_size=2, start_ms=3, clock_ms=3),
+        Advance(-1),  # ValueError (R8, R35), the clock and the timer unchanged
+        ClockAdvance(-1),  # ValueError
+        Add("neg", -100),  # any delay is accepted; due at once (R3)
+        Add("zero", 0),  # expiration 3, due 0: at once
+        Add("far", 1 << 40),
+        Add("tick", 2),  # expiration 5, due 5: waits
+        NextDueTime(),
+        Advance(-5),  # ValueError again, nothing drained
+        Advance(2),
+        NextDueTime(),
+        Advance(1 << 40),
+    ]
+
+
+def _idle_drains() -> list[Step]:
+    return [
+        Init(tick_ms=3, wheel_size=4, start_ms=0, clock_ms=0),
+        Advance(3),  # nothing scheduled: the current time still moves to 3 (R2)
+        Add("at-once", 0),  # due 3 <= 3: handed over inside add (R3)
+        Advance(2),  # 5: less than a tick, the current time stays 3
+        Add("next", 0),  # due 3: at once
+        Add("one", 1),  # expiration 6, due 6: waits
+        Advance(1),  # 6: one runs
+        Advance(6),  # 12: idle, two ticks
+        Add("late", -1),  # due 9: at once
+        Add("edge", 2),  # expiration 14, due 12: at once
+    ]
+
+
+def _idle_upper_levels() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=2, start_ms=0, clock_ms=0),
+        Add("far", 1000),  # builds levels up to a tick of 512
+        Cancel("far"),  # its bucket stays queued, due at 512
+        Advance(100),  # nothing due: every level's time moves to 100, not the lowest alone
+        Add("x", 3),  # due 103: one level up from 100, not in a bucket already expired
+        Advance(1),
+        Advance(2),  # 103: x runs
+        Advance(500),
+    ]
+
+
+def _bucket_shapes() -> list[Step]:
+    """Shapes published timer ports got wrong: several tasks in one bucket at each level,
+    a cancel of a task in a bucket of each level, adds right after the clock moved with
+    no drain, and due times on either side of every bucket's rounding."""
+    steps: list[Step] = [Init(tick_ms=2, wheel_size=4, start_ms=1, clock_ms=1)]
+    for span in (3, 9, 37, 131):  # levels 0 to 3 (intervals 8, 32, 128)
+        for jitter in (0, 1, 1, 2):
+            steps.append(Add(f"s{span}+{jitter}-{len(steps)}", span + jitter))
+    for label in ("s9+1-7", "s37+0-9", "s131+2-16"):
+        steps.append(Cancel(label))
+    steps += [Advance(5), ClockAdvance(30)]
+    for delay in (1, 2, 3, 7, 8, 9, 31, 32, 33):
+        steps.append(Add(f"late{delay}", delay))
+    steps.append(NextDueTime())
+    for move in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89):
+        steps.append(Advance(move))
+    return steps
+
+
 _RULE_VECTORS: tuple[_RuleVector, ...] = (
     (
         "r01-due-time",
@@ -666,6 +765,48 @@ _RULE_VECTORS: tuple[_RuleVector, ...] = (
         "Delays across many overflow levels of a 2-bucket wheel.",
         ("R1", "R4", "R5", "R6"),
         _deep_levels,
+    ),
+    (
+        "r07-letting-time-pass",
+        "advance_clock moves the shared clock by exactly its timeout and drains at the new "
+        "reading; a clock move alone drains nothing; each timer drains only when advanced.",
+        ("R7", "R2", "R4", "R5", "R44"),
+        _r07_letting_time_pass,
+    ),
+    (
+        "r12-size",
+        "size counts scheduled tasks: not those handed over inside add; a re-add replaces, a "
+        "move to another timer moves the count, cancel and drain remove.",
+        ("R12", "R3", "R9", "R10"),
+        _r12_size,
+    ),
+    (
+        "timer-inputs",
+        "The timer's inputs alone: negative timeouts and clock moves raise ValueError and "
+        "change nothing; any delay is accepted, a negative one is due at once.",
+        ("R35", "R8", "R3", "R1", "R44"),
+        _timer_inputs,
+    ),
+    (
+        "idle-drains",
+        "A drain with nothing due still moves the current time to the reading, by whole "
+        "ticks: a task due at the new current time is handed over inside add.",
+        ("R2", "R3", "R8"),
+        _idle_drains,
+    ),
+    (
+        "idle-upper-levels",
+        "A drain with nothing due moves the time of every wheel level, so a task added "
+        "after it is placed against the current time, never in a bucket already expired.",
+        ("R2", "R4", "R5"),
+        _idle_upper_levels,
+    ),
+    (
+        "bucket-shapes",
+        "Several tasks per bucket at every level, cancels in buckets of every level, adds "
+        "right after the clock moved without a drain, due times either side of a rounding.",
+        ("R1", "R2", "R4", "R5", "R6", "R9", "R12", "R44"),
+        _bucket_shapes,
     ),
 )
 

@@ -14,10 +14,13 @@ Kafka there may differ from the reference:
   before any shutdown).
 
 Field names are ``result``, ``raised``, ``events``, ``tries``, ``state`` (all of it) or
-``state.<name>`` (one state field). ``kpurgatory conformance --allow kafka`` (or a list
-of ids) accepts exactly these differences and reports each accepted one separately
-(``kpurgatory.conformance.differences``). docs/spec.md has the prose, under each rule's
-**Kafka** note; ``tests/conformance/test_known_differences.py`` keeps the two in step.
+``state.<name>`` (one state field). These describe where each difference shows, for
+people and for the catalogue's own tests; ``kpurgatory conformance --allow kafka`` (or
+a list of ids) does not mask those fields: it compares a port with the reference that
+*behaves* like Kafka in each allowed respect (``kpurgatory.conformance.kafka_model``,
+``kpurgatory.conformance.differences``) and reports each accepted difference separately.
+docs/spec.md has the prose, under each rule's **Kafka** note;
+``tests/conformance/test_known_differences.py`` keeps the two in step.
 
 Nothing here decides anything at run time: this module is data, like ``rules``.
 """

@@ -11,6 +11,11 @@
   purgatory step (a port that is half done);
 - ``timer-port``: ``no-purgatory`` that also leaves the purgatory's state fields out of
   its answers (a port of the timer alone, for ``--timer-only``);
+- ``late-timer-port``: ``late`` answering like ``timer-port`` (no purgatory state
+  fields): a wrong timer-only port;
+- ``async-run``: the reference answering each step's events in reverse order (a port
+  that runs tasks on other threads, for ``--async-run``);
+- ``async-lossy``: ``async-run`` that also loses one task of every step that ran two;
 - ``unexposed``: the reference answering null for ``watched_keys``, ``num_purged`` and
   ``estimated_total_operations`` (a port whose API hides them, like upstream Kafka's);
 - ``crash``: answers correctly, then exits with code 3 in the middle of its fourth run;
@@ -21,6 +26,9 @@
   ``-u``): its answers come out only when it exits, once stdin is closed;
 - ``exit``: exits with code 3 at once, before reading anything;
 - ``garbage``: answers the first step of every run with a line that is not JSON;
+- ``sorted-keys``: the reference, writing every JSON object with its keys sorted (what
+  Go's encoder does with a map): ``timer_sizes`` of two timers in another order than
+  ``init`` declared them. Not a bug: objects compare as objects;
 - ``kafka``: a Kafka-like variant (``tests/conformance/kafka_like.py``) reproducing the
   known differences named by ``--differences`` (comma-separated ids, default all).
 
@@ -49,6 +57,9 @@ BUGS = (
     "miscount",
     "no-purgatory",
     "timer-port",
+    "late-timer-port",
+    "async-run",
+    "async-lossy",
     "unexposed",
     "crash",
     "silent",
@@ -56,6 +67,7 @@ BUGS = (
     "buffered",
     "exit",
     "garbage",
+    "sorted-keys",
     "kafka",
 )
 
@@ -199,6 +211,33 @@ def _declare_absent(state: dict[str, object]) -> dict[str, object]:
     return {**state, "watched_keys": None, "num_purged": None, "estimated_total_operations": None}
 
 
+def _sorted_keys(state: dict[str, object]) -> dict[str, object]:
+    sizes = state["timer_sizes"]
+    assert isinstance(sizes, dict)
+    return {**state, "timer_sizes": dict(sorted(sizes.items()))}
+
+
+class _EventRewriter:
+    """stdout that reverses each answer's events (and loses one if ``lossy``)."""
+
+    def __init__(self, inner: IO[str], *, lossy: bool) -> None:
+        self.inner, self.lossy = inner, lossy
+
+    def write(self, text: str) -> int:
+        """Rewrite one answer line (``serve`` writes each line whole)."""
+        data = json.loads(text)
+        events = data.get("events")
+        if isinstance(events, list):
+            events.reverse()
+            if self.lossy and len(events) >= 2:
+                events.pop()
+        return self.inner.write(json.dumps(data) + "\n")
+
+    def flush(self) -> None:
+        """Flush the real stdout."""
+        self.inner.flush()
+
+
 class _HoldingStdout:
     """stdout that ignores ``flush``: everything written stays buffered until ``release``."""
 
@@ -235,8 +274,19 @@ def main(argv: list[str] | None = None) -> int:
         serve(kafka_like(args.differences), sys.stdin, sys.stdout)
         return 0
     impl = mutant(args.bug) if args.bug in ("late", "miscount") else reference
+    if args.bug == "late-timer-port":
+        stdin = _FilteredInput("timer-port", sys.stdin, sys.stdout)
+        serve(mutant("late"), stdin, _StateRewriter(sys.stdout, _timer_state_only))  # type: ignore[arg-type]
+        return 0
     if args.bug == "unexposed":
         serve(impl, sys.stdin, _StateRewriter(sys.stdout, _declare_absent))  # type: ignore[arg-type]
+        return 0
+    if args.bug in ("async-run", "async-lossy"):
+        rewriter = _EventRewriter(sys.stdout, lossy=args.bug == "async-lossy")
+        serve(impl, sys.stdin, rewriter)  # type: ignore[arg-type]
+        return 0
+    if args.bug == "sorted-keys":
+        serve(impl, sys.stdin, _StateRewriter(sys.stdout, _sorted_keys))  # type: ignore[arg-type]
         return 0
     if args.bug == "timer-port":
         stdin = _FilteredInput(args.bug, sys.stdin, sys.stdout)

@@ -543,6 +543,23 @@ def test_timer_only_still_fails_a_late_timer(capsys: pytest.CaptureFixture[str])
     assert "FAIL r08-advance-result: step 7 of 8 (advance)" in out
 
 
+def test_timer_only_reports_show_no_purgatory_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    """A timer port leaves the purgatory's state fields out; the report's expected and
+    actual lines leave them out too, rather than zeros beside the expected values."""
+    adapter = broken_adapter("late-timer-port")
+    code, out = conformance(capsys, "--adapter", adapter, "--timer-only")
+    assert code == 1 and "FAIL r08-advance-result: step 7 of 8 (advance)" in out, out
+    shown = [line for line in out.splitlines() if line.startswith(("    expected:", "    actual:"))]
+    assert shown and all('"watched"' not in line and "num_purged" not in line for line in shown)
+    assert all('"timer_sizes"' in line for line in shown)
+    code, out = conformance(
+        capsys, "--adapter", adapter, "--timer-only", "--stateful", "--search-only", "--seed", "1"
+    )
+    assert code == 1, out
+    shown = [line for line in out.splitlines() if line.startswith(("    expected:", "    actual:"))]
+    assert len(shown) == 2 and all('"watched"' not in line for line in shown), shown
+
+
 # ---- what the stateful machine generates ---------------------------------------------------
 
 

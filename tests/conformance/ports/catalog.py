@@ -114,6 +114,22 @@ PORT_BUGS: tuple[PortBug, ...] = (
             "        return drain is not None and (self._hand_over_collected(drain) or True)\n",
         ),
     ),
+    _new(
+        "flush-runs-first-task-only",
+        "drain",
+        "The bucket flush hands over only the first task of a bucket and drops the rest "
+        "(a published port's bug: removing from the list while iterating over it ends the "
+        "loop): every other task due in that bucket never runs (R4, R5).",
+        (
+            _BUCKET,
+            "TimerTaskList.flush",
+            "            f(head)\n            head = root._entry_next\n",
+            "            f(head)\n"
+            "            while root._entry_next is not root:  # the rest is dropped\n"
+            "                self.remove(root._entry_next)\n"
+            "            head = root\n",
+        ),
+    ),
     # ---- counts, cancel, re-add, close, next_due_time --------------------------------
     _shared("cancel-skips-unlink", "cancel"),
     _shared("bucket-add-forgets-counter", "size"),
@@ -135,6 +151,20 @@ PORT_BUGS: tuple[PortBug, ...] = (
             "TimerTaskList.add",
             "        if current is not None:\n            current.remove(entry)\n",
             "",
+        ),
+    ),
+    _new(
+        "cancel-keeps-bucketed-task",
+        "cancel",
+        "cancel() of a task linked in a bucket returns without unlinking it (a published "
+        "port's Stop that reports failure while the task stays scheduled): the task still "
+        "runs and stays counted in size (R9, R12).",
+        (
+            _TIMER,
+            "TimerTask.cancel",
+            "            if holder is None:\n                return\n",
+            "            if holder is None or type(holder) is TimerTaskList:\n"
+            "                return\n",
         ),
     ),
     _shared("next-due-is-bucket-expiration", "next_due_time"),
