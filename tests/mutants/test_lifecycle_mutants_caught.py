@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -32,6 +36,8 @@ from tests.mutants.lifecycle_catalog import (
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS, on_the_pinned_hypothesis
 from tests.support import implementation_names, load
 from tests.test_reentrancy import FlakyKey, hooked_operation, inline_purgatory
+
+ROOT = Path(__file__).resolve().parents[2]
 
 LIFECYCLE_MUTANT_SETTINGS = MUTANT_SETTINGS
 """The seeded mutants' budget: 100 derandomized examples of 50 steps, no shrinking."""
@@ -82,22 +88,51 @@ def test_shared_bug_is_armed(bug: SharedBug) -> None:
             pass
 
 
-@on_the_pinned_hypothesis
-@pytest.mark.parametrize("bug", SHARED_BUGS, ids=[bug.name for bug in SHARED_BUGS])
-def test_shared_bug_is_caught_on_each_implementation(bug: SharedBug) -> None:
-    """With the bug planted in both implementations at once, the machine fails on each."""
+def check_caught(name: str) -> None:
+    """With shared bug ``name`` planted in both implementations, the machine fails on each."""
+    bug = {bug.name: bug for bug in SHARED_BUGS}[name]
     with all_applied(bug):
         missed = [impl.__name__ for impl in _implementations(bug) if not _caught(impl)]
     assert not missed, f"{bug.name} ({bug.description}) survived on {missed}"
 
 
-@pytest.mark.parametrize("impl_name", ["reference", "optimized"])
-def test_unmutated_code_passes_the_same_budget(impl_name: str) -> None:
-    """Without a planted bug the same budget passes: a caught bug is real."""
+def check_unmutated(impl_name: str) -> None:
+    """Without a planted bug the same budget passes on ``impl_name``."""
     run_state_machine_as_test(
         make_lifecycle_machine(load(impl_name), leave_out_open=True),
         settings=LIFECYCLE_MUTANT_SETTINGS,
     )
+
+
+def _in_a_fresh_interpreter(call: str) -> None:
+    """Run ``call`` (a function of this module) in a new interpreter with
+    ``PYTHONHASHSEED=0``: the derandomized machine's course also depends on state that
+    earlier tests of the same process left behind (seen under pytest-xdist: a bug caught
+    alone survived after other tests in that worker), so each budget runs from scratch."""
+    function = call.split("(")[0]
+    code = f"from tests.mutants.test_lifecycle_mutants_caught import {function}; {call}"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+
+
+@on_the_pinned_hypothesis
+@pytest.mark.parametrize("bug", SHARED_BUGS, ids=[bug.name for bug in SHARED_BUGS])
+def test_shared_bug_is_caught_on_each_implementation(bug: SharedBug) -> None:
+    """With the bug planted in both implementations at once, the machine fails on each."""
+    _in_a_fresh_interpreter(f"check_caught({bug.name!r})")
+
+
+@pytest.mark.parametrize("impl_name", ["reference", "optimized"])
+def test_unmutated_code_passes_the_same_budget(impl_name: str) -> None:
+    """Without a planted bug the same budget passes: a caught bug is real."""
+    _in_a_fresh_interpreter(f"check_unmutated({impl_name!r})")
 
 
 def _plain_lock_is_refused(impl: ModuleType) -> None:
