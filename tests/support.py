@@ -255,3 +255,28 @@ class WaiterLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self.release()
+
+
+def run_in_a_fresh_interpreter(module: str, call: str, timeout_s: float = 600) -> None:
+    """Run ``call`` (``function(args)`` of test module ``module``) in a new interpreter
+    with ``PYTHONHASHSEED=0``, from the repository root; fail with its output if it fails.
+
+    For checks whose course depends on more than their own inputs: where a str key's hash
+    puts it, and state that earlier tests of the same process left behind (both seen to
+    change a derandomized machine's run under pytest-xdist)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    function = call.split("(")[0]
+    done = subprocess.run(
+        [sys.executable, "-c", f"from {module} import {function}; {call}"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]

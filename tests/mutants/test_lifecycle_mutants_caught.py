@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +31,7 @@ from tests.mutants.lifecycle_catalog import (
     all_applied,
 )
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS, on_the_pinned_hypothesis
-from tests.support import implementation_names, load
+from tests.support import implementation_names, load, run_in_a_fresh_interpreter
 from tests.test_reentrancy import FlakyKey, hooked_operation, inline_purgatory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,21 +102,10 @@ def check_unmutated(impl_name: str) -> None:
 
 
 def _in_a_fresh_interpreter(call: str) -> None:
-    """Run ``call`` (a function of this module) in a new interpreter with
-    ``PYTHONHASHSEED=0``: the derandomized machine's course also depends on state that
-    earlier tests of the same process left behind (seen under pytest-xdist: a bug caught
-    alone survived after other tests in that worker), so each budget runs from scratch."""
-    function = call.split("(")[0]
-    code = f"from tests.mutants.test_lifecycle_mutants_caught import {function}; {call}"
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    """Each budget runs from scratch: the derandomized machine's course also depends on
+    state that earlier tests of the same process left behind (seen under pytest-xdist: a
+    bug caught alone survived after other tests in that worker)."""
+    run_in_a_fresh_interpreter("tests.mutants.test_lifecycle_mutants_caught", call)
 
 
 @on_the_pinned_hypothesis

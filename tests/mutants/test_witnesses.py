@@ -12,9 +12,6 @@ mutant stays caught whatever Hypothesis draws.
 from __future__ import annotations
 
 import functools
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -29,7 +26,7 @@ from tests.mutants.catalog import MUTANTS, applied
 from tests.mutants.test_lifecycle_mutants_caught import _pure_python
 from tests.mutants.witness import replay, steps_of
 from tests.mutants.witnesses import WITNESSES
-from tests.support import load
+from tests.support import load, run_in_a_fresh_interpreter
 
 pytestmark = pytest.mark.skipif(
     not _pure_python(),
@@ -89,16 +86,7 @@ def test_witness_fails_with_the_mutant_and_passes_without(name: str) -> None:
     state earlier tests of the same process left behind (seen: a witness passed its
     mutant after other tests ran in that worker, never alone). They were recorded with
     the same seed."""
-    code = f"from tests.mutants.test_witnesses import check_witness; check_witness({name!r})"
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    run_in_a_fresh_interpreter("tests.mutants.test_witnesses", f"check_witness({name!r})", 300)
 
 
 def test_steps_of_reads_the_program_hypothesis_attached() -> None:
