@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import Any, Protocol
 
+import pytest
+
 from kpurgatory.spec.events import (
     CompletionVia,
     Event,
@@ -30,6 +32,28 @@ def implementation_names() -> list[str]:
     if importlib.util.find_spec("kpurgatory.optimized") is not None:
         names.append("optimized")
     return names
+
+
+def optimized_is_python_source() -> bool:
+    """Whether ``kpurgatory.optimized`` runs from ``.py`` files: mutants and port bugs edit
+    that source, and a mypyc-compiled build has none (its functions ignore patches)."""
+    if "optimized" not in implementation_names():
+        return False
+    modules = ("bucket", "delay_queue", "operation", "purgatory", "timer", "wheel")
+    return all(
+        str(
+            getattr(importlib.import_module(f"kpurgatory.optimized.{name}"), "__file__", "")
+        ).endswith(".py")
+        for name in modules
+    )
+
+
+def needs_python_source() -> pytest.MarkDecorator:
+    """Skip a test (or module, as ``pytestmark``) that patches kpurgatory.optimized's source."""
+    return pytest.mark.skipif(
+        not optimized_is_python_source(),
+        reason="kpurgatory.optimized is absent or compiled: this check patches its Python source",
+    )
 
 
 def floor_to(ms: int, tick_ms: int) -> int:

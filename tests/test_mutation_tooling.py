@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_PATCHING = (
     "tests/mutants",
@@ -32,6 +34,9 @@ def _tool() -> ModuleType:
     return module
 
 
+@pytest.mark.skipif(
+    not (ROOT / "kpurgatory").is_dir(), reason="the package's source is not in this tree"
+)
 def test_every_module_and_test_it_names_exists() -> None:
     tool = _tool()
     expected = {

@@ -45,7 +45,9 @@ from kpurgatory.conformance.vectors import load_vector, vector_steps
 from kpurgatory.spec.known_differences import KAFKA, KNOWN_DIFFERENCES, resolve
 from tests.conformance.kafka_like import kafka_like
 from tests.conformance.ports.catalog import PORT_BUGS, planted, port_bug
-from tests.support import load
+from tests.support import load, needs_python_source
+
+patches_python_source = needs_python_source()
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT_ADAPTER = ROOT / "tests" / "conformance" / "ports" / "adapter.py"
@@ -146,6 +148,7 @@ def _lost_task_search(seed: int) -> None:
     assert failure is not None
 
 
+@patches_python_source
 def test_the_lost_task_port_fails_replay_with_allow_kafka_through_the_cli(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -171,6 +174,7 @@ def test_a_finished_operation_lingering_in_its_list_passes_only_with_allow() -> 
     assert set(accepted) == {"kafka-lazy-purge"}, accepted
 
 
+@patches_python_source
 def test_an_estimate_miscount_on_abandon_fails_with_allow_kafka() -> None:
     """Too wide before: the lazy-purge allowance excused the estimate field outright."""
     steps: list[Step] = [
@@ -257,6 +261,7 @@ def _search_catches_with_allow_kafka(name: str, seed: int) -> bool:
     return failure is not None
 
 
+@patches_python_source
 def test_the_bugs_that_are_kafka_behaviour_pass_with_their_own_allow() -> None:
     for name, ident in HIDDEN_BY_KAFKA.items():
         assert not _vectors_catch_with_allow_kafka(name), name
@@ -272,6 +277,7 @@ def test_the_bugs_that_are_kafka_behaviour_pass_with_their_own_allow() -> None:
         assert failure is None, (name, failure and failure.message)
 
 
+@patches_python_source
 @pytest.mark.parametrize("name", ["flush-runs-first-task-only", "no-r11-recheck"])
 def test_a_sample_of_bugs_a_kafka_difference_could_hide_is_caught_with_allow(name: str) -> None:
     assert _vectors_catch_with_allow_kafka(name) or _search_catches_with_allow_kafka(name, 1)
@@ -279,6 +285,7 @@ def test_a_sample_of_bugs_a_kafka_difference_could_hide_is_caught_with_allow(nam
 
 @pytest.mark.slow
 @pytest.mark.timeout(0)
+@patches_python_source
 @pytest.mark.parametrize("name", TIMER_BUGS_KAFKA_COULD_HIDE)
 def test_every_bug_a_kafka_difference_could_hide_is_caught_with_allow_on_every_seed(
     name: str,

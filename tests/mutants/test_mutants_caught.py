@@ -26,7 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
 from tests.mutants.catalog import MUTANTS, MachineName, Mutant, applied, mutated_source
-from tests.support import implementation_names, load
+from tests.support import load, needs_python_source
 
 MUTANT_EXAMPLES = 100
 """Examples per machine and mutant (every mutant is caught well within it; why the budget
@@ -48,22 +48,7 @@ MUTANT_SETTINGS = settings(
 )
 
 
-def _optimized_is_pure_python() -> bool:
-    """Whether every module of kpurgatory.optimized is a .py file (a mypyc build is not:
-    compiled functions have no source to mutate and ignore patches)."""
-    if "optimized" not in implementation_names():
-        return False
-    modules = {mutant.module for mutant in MUTANTS}
-    return all(
-        str(getattr(importlib.import_module(name), "__file__", "")).endswith(".py")
-        for name in modules
-    )
-
-
-pytestmark = pytest.mark.skipif(
-    not _optimized_is_pure_python(),
-    reason="kpurgatory.optimized is absent or compiled (mutants patch Python source)",
-)
+pytestmark = needs_python_source()
 
 
 def _packages() -> tuple[ModuleType, ModuleType]:

@@ -37,7 +37,7 @@ from kpurgatory.conformance.adapter import (
 )
 from kpurgatory.conformance.stateful import AdapterSide, run_stateful
 from tests.conformance.ports.catalog import PORT_BUGS, PortBug, planted
-from tests.support import load
+from tests.support import load, needs_python_source
 
 ADAPTER = Path(__file__).resolve().parent / "adapter.py"
 SEEDS: tuple[int, ...] = tuple(range(1, 11))
@@ -55,18 +55,7 @@ QUICK_SAMPLE: tuple[str, ...] = (
 """Bugs the quick tier replays the committed vectors on, through the real command line."""
 
 
-def _optimized_is_pure_python() -> bool:
-    """The port bugs edit kpurgatory.optimized's Python source; a mypyc build has none."""
-    import importlib
-
-    module = importlib.import_module("kpurgatory.optimized.timer")
-    return str(getattr(module, "__file__", "")).endswith(".py")
-
-
-pytestmark = pytest.mark.skipif(
-    not _optimized_is_pure_python(),
-    reason="kpurgatory.optimized is compiled: the port bugs patch its Python source",
-)
+pytestmark = needs_python_source()
 
 
 def adapter_command(bug: str) -> str:

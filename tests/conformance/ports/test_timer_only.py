@@ -24,10 +24,9 @@ from kpurgatory.conformance.stateful import run_stateful
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS
 from kpurgatory.conformance.vectors import load_vector, vector_steps
 from tests.conformance.ports.catalog import PORT_BUGS, planted, port_bug
-from tests.conformance.ports.test_catalogue import pytestmark as catalogue_mark
-from tests.support import load
+from tests.support import load, needs_python_source
 
-pytestmark = catalogue_mark  # the bugs patch kpurgatory.optimized's Python source
+pytestmark = needs_python_source()
 
 TIMER_AREAS = frozenset(
     {
