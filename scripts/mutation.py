@@ -79,6 +79,7 @@ _AIO = (
     "tests/aio/test_cancellation.py",
     "tests/aio/test_aio_mutation_gaps.py",
     "tests/aio/test_bounded_driver.py",
+    "tests/aio/test_loop_executor.py",
     "tests/aio/test_reentrant_shutdown.py",
     "tests/aio/test_typing.py",
     "tests/aio/test_virtual_time.py",
