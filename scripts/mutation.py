@@ -83,6 +83,7 @@ _AIO = (
     "tests/aio/test_reentrant_shutdown.py",
     "tests/aio/test_typing.py",
     "tests/aio/test_virtual_time.py",
+    "tests/aio/test_virtual_loop_gaps.py",
     "tests/aio/test_equivalence.py",
     "tests/aio/test_cancellation_machine.py",
 )
