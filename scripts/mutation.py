@@ -123,7 +123,7 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kpurgatory/aio/outcome.py": (_AIO, _AIO_SLOW),
     "kpurgatory/aio/purgatory.py": (_AIO, _AIO_SLOW),
     "kpurgatory/aio/virtual.py": (_AIO, _AIO_SLOW),
-    "kpurgatory/aio/wrapped.py": (_AIO, _AIO_SLOW),
+    "kpurgatory/aio/wrapped.py": ((*_AIO, "tests/typing/test_wrapped_types.py"), _AIO_SLOW),
 }
 """Module -> (its quick tests, the slow tier its survivors run against)."""
 
