@@ -11,7 +11,8 @@ Run it under each interpreter (a free-threaded one with ``PYTHON_GIL=0`` and
 PYTHON_GIL``); ``python -m kpurgatory.bench.threads report RESULTS.json...`` prints the
 times and the goals' ratios. ``make bench-threads`` does both; docs/performance.md
 ("Threads") records one run. ``--contention`` prints, for two threads on the acks=all
-loop, how often each lock the threads share was found held (no pyperf).
+loop, how often each lock the threads share was found held, and what Kafka's read-write
+split would cost per ``add`` against one lock (no pyperf).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "benchmarks",
     "contention",
     "control_time",
+    "lock_costs",
     "inner_loops",
     "main",
     "report",
@@ -319,6 +321,54 @@ def contention(threads: int = 2, operations: int = 20_000) -> dict[str, tuple[fl
     return {name: (taken / done, held / taken) for name, (taken, held) in sorted(totals.items())}
 
 
+class _ReadWriteLock:
+    """The read side of a read-write lock built on ``threading`` (a reader count under a
+    mutex; a writer, not needed here, would wait on the condition for no readers).
+    ``lock_costs`` only: what Kafka's read lock for ``add`` would cost in Python."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._no_readers = threading.Condition(self._mutex)
+        self._readers = 0
+
+    def acquire_read(self) -> None:
+        with self._mutex:
+            self._readers += 1
+
+    def release_read(self) -> None:
+        with self._mutex:
+            self._readers -= 1
+            if not self._readers:
+                self._no_readers.notify_all()
+
+
+def lock_costs(number: int = 100_000, repeat: int = 7) -> dict[str, float]:
+    """Seconds per ``add``'s locking, best of ``repeat`` timeit runs: one ``RLock``
+    acquire/release (the timer's lock now) against Kafka's split (the read side of a
+    read-write lock plus the bucket's own lock), on one thread."""
+    import timeit
+
+    one, bucket, split = threading.RLock(), threading.RLock(), _ReadWriteLock()
+
+    def one_lock() -> None:
+        one.acquire()
+        one.release()
+
+    def read_side_and_bucket() -> None:
+        split.acquire_read()
+        bucket.acquire()
+        bucket.release()
+        split.release_read()
+
+    return {
+        name: min(timeit.repeat(function, number=number, repeat=repeat)) / number
+        for name, function in (
+            ("one RLock", one_lock),
+            ("read side + bucket lock", read_side_and_bucket),
+        )
+    }
+
+
 def inner_loops(threads: int) -> int:
     """Operations per loop of a time function run on ``threads`` threads (pyperf divides
     by it, so each value is the time of one operation)."""
@@ -465,6 +515,11 @@ def _self_check(argv: list[str]) -> int:
 
 def _print_contention() -> int:
     gil = _gil()
+    costs = lock_costs()
+    for name, seconds in costs.items():
+        print(f"GIL {gil}, 1 thread: {name}: {seconds * 1e9:.0f} ns per add's locking")
+    ratio = costs["read side + bucket lock"] / costs["one RLock"]
+    print(f"GIL {gil}: read-write split / one lock: {ratio:.1f}x")
     for name, (per_operation, held) in contention().items():
         print(
             f"GIL {gil}, 2 threads: {name}: {per_operation:.2f} acquisitions/op, "

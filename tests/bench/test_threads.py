@@ -67,3 +67,9 @@ def test_contention_counts_every_shared_lock_and_restores_them() -> None:
     assert found["timer (process-wide)"][0] == pytest.approx(2.0)
     assert found["flags (process-wide)"][0] == pytest.approx(2.0)
     assert all(0.0 <= held <= 1.0 for _, held in found.values())
+
+
+def test_lock_costs_times_both_schemes() -> None:
+    costs = threads.lock_costs(number=100, repeat=1)
+    assert set(costs) == {"one RLock", "read side + bucket lock"}
+    assert all(seconds > 0 for seconds in costs.values())
