@@ -23,8 +23,12 @@ itself causes, whatever else the machine runs.
 
 ``--max-hand-overs`` sets the aio purgatory's bound per firing (R70; default: its own).
 
-Run ``python -m kpurgatory.bench.aiocost --help``. Benchmarks, not tests: the numbers
-depend on the machine and its load (print ``os.getloadavg`` beside them).
+``kpurgatory bench`` asks these questions in every mode: the CPU per wait through pyperf
+(``wait_cpu_time``, group ``asyncio-wait`` of ``kpurgatory.bench.suite``), memory and
+the two lags through ``--mode M --out FILE`` (``collect``: each mechanism in a fresh
+process, at the sizes of ``SIZES``). Run ``python -m kpurgatory.bench.aiocost --help``.
+Benchmarks, not tests: the numbers depend on the machine and its load (print
+``os.getloadavg`` beside them).
 """
 
 from __future__ import annotations
@@ -46,14 +50,29 @@ from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome
 
 __all__ = [
     "MECHANISMS",
+    "OUTCOMES",
+    "SIZES",
+    "collect",
     "cpu_per_wait",
     "heartbeat_lag",
     "lag_after_pause",
     "main",
     "memory_per_wait",
+    "wait_cpu_time",
 ]
 
 MECHANISMS: tuple[str, ...] = ("future+call_at", "timeout_at", "aio wait", "aio submit")
+
+OUTCOMES: tuple[str, ...] = ("completed", "expired")
+
+SIZES: dict[str, dict[str, float]] = {
+    "quick": {"waits": 2_000, "lag": 10_000, "seconds": 1.0, "pause": 2_000, "due_s": 1.0},
+    "reduced": {"waits": 10_000, "lag": 100_000, "seconds": 5.0, "pause": 20_000, "due_s": 3.0},
+    "full": {"waits": 10_000, "lag": 1_000_000, "seconds": 20.0, "pause": 100_000, "due_s": 8.0},
+}
+"""Per ``kpurgatory bench`` mode: waits per CPU round and per memory count, pending
+waits of the heartbeat at scale and its seconds of beats, waits overdue at once after
+the pause and when they fall due."""
 
 
 class _Answer(DelayedOperation):
@@ -167,6 +186,14 @@ async def _cpu_round(mechanism: str, n: int, outcome: str) -> float:
         raise AssertionError(f"{mechanism} {outcome}: unexpected results {set(results)}")
     setup.close()
     return spent / n * 1e6
+
+
+def wait_cpu_time(loops: int, mechanism: str, outcome: str, n: int) -> float:
+    """pyperf time function: process CPU seconds of ``loops`` rounds of ``n`` waits
+    (run it with ``inner_loops=n`` for the CPU per wait)."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be 'completed' or 'expired', not {outcome!r}")
+    return sum(asyncio.run(_cpu_round(mechanism, n, outcome)) for _ in range(loops)) * n / 1e6
 
 
 def cpu_per_wait(mechanism: str, n: int, outcome: str, rounds: int) -> float:
@@ -375,8 +402,51 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     return heartbeat_lag(args.mechanism, args.n, args.seconds, offset_s=args.offset_s)
 
 
+def _run_child(what: str, mechanism: str, n: int, options: list[str]) -> dict[str, Any]:
+    """One question for one mechanism in a fresh process; its figures, or the error
+    (its last line) if it failed: a 1M-wait set-up slower than its offset, say."""
+    command = [
+        sys.executable,
+        "-m",
+        "kpurgatory.bench.aiocost",
+        f"--what={what}",
+        f"--mechanism={mechanism}",
+        f"--n={n}",
+        *options,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    row: dict[str, Any] = {"what": what, "mechanism": mechanism, "n": n}
+    if done.returncode:
+        lines = (done.stderr or done.stdout or f"exit {done.returncode}").strip().splitlines()
+        row["error"] = lines[-1] if lines else f"exit {done.returncode}"
+    else:
+        row.update(json.loads(done.stdout))
+    row["load"] = os.getloadavg()[0]
+    return row
+
+
+def collect(mode: str, say: Any = None) -> dict[str, Any]:
+    """Memory per pending wait, heartbeat lag at scale and after a pause, for every
+    mechanism with a task, each in a fresh process at ``SIZES[mode]``: what ``kpurgatory
+    bench`` records beside its pyperf suite."""
+    sizes = SIZES[mode]
+    rows = []
+    plan: list[tuple[str, str, int, list[str]]] = [
+        ("memory", mechanism, int(sizes["waits"]), []) for mechanism in MECHANISMS
+    ]
+    with_tasks = [m for m in MECHANISMS if m != "aio submit"]
+    plan += [("lag", m, int(sizes["lag"]), [f"--seconds={sizes['seconds']}"]) for m in with_tasks]
+    plan += [("pause", m, int(sizes["pause"]), [f"--due-s={sizes['due_s']}"]) for m in with_tasks]
+    for what, mechanism, n, options in plan:
+        if say is not None:
+            say(f"asyncio wait: {what}, {mechanism}, {n:,} waits")
+        rows.append(_run_child(what, mechanism, n, options))
+    return {"mode": mode, "sizes": sizes, "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run every question for every mechanism, each in a fresh process; print JSON lines."""
+    """Run every question for every mechanism, each in a fresh process; print JSON lines
+    (``--mode M --out FILE``: ``collect``'s figures as JSON in FILE)."""
     parser = argparse.ArgumentParser(prog="python -m kpurgatory.bench.aiocost")
     parser.add_argument("--what", choices=("cpu", "memory", "lag", "pause", "all"), default="all")
     parser.add_argument("--mechanism", choices=MECHANISMS)
@@ -387,7 +457,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-hand-overs", type=int, default=None)
     parser.add_argument("--offset-s", type=float, default=None, help="lag: set-up time")
     parser.add_argument("--due-s", type=float, default=5.0, help="pause: when waits fall due")
+    parser.add_argument("--mode", choices=sorted(SIZES), help="with --out: collect's figures")
+    parser.add_argument("--out", help="with --mode: write collect's figures (JSON) here")
     args = parser.parse_args(argv)
+    if (args.mode is None) != (args.out is None):
+        parser.error("--mode and --out go together")
+    if args.mode is not None:
+        figures = collect(args.mode, say=lambda text: print(text, flush=True))
+        with open(args.out, "w", encoding="utf-8") as out:
+            json.dump(figures, out)
+        return 0
     if args.mechanism is not None and args.what != "all":
         print(json.dumps(_child(args)))
         return 0
@@ -397,31 +476,15 @@ def main(argv: list[str] | None = None) -> int:
             if what in ("lag", "pause") and mechanism == "aio submit":
                 continue
             n = args.lag_n if what == "lag" else args.n
-            command = [
-                sys.executable,
-                "-m",
-                "kpurgatory.bench.aiocost",
-                f"--what={what}",
-                f"--mechanism={mechanism}",
-                f"--n={n}",
-                f"--rounds={args.rounds}",
-                f"--seconds={args.seconds}",
-            ]
+            options = [f"--rounds={args.rounds}", f"--seconds={args.seconds}"]
             if what == "pause":
-                command.append(f"--due-s={args.due_s}")
+                options.append(f"--due-s={args.due_s}")
             if what == "lag" and args.offset_s is not None:
-                command.append(f"--offset-s={args.offset_s}")
+                options.append(f"--offset-s={args.offset_s}")
             if args.max_hand_overs is not None:
-                command.append(f"--max-hand-overs={args.max_hand_overs}")
-            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-            row = {
-                "what": what,
-                "mechanism": mechanism,
-                "n": n,
-                "max_hand_overs": args.max_hand_overs,
-                "load": os.getloadavg()[0],
-            }
-            row.update(json.loads(out))
+                options.append(f"--max-hand-overs={args.max_hand_overs}")
+            row = _run_child(what, mechanism, n, options)
+            row["max_hand_overs"] = args.max_hand_overs
             print(json.dumps(row), flush=True)
     return 0
 
