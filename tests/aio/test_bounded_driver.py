@@ -51,7 +51,7 @@ def _batches(log: list[Any]) -> list[list[str]]:
     return [batch for batch in batches if batch]
 
 
-def test_r73_a_firing_hands_over_at_most_the_bound_then_yields(
+def test_r70_a_firing_hands_over_at_most_the_bound_then_yields(
     implementation: PurgatoryImplementation,
 ) -> None:
     """Ten operations overdue at once (due 10..19, the process paused until 100): each
@@ -93,7 +93,7 @@ def test_r73_a_firing_hands_over_at_most_the_bound_then_yields(
     run(main(), clock)
 
 
-def test_r73_never_early_and_in_due_order_across_batches(
+def test_r70_never_early_and_in_due_order_across_batches(
     implementation: PurgatoryImplementation,
 ) -> None:
     """Operations due at different times, some overdue and some not: the overdue ones
@@ -122,7 +122,7 @@ def test_r73_never_early_and_in_due_order_across_batches(
     run(main(), clock)
 
 
-def test_r73_shutdown_from_an_expiry_drops_the_rest_of_the_backlog(
+def test_r70_shutdown_from_an_expiry_drops_the_rest_of_the_backlog(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R70, R32, R49: the second expiry of a batch shuts the purgatory down; no operation
@@ -154,7 +154,7 @@ def test_r73_shutdown_from_an_expiry_drops_the_rest_of_the_backlog(
     run(main(), clock)
 
 
-def test_r73_a_task_added_due_at_once_by_an_expiry_runs_inside_its_add(
+def test_r70_a_task_added_due_at_once_by_an_expiry_runs_inside_its_add(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R70, R6: an expiry that submits an operation with delay 0 expires it inside its
@@ -183,7 +183,7 @@ def test_r73_a_task_added_due_at_once_by_an_expiry_runs_inside_its_add(
     run(main(), clock)
 
 
-def test_r73_the_bound_is_checked(implementation: PurgatoryImplementation) -> None:
+def test_r70_the_bound_is_checked(implementation: PurgatoryImplementation) -> None:
     """R35 for the new argument: a clear error naming it, and no purgatory built."""
 
     async def main() -> None:
