@@ -775,11 +775,9 @@ class DelayedOperationPurgatory(Generic[T]):
         overflowed or a key failed, else the candidates; with ``_let_go_bound`` set (an
         ``AsyncPurgatory``'s, R73) at most that many candidates, the rest left for
         ``_let_go_step`` (``_let_go_owed``). Returns the pairs unlinked."""
-        if self._scan_all:
-            return self._purge_scan()
         bound = self._let_go_bound
-        purged = self._purge_candidates(bound)
-        if bound:
+        purged = self._purge_scan() if self._scan_all else self._purge_candidates(bound)
+        if bound:  # a scan took every candidate: owed only if more came meanwhile
             self._let_go_owed = bool(self._candidates)
         return purged
 

@@ -327,6 +327,17 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     ),
     (
         Mutant(
+            "let-go-owed-after-a-failed-scan",
+            _OPTIMIZED_PURGATORY,
+            "DelayedOperationPurgatory._purge_pass",
+            "if bound:  # a scan took every candidate: owed only if more came meanwhile",
+            "if bound and not self._scan_all:",
+            "R73, R67: a key failing in every scan keeps a let-go owed: endless passes.",
+        ),
+        let_go.failing_key_round,
+    ),
+    (
+        Mutant(
             "waiter-registered-after-submission",
             _PURGATORY,
             "AsyncPurgatory._submit",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from kpurgatory.aio import AsyncPurgatory, Outcome, run
 from kpurgatory.aio.driver import LET_GO_PER_HAND_OVER
 from kpurgatory.clock import ManualClock
@@ -122,3 +124,53 @@ def test_r73_shutdown_stops_an_owed_let_go() -> None:
         assert purgatory.purgatory.watched == left
 
     run(main(), ManualClock(0))
+
+
+class _FailingKey:
+    """A key whose ``__hash__`` raises once ``failing`` is set (R67)."""
+
+    failing = False
+
+    def __hash__(self) -> int:
+        if _FailingKey.failing:
+            raise ValueError("this key cannot be hashed any more")
+        return 7
+
+
+def failing_key_round() -> None:
+    """Twelve operations, one on a key that cannot be hashed by the time they expire at
+    once (bound 2 per pass): after the let-go, none is owed and only that key's pair is
+    still watched."""
+
+    async def main() -> None:
+        operation = recording_operation("optimized")
+        loop = asyncio.get_running_loop()
+        clock: ManualClock = loop.clock  # type: ignore[attr-defined]
+        log: list[Event] = []
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory("failing", max_hand_overs=2)
+        bad = _FailingKey()
+        ops = [operation(10, f"op{i}", log, clock) for i in range(12)]
+        waiters = [purgatory.submit(op, [bad if i == 5 else f"k{i}"]) for i, op in enumerate(ops)]
+        _FailingKey.failing = True
+        try:
+            loop.call_soon(clock.advance, 100)
+            await asyncio.gather(*waiters)
+            for _ in range(30):
+                await asyncio.sleep(0)
+            assert purgatory.purgatory._let_go_owed is False
+            assert purgatory.purgatory.watched == 1  # only the failing key's pair is left
+        finally:
+            _FailingKey.failing = False
+        purgatory.shutdown()
+
+    run(main(), ManualClock(0))
+
+
+def test_r73_r67_a_key_failing_in_a_bounded_pass_ends_the_let_go(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """R73, R67: a key that raises in a bounded pass asks for a scan of every list; that
+    pass takes every candidate, so no let-go is owed afterwards (no endless passes), the
+    other keys are let go, and the failure is logged."""
+    failing_key_round()
+    assert "cannot be hashed" in caplog.text
