@@ -64,7 +64,9 @@ class AsyncPurgatory(Generic[T]):
     (``ValueError`` otherwise). ``tick_ms``, ``wheel_size``, ``purge_interval`` and
     ``timer_enabled`` are those of ``SystemTimer`` and ``DelayedOperationPurgatory``.
     ``max_hand_overs``: the most expiries one firing of the driver runs before it yields
-    to the loop (R70; default ``kpurgatory.aio.driver.DEFAULT_MAX_HAND_OVERS``).
+    to the loop (R70; default ``kpurgatory.aio.driver.DEFAULT_MAX_HAND_OVERS``); with the
+    optimized implementation, times ``LET_GO_PER_HAND_OVER``, also the most finished
+    operations one let-go or purge pass unlinks, the rest in later passes (R73).
     ``implementation`` picks the wrapped purgatory: ``"optimized"`` (operations are
     ``kpurgatory.aio.DelayedOperation``) or ``"reference"`` (operations are
     ``kpurgatory.aio.ReferenceDelayedOperation``).

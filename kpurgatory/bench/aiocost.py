@@ -226,13 +226,27 @@ def memory_per_wait(mechanism: str, n: int) -> tuple[float, float]:
     return asyncio.run(_memory(mechanism, n))
 
 
+async def _setup_seconds(setup: _Setup, n: int) -> float:
+    """How long starting ``n`` waits takes on this machine now: 1,000 throwaway waits
+    timed (then cancelled), scaled to ``n``, times 3 for a load that changes, plus 1 s."""
+    sample = max(1, min(n, 1_000))
+    began = time.perf_counter()
+    waits = [setup.start(-1 - key, 600_000) for key in range(sample)]
+    await asyncio.sleep(0)
+    spent = time.perf_counter() - began
+    for wait in waits:
+        wait.cancel()
+    await asyncio.gather(*waits, return_exceptions=True)
+    return 1.0 + 3 * spent * n / sample
+
+
 async def _heartbeat(
     mechanism: str, n: int, seconds: float, seed: int, offset_s: float | None
 ) -> dict[str, float]:
     rng = random.Random(seed)
     setup = _Setup(mechanism)
     loop = setup.loop
-    offset_ms = int(1000 * (max(1.0, n / 10_000) if offset_s is None else offset_s))
+    offset_ms = int(1000 * (await _setup_seconds(setup, n) if offset_s is None else offset_s))
     answers: list[tuple[float, int]] = []
     waits = []
     began = loop.time()
@@ -300,9 +314,10 @@ def heartbeat_lag(
 ) -> dict[str, float]:
     """Heartbeat lag (max, 99.9th and 99th percentile, ms) with ``n`` waits pending.
 
-    The waits fall due ``offset_s`` + 1-20 s after they start (default offset: ``n`` /
-    10,000 s, at least 1 s, for the set-up to finish first); the heartbeat runs from
-    the offset on, for ``seconds``."""
+    The waits fall due ``offset_s`` + 1-20 s after they start (default offset: three
+    times the set-up time measured on 1,000 waits, scaled to ``n``, plus 1 s, so the
+    set-up ends first however loaded the machine); the heartbeat runs from the offset
+    on, for ``seconds``."""
     return asyncio.run(_heartbeat(mechanism, n, seconds, seed, offset_s))
 
 
@@ -333,6 +348,7 @@ async def _pause(
     rng = random.Random(1)
     setup = _Setup(mechanism, max_hand_overs)
     loop = setup.loop
+    due_s = max(due_s, await _setup_seconds(setup, n))
     began = loop.time()
     due_ms = int(due_s * 1000)
     waits = [setup.start(key, rng.randint(due_ms, due_ms + 100)) for key in range(n)]
@@ -384,7 +400,8 @@ def lag_after_pause(
     mechanism: str, n: int, max_hand_overs: int | None = None, due_s: float = 5.0
 ) -> dict[str, float]:
     """The heartbeat's worst lag (ms) while ``n`` waits, due ``due_s`` to ``due_s`` +
-    0.1 s after they start, all expire at once after a pause until ``due_s`` + 0.2 s."""
+    0.1 s after they start, all expire at once after a pause until ``due_s`` + 0.2 s
+    (``due_s`` is raised to the set-up time measured as for ``heartbeat_lag``)."""
     return asyncio.run(_pause(mechanism, n, max_hand_overs, due_s))
 
 
@@ -416,11 +433,11 @@ def _run_child(what: str, mechanism: str, n: int, options: list[str]) -> dict[st
     ]
     done = subprocess.run(command, capture_output=True, text=True)
     row: dict[str, Any] = {"what": what, "mechanism": mechanism, "n": n}
-    if done.returncode:
-        lines = (done.stderr or done.stdout or f"exit {done.returncode}").strip().splitlines()
-        row["error"] = lines[-1] if lines else f"exit {done.returncode}"
-    else:
+    try:
         row.update(json.loads(done.stdout))
+    except ValueError:  # no figures at all: the child died (its last words)
+        lines = (done.stderr or f"exit {done.returncode}").strip().splitlines()
+        row["error"] = lines[-1] if lines else f"exit {done.returncode}"
     row["load"] = os.getloadavg()[0]
     return row
 
@@ -468,7 +485,12 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(figures, out)
         return 0
     if args.mechanism is not None and args.what != "all":
-        print(json.dumps(_child(args)))
+        try:
+            figures = _child(args)
+        except Exception as exc:  # reported as the row's error by the parent
+            print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+            return 1
+        print(json.dumps(figures))
         return 0
     questions = ("cpu", "memory", "lag", "pause") if args.what == "all" else (args.what,)
     for what in questions:
