@@ -31,7 +31,10 @@ records the candidate before it cancels the timer entry, so a purge that took th
 candidates too early read a timer size still counting the operation, and its estimate
 keeps the next purge due to unlink it, as a scan that had passed its list would (the
 slow schedule tier found the other order losing it). ``_check`` asserts that every
-completed operation still watched is a candidate unless ``_scan_all`` is set.
+completed operation still watched is a candidate unless ``_scan_all`` is set. An
+``AsyncPurgatory`` sets ``_let_go_bound`` (R73): a let-go or purge pass then unlinks at
+most that many candidates and leaves the rest to ``_let_go_step`` (the driver calls it
+in later loop callbacks), and the candidates never overflow into a scan.
 
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
