@@ -29,6 +29,11 @@ GOALS: tuple[tuple[str, str, str, str, float, bool], ...] = (
     ("Long-poll", "aio / plain, total", "pure", "<=", 1.5, False),
     ("Long-poll", "aio / plain, total", "compiled", "<=", 1.0, False),
     ("The proposal", "optimized / old", "any", ">=", 5.0, False),
+    ("An asyncio wait's CPU", "aio wait / Future + call_at", "pure", "<=", 1.3, False),
+    ("An asyncio wait's CPU", "aio wait / timeout_at", "compiled", "<=", 1.0, False),
+    ("An asyncio wait's memory", "aio wait / Future + call_at, bytes", "any", "<=", 1.1, False),
+    ("Heartbeat lag with many", "aio wait worst stall (ms)", "any", "<=", 5.0, True),
+    ("Heartbeat lag with many", "aio wait / plain asyncio, worst stall", "any", "<=", 1.0, True),
 )
 """(table, column, build, comparison, bound, at the largest size only): the project's
 goals, each judged on every matching row of this run (the proposal measured about 4.2
@@ -49,7 +54,7 @@ def goals(answers: list[Table]) -> list[str]:
         values = [float(m.group(1)) for row in rows if (m := _RATIO.match(row[index]))]
         met = all(v <= bound if op == "<=" else v >= bound for v in values)
         verdict = "not measured" if not values else "met" if met else "NOT met"
-        sized = table.header[1] in ("pending", "tasks", "case")
+        sized = table.header[1] in ("pending", "tasks", "case", "outcome")
         shown = "; ".join(f"{row[0]}{' ' + row[1] if sized else ''}: {row[index]}" for row in rows)
         where = " at the largest size" if largest_only else ""
         lines.append(
@@ -150,12 +155,14 @@ def render(results: dict[str, Any], charts: list[str], analysis: str | None) -> 
     lines += [
         "## Method",
         "",
-        "pyperf runs the timer, lifecycle and long-poll benchmarks: worker processes, "
-        "warm-ups, calibrated loops, and the mean and standard deviation of the values; "
-        "each value is process CPU time. Memory is pyperf's --tracemalloc peak. The "
-        "enqueue sweep is custom code (a real clock and threads, see "
-        "kpurgatory/bench/enqueue.py). Each build runs everything in its own "
-        "interpreter, one after the other; ratios divide figures of the same build. "
+        "pyperf runs the timer, lifecycle, long-poll and asyncio-wait CPU benchmarks: "
+        "worker processes, warm-ups, calibrated loops, and the mean and standard deviation "
+        "of the values; each value is process CPU time. Memory is pyperf's --tracemalloc "
+        "peak. The enqueue sweep is custom code (a real clock and threads, see "
+        "kpurgatory/bench/enqueue.py), and so are an asyncio wait's memory and heartbeat "
+        "lags (kpurgatory/bench/aiocost.py, each in a fresh process). Each build runs "
+        "everything in its own interpreter, one after the other; ratios divide figures "
+        "of the same build. "
         "`kpurgatory bench --compare-to OLD.json` compares a run with an earlier one "
         "(pyperf compare_to: significant or not).",
         "",
