@@ -8,12 +8,9 @@ module that exports the public API (``SystemTimer``, ``TimerTask``,
 the events it caused with their hand-over units, the tries of each operation, the state
 afterwards).
 
-``execute_compact`` returns the same observation as plain tuples (``Compact``), which
-is what the driver records; the pipeline's bulk replays compare those and build the
-objects only for a pair that differs. ``compare_observations``
-(``kpurgatory.conformance.compare``, importable from here too) is the one definition of
-"two runs agree", reused by the vector replayer, the Spark pipeline and the subprocess
-adapter for ports.
+``execute_compact`` returns it as the plain tuples the driver records (``Compact``):
+bulk replays compare those and build objects only for a pair that differs. The one
+definition of "two runs agree", ``compare_observations``, is importable from here too.
 """
 
 from __future__ import annotations
@@ -98,11 +95,10 @@ class StepError(ValueError):
     """
 
 
-@dataclass
+@dataclass(slots=True)
 class _World:
     """What ``Init`` created."""
 
-    init: Init
     clock: ManualClock
     timers: dict[str, Any]
     purgatory: Any
@@ -134,6 +130,7 @@ class Driver:
         self._task_cls, self._op_cls = recording_classes(impl)
         self._world: _World | None = None
         self._clock: ManualClock | None = None  # the world's, read on every event
+        self._tick = 1
         self.tasks: dict[str, Any] = {}
         self.operations: dict[str, Any] = {}
         self._due: dict[str, int] = {}
@@ -194,8 +191,11 @@ class Driver:
         if world is None or type(step) is Init:
             self._start(step)
         else:
+            call = self._calls.get(type(step))  # the step classes are final
+            if call is None:
+                raise StepError(f"{step.STEP}: not allowed after init")
             try:
-                result = self._perform(world, step)
+                result = call(world, step)
             except StepError:  # a fault of the steps, not of the implementation
                 raise
             except IMPLEMENTATION_ERRORS as exc:
@@ -276,7 +276,8 @@ class Driver:
             reaper_enabled=False,
             timer_enabled=init.timer_enabled,
         )
-        self._world = _World(init, clock, timers, purgatory)
+        self._world = _World(clock, timers, purgatory)
+        self._tick = timers[init.timers[0]].tick_ms  # the purgatory's timer's, for watches
 
     def _timer(self, world: _World, label: str) -> Any:
         try:
@@ -292,14 +293,8 @@ class Driver:
         except KeyError:
             raise StepError(f"unknown operation label {label!r}") from None
 
-    # -- the calls: each checks that its step fits the run (StepError), then performs it -
-
-    def _perform(self, world: _World, step: Step) -> Any:
-        """Perform ``step`` (not the run's ``init``) and return the call's result."""
-        call = self._calls.get(type(step))  # the step classes are final
-        if call is None:
-            raise StepError(f"{step.STEP}: not allowed after init")
-        return call(world, step)
+    # -- the calls, by step class: each checks that its step fits the run (StepError), then
+    # performs it and returns the call's result
 
     def _add(self, world: _World, step: Add) -> None:
         timer = self._timer(world, step.timer)
@@ -340,16 +335,19 @@ class Driver:
                 f"its first watch (delay_ms, keys, ready, ready_on_try): it submits the same "
                 f"operation again and changes nothing about it"
             )
-        tick = world.timers[world.init.timers[0]].tick_ms
-        due = due_time(expiration_ms(world.clock.now_ms(), op.delay_ms), tick)
-        via = self._via
+        due = due_time(expiration_ms(world.clock.now_ms(), op.delay_ms), self._tick)
+        due_times, via = self._due, self._via
+        previous = due_times.get(label)
+        due_times[label] = due  # ``_scheduling``, inline: the replays' hot path
         via.append("try_complete_else_watch")
         try:
-            return bool(
-                self._scheduling(
-                    label, due, lambda: world.purgatory.try_complete_else_watch(op, list(step.keys))
-                )
-            )
+            return bool(world.purgatory.try_complete_else_watch(op, list(step.keys)))
+        except BaseException:
+            if previous is None:
+                del due_times[label]
+            else:
+                due_times[label] = previous
+            raise
         finally:
             via.pop()
 
@@ -386,13 +384,10 @@ class Driver:
         world.purgatory.shutdown()
 
     def _scheduling(self, label: str, due: int, call: Callable[[], Any]) -> Any:
-        """Run ``call`` (an add or a watch) with ``label``'s unit due time set to ``due``.
-
-        The due time is recorded before the call, because a task due at once is handed
-        over inside it (R3) and its events need the unit's due time; if the call raises
-        (a closed timer, a refused submission), the previous due time is restored, so a
-        later hand-over of a schedule that is still in force is labelled with its own.
-        """
+        """Run ``call`` (an add) with ``label``'s unit due time set to ``due`` first: a task
+        due at once is handed over inside it (R3) and its events need the due time. If the
+        call raises (a closed timer), the previous due time is restored, so a later
+        hand-over of a schedule still in force is labelled with its own."""
         due_times = self._due
         previous = due_times.get(label)
         due_times[label] = due
@@ -424,8 +419,11 @@ class Driver:
             self._record("task_ran", task.label, None)
             world = self._require_world()
             for inner in task.on_run:
+                call = self._calls.get(type(inner))
                 try:
-                    self._perform(world, inner)
+                    if call is None:
+                        raise StepError(f"{inner.STEP}: not allowed after init")
+                    call(world, inner)
                 except StepError as exc:
                     # Not the implementation's fault: the sequence is invalid. Recorded
                     # and raised by ``execute`` once the call returns (the task's own

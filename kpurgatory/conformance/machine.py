@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from hypothesis import reject
 from hypothesis import strategies as st
@@ -56,7 +56,7 @@ __all__ = [
     "ConformanceMachine",
     "MachineRun",
     "available",
-    "start_draws",
+    "start_rule",
 ]
 
 KEY_POOL: tuple[Key, ...] = ("a", "b", "c", 7, "7")
@@ -92,17 +92,20 @@ class MachineRun:
     found: list[StatefulFailure] = field(default_factory=list)
 
 
-def start_draws(clock_readings: Sequence[int], start_offsets: Sequence[int]) -> dict[str, Any]:
-    """The strategies of ``init``'s arguments, in the order Hypothesis draws them."""
-    return {
-        "tick": st.sampled_from([1, 1, 2, 3, 10]),
-        "wheel": st.sampled_from([2, 3, 4, 8, 20]),
-        "clock_ms": st.sampled_from(list(clock_readings)),
-        "start_offset": st.sampled_from(list(start_offsets)),
-        "purge_interval": st.sampled_from([0, 1, 2, 5, 1000]),
-        "timer_enabled": st.sampled_from([True, True, True, False]),
-        "two_timers": st.booleans(),
-    }
+def start_rule(
+    clock_readings: Sequence[int], start_offsets: Sequence[int]
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The decorator that makes ``ConformanceMachine.start`` the initialize rule, drawing its
+    arguments (in this order) with ``clock_ms`` and ``start_offset`` from the values given."""
+    return initialize(
+        tick=st.sampled_from([1, 1, 2, 3, 10]),
+        wheel=st.sampled_from([2, 3, 4, 8, 20]),
+        clock_ms=st.sampled_from(list(clock_readings)),
+        start_offset=st.sampled_from(list(start_offsets)),
+        purge_interval=st.sampled_from([0, 1, 2, 5, 1000]),
+        timer_enabled=st.sampled_from([True, True, True, False]),
+        two_timers=st.booleans(),
+    )
 
 
 def _purgatory_steps(machine: ConformanceMachine) -> bool:
@@ -252,19 +255,6 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     # -- rules ----------------------------------------------------------------------
 
-    @initialize(**start_draws(CLOCK_READINGS, START_OFFSETS))
-    def init(
-        self,
-        tick: int,
-        wheel: int,
-        clock_ms: int,
-        start_offset: int,
-        purge_interval: int,
-        timer_enabled: bool,
-        two_timers: bool,
-    ) -> None:
-        self.start(tick, wheel, clock_ms, start_offset, purge_interval, timer_enabled, two_timers)
-
     def start(
         self,
         tick: int,
@@ -275,7 +265,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         timer_enabled: bool,
         two_timers: bool,
     ) -> None:
-        """The run's ``init`` step, from the values ``init`` drew."""
+        """The run's ``init`` step, from the values Hypothesis drew (``init`` is this
+        method as an initialize rule; a variant may draw from other values)."""
         self.run.stats.runs += 1
         self.tick, self.wheel = tick, wheel
         self.timers = ("main", "aux") if two_timers else ("main",)
@@ -290,6 +281,8 @@ class ConformanceMachine(RuleBasedStateMachine):
                 timers=self.timers,
             )
         )
+
+    init = start_rule(CLOCK_READINGS, START_OFFSETS)(start)
 
     @precondition(available("add"))
     @rule(data=st.data())

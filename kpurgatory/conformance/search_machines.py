@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, precondition, rule
+from hypothesis.stateful import precondition, rule
 
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.machine import (
@@ -23,7 +23,7 @@ from kpurgatory.conformance.machine import (
     ConformanceMachine,
     MachineRun,
     available,
-    start_draws,
+    start_rule,
 )
 from kpurgatory.conformance.side_by_side import Side, StatefulFailure, StatefulStats
 from kpurgatory.conformance.steps import Add, Advance, ClockAdvance
@@ -86,23 +86,10 @@ class NonNegativeTimesMachine(ConformanceMachine):
     """``ConformanceMachine`` whose runs start at no negative clock reading or start time
     (the machine when Kafka's truncating division is allowed; see ``make_machine``)."""
 
-    @initialize(
-        **start_draws(
-            [reading for reading in CLOCK_READINGS if reading >= 0],
-            [offset for offset in START_OFFSETS if offset >= 0],
-        )
-    )
-    def init(
-        self,
-        tick: int,
-        wheel: int,
-        clock_ms: int,
-        start_offset: int,
-        purge_interval: int,
-        timer_enabled: bool,
-        two_timers: bool,
-    ) -> None:
-        self.start(tick, wheel, clock_ms, start_offset, purge_interval, timer_enabled, two_timers)
+    init = start_rule(
+        [reading for reading in CLOCK_READINGS if reading >= 0],
+        [offset for offset in START_OFFSETS if offset >= 0],
+    )(ConformanceMachine.start)
 
 
 class NonNegativeTimesTimerOnlyMachine(NonNegativeTimesMachine, TimerOnlyMachine):
