@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from kpurgatory import steps as language
 from kpurgatory.clock import ManualClock
 from kpurgatory.conformance.compare import (
     canonical_events,
@@ -37,25 +38,10 @@ from kpurgatory.conformance.observation import (
 )
 from kpurgatory.conformance.recording import recording_classes
 from kpurgatory.conformance.sequence import sequence_error
-from kpurgatory.conformance.steps import (
-    Add,
-    Advance,
-    Cancel,
-    CancelForKey,
-    CheckAndComplete,
-    ClockAdvance,
-    ForceComplete,
-    Init,
-    NextDueTime,
-    PurgatoryAdvance,
-    SetReady,
-    Shutdown,
-    Step,
-    Watch,
-)
 from kpurgatory.executors import InlineExecutor
 from kpurgatory.spec.arithmetic import due_time, expiration_ms
 from kpurgatory.spec.events import CompletionVia
+from kpurgatory.steps import Step
 
 __all__ = [
     "IMPLEMENTATION_ERRORS",
@@ -141,18 +127,18 @@ class Driver:
         self._unit_due: int | None = None
         self._nested_error: StepError | None = None
         self._calls: dict[type, Callable[[Any, Any], Any]] = {
-            Add: self._add,
-            Cancel: self._cancel,
-            Advance: self._advance,
-            ClockAdvance: self._clock_advance,
-            Watch: self._watch,
-            SetReady: self._set_ready,
-            CheckAndComplete: self._check_and_complete,
-            ForceComplete: self._force_complete,
-            CancelForKey: self._cancel_for_key,
-            PurgatoryAdvance: self._purgatory_advance,
-            NextDueTime: self._next_due_time,
-            Shutdown: self._shutdown,
+            language.Add: self._add,
+            language.Cancel: self._cancel,
+            language.Advance: self._advance,
+            language.ClockAdvance: self._clock_advance,
+            language.Watch: self._watch,
+            language.SetReady: self._set_ready,
+            language.CheckAndComplete: self._check_and_complete,
+            language.ForceComplete: self._force_complete,
+            language.CancelForKey: self._cancel_for_key,
+            language.PurgatoryAdvance: self._purgatory_advance,
+            language.NextDueTime: self._next_due_time,
+            language.Shutdown: self._shutdown,
         }
 
     # -- public ----------------------------------------------------------------------
@@ -188,7 +174,7 @@ class Driver:
         raised: str | None = None
         result: Any = None
         world = self._world
-        if world is None or type(step) is Init:
+        if world is None or type(step) is language.Init:
             self._start(step)
         else:
             call = self._calls.get(type(step))  # the step classes are final
@@ -254,7 +240,7 @@ class Driver:
         """Create the world for the run's ``init`` step (``StepError`` for any other)."""
         if self._world is not None:
             raise StepError("init: a run has exactly one init step, at the start")
-        if not isinstance(step, Init):
+        if not isinstance(step, language.Init):
             raise StepError("the first step of a run must be init")
         init = step
         self._clock = clock = ManualClock(init.clock_ms)
@@ -296,7 +282,7 @@ class Driver:
     # -- the calls, by step class: each checks that its step fits the run (StepError), then
     # performs it and returns the call's result
 
-    def _add(self, world: _World, step: Add) -> None:
+    def _add(self, world: _World, step: language.Add) -> None:
         timer = self._timer(world, step.timer)
         if step.task in self.operations:
             raise StepError(f"add: {step.task!r} is an operation; only tasks are added")
@@ -307,21 +293,26 @@ class Driver:
         elif task.delay_ms != step.delay_ms or task.on_run != step.on_run:
             raise StepError(f"add: re-add of {step.task!r} must repeat its delay and on_run")
         due = due_time(expiration_ms(world.clock.now_ms(), step.delay_ms), timer.tick_ms)
-        self._scheduling(step.task, due, lambda: timer.add(task))
+        previous = self._schedule(step.task, due)
+        try:
+            timer.add(task)
+        except BaseException:
+            self._unschedule(step.task, previous)
+            raise
 
-    def _cancel(self, world: _World, step: Cancel) -> Any:
+    def _cancel(self, world: _World, step: language.Cancel) -> Any:
         target = self.tasks.get(step.task, self.operations.get(step.task))
         if target is None:
             raise StepError(f"cancel: unknown task or operation label {step.task!r}")
         return target.cancel()
 
-    def _advance(self, world: _World, step: Advance) -> bool:
+    def _advance(self, world: _World, step: language.Advance) -> bool:
         return bool(self._timer(world, step.timer).advance_clock(step.ms))
 
-    def _clock_advance(self, world: _World, step: ClockAdvance) -> Any:
+    def _clock_advance(self, world: _World, step: language.ClockAdvance) -> Any:
         return world.clock.advance(step.ms)
 
-    def _watch(self, world: _World, step: Watch) -> bool:
+    def _watch(self, world: _World, step: language.Watch) -> bool:
         label = step.operation
         if label in self.tasks:
             raise StepError(f"watch: {label!r} is a task label")
@@ -336,25 +327,21 @@ class Driver:
                 f"operation again and changes nothing about it"
             )
         due = due_time(expiration_ms(world.clock.now_ms(), op.delay_ms), self._tick)
-        due_times, via = self._due, self._via
-        previous = due_times.get(label)
-        due_times[label] = due  # ``_scheduling``, inline: the replays' hot path
+        previous = self._schedule(label, due)
+        via = self._via
         via.append("try_complete_else_watch")
         try:
             return bool(world.purgatory.try_complete_else_watch(op, list(step.keys)))
         except BaseException:
-            if previous is None:
-                del due_times[label]
-            else:
-                due_times[label] = previous
+            self._unschedule(label, previous)
             raise
         finally:
             via.pop()
 
-    def _set_ready(self, world: _World, step: SetReady) -> None:
+    def _set_ready(self, world: _World, step: language.SetReady) -> None:
         self._operation(step.operation).ready = step.ready
 
-    def _check_and_complete(self, world: _World, step: CheckAndComplete) -> int:
+    def _check_and_complete(self, world: _World, step: language.CheckAndComplete) -> int:
         via = self._via
         via.append("check_and_complete")
         try:
@@ -362,7 +349,7 @@ class Driver:
         finally:
             via.pop()
 
-    def _force_complete(self, world: _World, step: ForceComplete) -> bool:
+    def _force_complete(self, world: _World, step: language.ForceComplete) -> bool:
         op = self._operation(step.operation)
         via = self._via
         via.append("force_complete")
@@ -371,34 +358,33 @@ class Driver:
         finally:
             via.pop()
 
-    def _cancel_for_key(self, world: _World, step: CancelForKey) -> list[str]:
+    def _cancel_for_key(self, world: _World, step: language.CancelForKey) -> list[str]:
         return [op.label for op in world.purgatory.cancel_for_key(step.key)]
 
-    def _purgatory_advance(self, world: _World, step: PurgatoryAdvance) -> None:
+    def _purgatory_advance(self, world: _World, step: language.PurgatoryAdvance) -> None:
         world.purgatory.advance_clock(step.ms)
 
-    def _next_due_time(self, world: _World, step: NextDueTime) -> Any:
+    def _next_due_time(self, world: _World, step: language.NextDueTime) -> Any:
         return self._timer(world, step.timer).next_due_time
 
-    def _shutdown(self, world: _World, step: Shutdown) -> None:
+    def _shutdown(self, world: _World, step: language.Shutdown) -> None:
         world.purgatory.shutdown()
 
-    def _scheduling(self, label: str, due: int, call: Callable[[], Any]) -> Any:
-        """Run ``call`` (an add) with ``label``'s unit due time set to ``due`` first: a task
-        due at once is handed over inside it (R3) and its events need the due time. If the
-        call raises (a closed timer), the previous due time is restored, so a later
-        hand-over of a schedule still in force is labelled with its own."""
-        due_times = self._due
-        previous = due_times.get(label)
-        due_times[label] = due
-        try:
-            return call()
-        except BaseException:
-            if previous is None:
-                del due_times[label]
-            else:
-                due_times[label] = previous
-            raise
+    def _schedule(self, label: str, due: int) -> int | None:
+        """Set ``label``'s unit due time to ``due`` before its add or watch is called (a task
+        due at once is handed over inside the call, R3, and its events need the due time);
+        returns the previous one, for ``_unschedule`` if the call raises."""
+        previous = self._due.get(label)
+        self._due[label] = due
+        return previous
+
+    def _unschedule(self, label: str, previous: int | None) -> None:
+        """Restore the due time a raising add or watch replaced: a later hand-over of a
+        schedule still in force is labelled with its own."""
+        if previous is None:
+            del self._due[label]
+        else:
+            self._due[label] = previous
 
     # -- callbacks from the recording tasks and operations ---------------------------
 
@@ -473,7 +459,7 @@ class DriverSide:
 
     def execute(self, step: Step) -> Observation:
         """Run ``step``; an ``Init`` closes the current run and starts a new driver."""
-        if isinstance(step, Init):
+        if isinstance(step, language.Init):
             self.close()
             self._driver = Driver(self.impl if isinstance(self.impl, ModuleType) else self.impl())
         if self._driver is None:

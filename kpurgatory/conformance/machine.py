@@ -26,28 +26,13 @@ from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from kpurgatory import steps as language
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.differences import Judge
 from kpurgatory.conformance.driver import DriverSide
 from kpurgatory.conformance.side_by_side import Side, StatefulFailure, StatefulStats, compare_step
-from kpurgatory.conformance.steps import (
-    Add,
-    Advance,
-    Cancel,
-    CancelForKey,
-    CheckAndComplete,
-    ClockAdvance,
-    ForceComplete,
-    Init,
-    Key,
-    NextDueTime,
-    PurgatoryAdvance,
-    SetReady,
-    Shutdown,
-    Step,
-    Watch,
-)
 from kpurgatory.spec.known_differences import KnownDifference
+from kpurgatory.steps import Key, Step, Watch
 
 __all__ = [
     "KEY_POOL",
@@ -237,20 +222,20 @@ class ConformanceMachine(RuleBasedStateMachine):
             quiet = sorted(label for label, (_, run) in self.tasks.items() if not run)
             if kind == "cancel" and (self.tasks or self.operations):
                 labels = sorted(self.tasks) + sorted(self.operations)
-                steps.append(Cancel(data.draw(st.sampled_from(labels))))
+                steps.append(language.Cancel(data.draw(st.sampled_from(labels))))
             elif kind == "add" and quiet:
                 label = data.draw(st.sampled_from(quiet))
                 timer = data.draw(st.sampled_from(self.timers))
-                steps.append(Add(label, self.tasks[label][0], timer))
+                steps.append(language.Add(label, self.tasks[label][0], timer))
             elif kind == "set_ready" and self.operations:
-                steps.append(SetReady(self.op_label(data), data.draw(st.booleans())))
+                steps.append(language.SetReady(self.op_label(data), data.draw(st.booleans())))
             elif kind == "check":
-                steps.append(CheckAndComplete(data.draw(st.sampled_from(KEY_POOL))))
+                steps.append(language.CheckAndComplete(data.draw(st.sampled_from(KEY_POOL))))
             elif kind == "force" and self.operations:
-                steps.append(ForceComplete(self.op_label(data)))
+                steps.append(language.ForceComplete(self.op_label(data)))
             elif kind == "cancel_for_key":
-                steps.append(CancelForKey(data.draw(st.sampled_from(KEY_POOL))))
-        assert all(not (isinstance(s, Add) and s.task == own) for s in steps)
+                steps.append(language.CancelForKey(data.draw(st.sampled_from(KEY_POOL))))
+        assert all(not (isinstance(s, language.Add) and s.task == own) for s in steps)
         return tuple(steps)
 
     # -- rules ----------------------------------------------------------------------
@@ -271,7 +256,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.tick, self.wheel = tick, wheel
         self.timers = ("main", "aux") if two_timers else ("main",)
         self.do(
-            Init(
+            language.Init(
                 tick_ms=tick,
                 wheel_size=wheel,
                 start_ms=clock_ms + start_offset,
@@ -295,7 +280,7 @@ class ConformanceMachine(RuleBasedStateMachine):
             else ()
         )
         self.tasks[label] = (delay, on_run)
-        self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
+        self.do(language.Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
     @precondition(available("add", "on_run"))
     @rule(data=st.data())
@@ -309,9 +294,9 @@ class ConformanceMachine(RuleBasedStateMachine):
         target_delay, target_run = self.tasks[target]
         label = f"t{len(self.tasks)}"
         delay = max(-LIMIT, target_delay - self.tick * data.draw(st.sampled_from([0, 0, 1, 2])))
-        acts: list[Step] = [Cancel(target)] if self.run.capabilities.has("cancel") else []
+        acts: list[Step] = [language.Cancel(target)] if self.run.capabilities.has("cancel") else []
         if not target_run and self.run.capabilities.has("re_add"):
-            acts.append(Add(target, target_delay, data.draw(st.sampled_from(self.timers))))
+            acts.append(language.Add(target, target_delay, data.draw(st.sampled_from(self.timers))))
         quick = sorted(
             name
             for name, (quick_delay, run) in self.tasks.items()
@@ -319,12 +304,14 @@ class ConformanceMachine(RuleBasedStateMachine):
         )
         if quick and self.run.capabilities.has("re_add"):
             name = data.draw(st.sampled_from(quick))
-            acts.append(Add(name, self.tasks[name][0], data.draw(st.sampled_from(self.timers))))
+            acts.append(
+                language.Add(name, self.tasks[name][0], data.draw(st.sampled_from(self.timers)))
+            )
         if not acts:
             return
         on_run = tuple(data.draw(st.permutations(acts))[: data.draw(st.integers(1, 2))])
         self.tasks[label] = (delay, on_run)
-        self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
+        self.do(language.Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
     @precondition(available("add", "re_add"))
     @rule(data=st.data())
@@ -333,7 +320,7 @@ class ConformanceMachine(RuleBasedStateMachine):
             return
         label = self.task_label(data)
         delay, on_run = self.tasks[label]
-        self.do(Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
+        self.do(language.Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
     @precondition(available("cancel"))
     @rule(data=st.data())
@@ -341,7 +328,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         if not (self.tasks or self.operations):
             return
         labels = sorted(self.tasks) + sorted(self.operations)
-        self.do(Cancel(data.draw(st.sampled_from(labels))))
+        self.do(language.Cancel(data.draw(st.sampled_from(labels))))
 
     @precondition(_purgatory_steps)
     @precondition(available("cancel"))
@@ -349,18 +336,18 @@ class ConformanceMachine(RuleBasedStateMachine):
     def cancel_operation(self, data: st.DataObject) -> None:
         """``cancel`` on an operation: an abandon while it is pending (R40)."""
         if self.operations and not self.run.timer_only:
-            self.do(Cancel(self.op_label(data)))
+            self.do(language.Cancel(self.op_label(data)))
 
     @precondition(available("advance"))
     @rule(data=st.data())
     def advance(self, data: st.DataObject) -> None:
         timer = data.draw(st.sampled_from(self.timers))
-        self.do(Advance(self.moves(data, timer), timer))
+        self.do(language.Advance(self.moves(data, timer), timer))
 
     @precondition(available("clock_advance"))
     @rule(data=st.data())
     def clock_advance(self, data: st.DataObject) -> None:
-        self.do(ClockAdvance(self.moves(data)))
+        self.do(language.ClockAdvance(self.moves(data)))
 
     @precondition(_purgatory_steps)
     @precondition(available("watch"))
@@ -395,40 +382,40 @@ class ConformanceMachine(RuleBasedStateMachine):
     @rule(data=st.data(), ready=st.booleans())
     def set_ready(self, data: st.DataObject, ready: bool) -> None:
         if self.operations and not self.run.timer_only:
-            self.do(SetReady(self.op_label(data), ready))
+            self.do(language.SetReady(self.op_label(data), ready))
 
     @precondition(_purgatory_steps)
     @precondition(available("check_and_complete"))
     @rule(key=st.sampled_from(KEY_POOL))
     def check_and_complete(self, key: Key) -> None:
         if not self.run.timer_only:
-            self.do(CheckAndComplete(key))
+            self.do(language.CheckAndComplete(key))
 
     @precondition(_purgatory_steps)
     @precondition(available("force_complete"))
     @rule(data=st.data())
     def force_complete(self, data: st.DataObject) -> None:
         if self.operations and not self.run.timer_only:
-            self.do(ForceComplete(self.op_label(data)))
+            self.do(language.ForceComplete(self.op_label(data)))
 
     @precondition(_purgatory_steps)
     @precondition(available("cancel_for_key"))
     @rule(key=st.sampled_from(KEY_POOL))
     def cancel_for_key(self, key: Key) -> None:
         if not self.run.timer_only:
-            self.do(CancelForKey(key))
+            self.do(language.CancelForKey(key))
 
     @precondition(available("next_due_time"))
     @rule(data=st.data())
     def next_due_time(self, data: st.DataObject) -> None:
-        self.do(NextDueTime(data.draw(st.sampled_from(self.timers))))
+        self.do(language.NextDueTime(data.draw(st.sampled_from(self.timers))))
 
     @precondition(_purgatory_steps)
     @precondition(available("purgatory_advance"))
     @rule(data=st.data())
     def purgatory_advance(self, data: st.DataObject) -> None:
         if not self.run.timer_only:
-            self.do(PurgatoryAdvance(self.moves(data)))
+            self.do(language.PurgatoryAdvance(self.moves(data)))
 
     @precondition(_purgatory_steps)
     @precondition(available("shutdown"))
@@ -436,4 +423,4 @@ class ConformanceMachine(RuleBasedStateMachine):
     def shutdown(self, now: int) -> None:
         if now == 0 and not self.shut_down and not self.run.timer_only:  # rare: later steps raise
             self.shut_down = True
-            self.do(Shutdown())
+            self.do(language.Shutdown())
