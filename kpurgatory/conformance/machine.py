@@ -93,14 +93,17 @@ def start_rule(
     )
 
 
-def _purgatory_steps(machine: ConformanceMachine) -> bool:
-    """Purgatory rules are never drawn for a timer-only port (no wasted steps)."""
-    return not machine.run.timer_only
-
-
 def available(*names: str) -> Callable[[ConformanceMachine], bool]:
     """A rule is drawn only if the port has every step kind or feature it sends."""
     return lambda machine: all(machine.run.capabilities.has(name) for name in names)
+
+
+def available_for_purgatory(*names: str) -> Callable[[ConformanceMachine], bool]:
+    """``available``, and never for a timer-only port: purgatory rules are not drawn there
+    (no wasted steps)."""
+    return lambda machine: (
+        not machine.run.timer_only and all(machine.run.capabilities.has(name) for name in names)
+    )
 
 
 class ConformanceMachine(RuleBasedStateMachine):
@@ -330,12 +333,11 @@ class ConformanceMachine(RuleBasedStateMachine):
         labels = sorted(self.tasks) + sorted(self.operations)
         self.do(language.Cancel(data.draw(st.sampled_from(labels))))
 
-    @precondition(_purgatory_steps)
-    @precondition(available("cancel"))
+    @precondition(available_for_purgatory("cancel"))
     @rule(data=st.data())
     def cancel_operation(self, data: st.DataObject) -> None:
         """``cancel`` on an operation: an abandon while it is pending (R40)."""
-        if self.operations and not self.run.timer_only:
+        if self.operations:
             self.do(language.Cancel(self.op_label(data)))
 
     @precondition(available("advance"))
@@ -349,8 +351,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     def clock_advance(self, data: st.DataObject) -> None:
         self.do(language.ClockAdvance(self.moves(data)))
 
-    @precondition(_purgatory_steps)
-    @precondition(available("watch"))
+    @precondition(available_for_purgatory("watch"))
     @rule(
         data=st.data(),
         keys=st.one_of(
@@ -363,64 +364,52 @@ class ConformanceMachine(RuleBasedStateMachine):
     def watch_new(
         self, data: st.DataObject, keys: list[Key], ready: bool, ready_on_try: int | None
     ) -> None:
-        if self.run.timer_only:
-            return
         label = f"op{len(self.operations)}"
         step = Watch(label, self.delay(data), tuple(keys), ready, ready_on_try)
         self.operations[label] = step
         self.do(step)
 
-    @precondition(_purgatory_steps)
-    @precondition(available("watch"))
+    @precondition(available_for_purgatory("watch"))
     @rule(data=st.data())
     def resubmit(self, data: st.DataObject) -> None:
         if self.operations:
             self.do(self.operations[self.op_label(data)])
 
-    @precondition(_purgatory_steps)
-    @precondition(available("set_ready"))
+    @precondition(available_for_purgatory("set_ready"))
     @rule(data=st.data(), ready=st.booleans())
     def set_ready(self, data: st.DataObject, ready: bool) -> None:
-        if self.operations and not self.run.timer_only:
+        if self.operations:
             self.do(language.SetReady(self.op_label(data), ready))
 
-    @precondition(_purgatory_steps)
-    @precondition(available("check_and_complete"))
+    @precondition(available_for_purgatory("check_and_complete"))
     @rule(key=st.sampled_from(KEY_POOL))
     def check_and_complete(self, key: Key) -> None:
-        if not self.run.timer_only:
-            self.do(language.CheckAndComplete(key))
+        self.do(language.CheckAndComplete(key))
 
-    @precondition(_purgatory_steps)
-    @precondition(available("force_complete"))
+    @precondition(available_for_purgatory("force_complete"))
     @rule(data=st.data())
     def force_complete(self, data: st.DataObject) -> None:
-        if self.operations and not self.run.timer_only:
+        if self.operations:
             self.do(language.ForceComplete(self.op_label(data)))
 
-    @precondition(_purgatory_steps)
-    @precondition(available("cancel_for_key"))
+    @precondition(available_for_purgatory("cancel_for_key"))
     @rule(key=st.sampled_from(KEY_POOL))
     def cancel_for_key(self, key: Key) -> None:
-        if not self.run.timer_only:
-            self.do(language.CancelForKey(key))
+        self.do(language.CancelForKey(key))
 
     @precondition(available("next_due_time"))
     @rule(data=st.data())
     def next_due_time(self, data: st.DataObject) -> None:
         self.do(language.NextDueTime(data.draw(st.sampled_from(self.timers))))
 
-    @precondition(_purgatory_steps)
-    @precondition(available("purgatory_advance"))
+    @precondition(available_for_purgatory("purgatory_advance"))
     @rule(data=st.data())
     def purgatory_advance(self, data: st.DataObject) -> None:
-        if not self.run.timer_only:
-            self.do(language.PurgatoryAdvance(self.moves(data)))
+        self.do(language.PurgatoryAdvance(self.moves(data)))
 
-    @precondition(_purgatory_steps)
-    @precondition(available("shutdown"))
+    @precondition(available_for_purgatory("shutdown"))
     @rule(now=st.integers(0, 5))
     def shutdown(self, now: int) -> None:
-        if now == 0 and not self.shut_down and not self.run.timer_only:  # rare: later steps raise
+        if now == 0 and not self.shut_down:  # rare: later steps raise
             self.shut_down = True
             self.do(language.Shutdown())

@@ -96,16 +96,14 @@ def run_stateful(
     )
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
+    quiet = settings(deadline=None, database=None, derandomize=False, verbosity=Verbosity.quiet)
+    phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target]
     config = settings(
+        quiet,
         max_examples=max_examples,
         stateful_step_count=step_count,
-        deadline=None,
-        database=None,
-        derandomize=False,
         report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target]
-        + ([Phase.shrink] if shrink else []),
+        phases=phases + ([Phase.shrink] if shrink else []),
         suppress_health_check=list(HealthCheck),
     )
     try:

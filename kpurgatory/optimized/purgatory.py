@@ -1,6 +1,6 @@
 """The optimized ``DelayedOperationPurgatory``: watcher lists sharded by key hash (Kafka 2.2+).
 
-Same API and behaviour as ``kpurgatory.reference.purgatory`` (R22-R34). Structure
+Same API and behaviour as ``kpurgatory.reference.purgatory``. Structure
 (KAFKA-6431): ``shards`` (default 512) shards, key ``k`` in shard ``abs(hash(k)) %
 shards``; each shard has its own lock, a dict key -> ``WatcherList`` and a count of
 watched pairs. A watcher list is an insertion-ordered dict ``id(op) -> op``: append and
@@ -35,6 +35,8 @@ completed operation still watched is a candidate unless ``_scan_all`` is set.
 
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
+
+Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67.
 """
 
 from __future__ import annotations

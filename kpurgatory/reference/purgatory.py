@@ -5,8 +5,9 @@ condition true, or the timer expires them. One re-entrant lock guards the watche
 map and the estimate; it is never held while an operation's ``try_complete`` runs
 (KAFKA-3994), and it is always taken after an operation's lock, never before.
 
-Rules implemented here: R22-R34, R38, R40, R41, R53-R55, R61, R64, R66, R67 (the
-submission reads as R22; its rollback is an undo log, R38).
+The submission reads as R22; its rollback is an undo log (R38).
+
+Rules: R22-R34, R36, R38-R41, R53-R56, R61, R64, R66, R67.
 """
 
 from __future__ import annotations
