@@ -333,6 +333,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         labels = sorted(self.tasks) + sorted(self.operations)
         self.do(language.Cancel(data.draw(st.sampled_from(labels))))
 
+    # One rule per step kind: the rules share a shape (precondition, rule, one step) deliberately.
     @precondition(available_for_purgatory("cancel"))
     @rule(data=st.data())
     def cancel_operation(self, data: st.DataObject) -> None:

@@ -233,6 +233,7 @@ def workload_vector(
     Named ``<scenario>-<preset>-s<seed>[-k<shard>]-n<n_ops>``.
     """
     steps = stream_steps(scenario, preset, seed, shard, n_ops)
+    # The grid row's fields go on by keyword, deliberately in the shape of the pipeline's calls.
     shard_part = f"-k{shard}" if shard else ""
     return make_vector(
         steps,

@@ -208,6 +208,7 @@ class DelayedOperationPurgatory(Generic[T]):
     ``typing.overload`` over an ``object`` implementation, for the same reason.
     """
 
+    # The reference's parameters (and AsyncPurgatory's), deliberately, plus ``shards``.
     def __init__(
         self,
         purgatory_name: StrArg,
@@ -635,6 +636,8 @@ class DelayedOperationPurgatory(Generic[T]):
         ``await_termination`` does. Pending operations are neither completed nor expired.
         Reference equivalent: ``DelayedOperationPurgatory.shutdown``.
         """
+        # Deliberately the reference's shutdown, line for line (one protocol, R31, R39): the
+        # implementations share no class, and this is the part where no structure differs.
         with self._shutdown_lock:
             if self._is_shut_down:
                 while not self._shutdown_done:
@@ -659,6 +662,7 @@ class DelayedOperationPurgatory(Generic[T]):
         """
         return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
+    # Deliberately alike the reference's and the timers' context manager (same API).
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
 

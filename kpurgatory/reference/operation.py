@@ -111,6 +111,8 @@ class DelayedOperation(TimerTask):
             return True
         return False
 
+    # The abstract methods repeat in kpurgatory.optimized.operation deliberately: one contract,
+    # documented where each implementation's users read it.
     @abc.abstractmethod
     def try_complete(self) -> bool:
         """Check the condition; if it holds, return ``self.force_complete()``, else False."""

@@ -66,6 +66,7 @@ class DelayedOperationPurgatory(Generic[T]):
     _operation_type: ClassVar[type[object]] = DelayedOperation
     """The operation class ``try_complete_else_watch`` accepts (typed loosely: it is abstract)."""
 
+    # The same parameters as the optimized purgatory's and AsyncPurgatory's, deliberately.
     def __init__(
         self,
         purgatory_name: str,
@@ -413,6 +414,7 @@ class DelayedOperationPurgatory(Generic[T]):
         or the reaper), which may need a lock the caller holds; ``await_termination``
         waits for that. Pending operations are neither completed nor expired.
         """
+        # kpurgatory.optimized.purgatory repeats this shutdown deliberately (no shared class).
         with self._lock:
             if self._is_shut_down:
                 while not self._shutdown_done:
@@ -437,6 +439,7 @@ class DelayedOperationPurgatory(Generic[T]):
         """
         return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
+    # Deliberately alike the timers' and the optimized purgatory's context manager (same API).
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
 

@@ -220,6 +220,7 @@ def _repeated_watch() -> list[Step]:
     ]
 
 
+# A table: its entries share a shape deliberately.
 PURGATORY_RUNS: tuple[RuleRun, ...] = (
     RuleRun(
         "r16-force-and-expiry",

@@ -228,6 +228,7 @@ def _bucket_shapes() -> list[Step]:
     return steps
 
 
+# A table: its entries share a shape deliberately.
 TIMER_RUNS: tuple[RuleRun, ...] = (
     RuleRun(
         "r01-due-time",
