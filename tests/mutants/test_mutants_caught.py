@@ -21,11 +21,12 @@ from types import ModuleType
 
 import hypothesis
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
 from tests.mutants.catalog import MUTANTS, MachineName, Mutant, applied, mutated_source
+from tests.mutants.witness import HUNTING
 from tests.support import load, needs_python_source
 
 MUTANT_EXAMPLES = 100
@@ -36,15 +37,7 @@ MUTANT_STEPS = 50
 """Steps per example."""
 
 MUTANT_SETTINGS = settings(
-    max_examples=MUTANT_EXAMPLES,
-    stateful_step_count=MUTANT_STEPS,
-    derandomize=True,
-    phases=[Phase.explicit, Phase.generate],
-    database=None,
-    deadline=None,
-    report_multiple_bugs=False,
-    print_blob=False,
-    suppress_health_check=list(HealthCheck),
+    HUNTING, max_examples=MUTANT_EXAMPLES, stateful_step_count=MUTANT_STEPS, derandomize=True
 )
 
 
