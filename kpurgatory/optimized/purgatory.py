@@ -39,7 +39,7 @@ in later loop callbacks), and the candidates never overflow into a scan.
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
 
-Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67.
+Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R73.
 """
 
 from __future__ import annotations
