@@ -25,6 +25,7 @@ from typing import Any
 
 from kpurgatory.bench import aiocost, suite
 from kpurgatory.bench.enqueue import SWEEPS
+from kpurgatory.cli import add_command
 
 __all__ = ["add_parser", "main", "run_build"]
 
@@ -244,11 +245,11 @@ examples:
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``kpurgatory bench``."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "bench",
         help="what kpurgatory costs here against asyncio, heapq and Kafka 0.8's design",
         description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     mode = parser.add_mutually_exclusive_group()
     for name, text in (

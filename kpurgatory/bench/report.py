@@ -80,12 +80,7 @@ def _chart(results: dict[str, Any], out: Path) -> list[Path]:
             rates = [n / got[("lifecycle", design, n)].mean for n in sizes]
             ax.plot(sizes, rates, marker="o", label=f"{design} ({build})")
     ax.set(xscale="log", xlabel="tasks", ylabel="tasks per CPU second", title="Full lifecycle")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    paths.append(out / "lifecycle.png")
-    fig.tight_layout()
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    paths.append(_finish(fig, ax, out / "lifecycle.png"))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     top = 0.0
     for build, data in results["builds"].items():
@@ -102,13 +97,20 @@ def _chart(results: dict[str, Any], out: Path) -> list[Path]:
     ax.plot([0, top], [0, top], color="grey", linestyle=":", label="target")
     ax.set(xlabel="target rate (requests/s)", ylabel="achieved rate (requests/s)")
     ax.set_title("Enqueue benchmark, high-timeout case")
+    paths.append(_finish(fig, ax, out / "enqueue-high-timeout.png"))
+    return paths
+
+
+def _finish(fig: Any, ax: Any, path: Path) -> Path:
+    """Grid, legend and layout for a chart, saved to ``path`` and closed; returns ``path``."""
+    import matplotlib.pyplot as plt
+
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    paths.append(out / "enqueue-high-timeout.png")
     fig.tight_layout()
-    fig.savefig(paths[-1], dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    return paths
+    return path
 
 
 def write_charts(results: dict[str, Any], out: Path) -> list[Path]:

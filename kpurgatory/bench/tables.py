@@ -119,6 +119,7 @@ def _sizes(got: dict[tuple[str, str, int], Figure], question: str) -> list[int]:
     return sorted(size for q, design, size in got if q == question and design == "optimized")
 
 
+# Each table spells out its own rows and columns: the tables share a shape deliberately.
 def add_cancel_table(found: Found, cores: int) -> Table:
     """Timer add+cancel: optimized against a bare heap and asyncio's call_at."""
     rows = []

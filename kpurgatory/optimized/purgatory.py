@@ -1,6 +1,6 @@
 """The optimized ``DelayedOperationPurgatory``: watcher lists sharded by key hash (Kafka 2.2+).
 
-Same API and behaviour as ``kpurgatory.reference.purgatory`` (R22-R34). Structure
+Same API and behaviour as ``kpurgatory.reference.purgatory``. Structure
 (KAFKA-6431): ``shards`` (default 512) shards, key ``k`` in shard ``abs(hash(k)) %
 shards``; each shard has its own lock, a dict key -> ``WatcherList`` and a count of
 watched pairs. A watcher list is an insertion-ordered dict ``id(op) -> op``: append and
@@ -38,6 +38,8 @@ in later loop callbacks), and the candidates never overflow into a scan.
 
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
+
+Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R73.
 """
 
 from __future__ import annotations
@@ -209,6 +211,7 @@ class DelayedOperationPurgatory(Generic[T]):
     ``typing.overload`` over an ``object`` implementation, for the same reason.
     """
 
+    # The reference's parameters (and AsyncPurgatory's), deliberately, plus ``shards``.
     def __init__(
         self,
         purgatory_name: StrArg,
@@ -638,6 +641,8 @@ class DelayedOperationPurgatory(Generic[T]):
         ``await_termination`` does. Pending operations are neither completed nor expired.
         Reference equivalent: ``DelayedOperationPurgatory.shutdown``.
         """
+        # Deliberately the reference's shutdown, line for line (one protocol, R31, R39): the
+        # implementations share no class, and this is the part where no structure differs.
         with self._shutdown_lock:
             if self._is_shut_down:
                 while not self._shutdown_done:
@@ -662,6 +667,7 @@ class DelayedOperationPurgatory(Generic[T]):
         """
         return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
+    # Deliberately alike the reference's and the timers' context manager (same API).
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
 
