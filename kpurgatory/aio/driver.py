@@ -22,7 +22,7 @@ the loop (I/O, other timers) runs before the next batch. The batches keep the dr
 due order and run nothing before its due time; no new drain starts until the backlog
 is empty, and ``stop`` drops what is left of it.
 
-Bounded let-go (R73): given the wrapped purgatory (``let_go``), the unlinking of
+Bounded let-go (R71): given the wrapped purgatory (``let_go``), the unlinking of
 finished operations that a let-go (R61) or a purge (R30) owes beyond its bound goes on
 in ``call_soon`` callbacks of its own, one bounded pass each, until none is owed.
 """
@@ -48,14 +48,14 @@ docs/performance.md), so a batch holds the loop about 0.8 ms, plus what the user
 
 LET_GO_PER_HAND_OVER = 1
 """A let-go pass unlinks at most ``LET_GO_PER_HAND_OVER * max_hand_overs`` finished
-operations (R73). Unlinking a finished operation from its key through the purge
+operations (R71). Unlinking a finished operation from its key through the purge
 candidates took 4.9 us of the loop thread's CPU against 7.0 us for an expiry in a batch
 (pure build, 50,000 overdue at once, load 11 on 2 cores), so one unlink per hand-over
 keeps a pass no longer than a batch."""
 
 
 class _LetGo(Protocol):
-    """What the driver reads from an optimized purgatory to continue its let-go (R73)."""
+    """What the driver reads from an optimized purgatory to continue its let-go (R71)."""
 
     _let_go_owed: bool
     _let_go_bound: int
@@ -219,7 +219,7 @@ class LoopTimerDriver:
                 self.let_go_soon()
 
     def let_go_soon(self) -> None:
-        """If the purgatory owes a let-go (R73), continue it in a ``call_soon`` callback
+        """If the purgatory owes a let-go (R71), continue it in a ``call_soon`` callback
         (one pass per callback) unless one is pending already. O(1)."""
         let_go = self._let_go
         if (

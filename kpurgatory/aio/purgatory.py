@@ -66,7 +66,7 @@ class AsyncPurgatory(Generic[T]):
     ``max_hand_overs``: the most expiries one firing of the driver runs before it yields
     to the loop (R70; default ``kpurgatory.aio.driver.DEFAULT_MAX_HAND_OVERS``); with the
     optimized implementation, times ``LET_GO_PER_HAND_OVER``, also the most finished
-    operations one let-go or purge pass unlinks, the rest in later passes (R73).
+    operations one let-go or purge pass unlinks, the rest in later passes (R71).
     ``implementation`` picks the wrapped purgatory: ``"optimized"`` (operations are
     ``kpurgatory.aio.DelayedOperation``) or ``"reference"`` (operations are
     ``kpurgatory.aio.ReferenceDelayedOperation``).
@@ -246,9 +246,9 @@ class AsyncPurgatory(Generic[T]):
             waiting.pop(id(waiter), None)
             if waiter.done() and not waiter.cancelled():
                 waiter.exception()  # on_complete raised: the caller gets it from here (R48)
-            self._driver.let_go_soon()  # R73: a completion that raised may owe one too
+            self._driver.let_go_soon()  # R71: a completion that raised may owe one too
             raise
-        if waiter.done():  # finished at once: it may have started a let-go (R73)
+        if waiter.done():  # finished at once: it may have started a let-go (R71)
             self._driver.let_go_soon()
         elif self._timer_enabled:  # _arm_for's first test inlined
             armed = self._driver.armed_due
@@ -287,7 +287,7 @@ class AsyncPurgatory(Generic[T]):
         completed: bool = self._try_complete_else_watch(operation, watch_keys)
         if not completed and self._timer_enabled:  # armed for nothing at worst: harmless
             self._arm_for(operation)
-        self._driver.let_go_soon()  # R73
+        self._driver.let_go_soon()  # R71
         return completed
 
     def check_and_complete(self, key: Hashable) -> int:
@@ -298,7 +298,7 @@ class AsyncPurgatory(Generic[T]):
         try:
             completed: int = self._purgatory.check_and_complete(key)
         finally:
-            self._driver.let_go_soon()  # R73
+            self._driver.let_go_soon()  # R71
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:
@@ -311,7 +311,7 @@ class AsyncPurgatory(Generic[T]):
         try:
             operations: list[T] = self._purgatory.cancel_for_key(key)
         finally:
-            self._driver.let_go_soon()  # R73: a pending attempt it made may complete one
+            self._driver.let_go_soon()  # R71: a pending attempt it made may complete one
         return operations
 
     def abandon(self, operation: T) -> bool:
@@ -324,7 +324,7 @@ class AsyncPurgatory(Generic[T]):
         try:
             abandoned: bool = self._purgatory.abandon(operation)
         finally:
-            self._driver.let_go_soon()  # R73
+            self._driver.let_go_soon()  # R71
         return abandoned
 
     def shutdown(self) -> None:
@@ -454,7 +454,7 @@ class AsyncPurgatory(Generic[T]):
         an error in a loop callback does, except ``KeyboardInterrupt``/``SystemExit``."""
         try:
             self._purgatory.abandon(operation)
-            self._driver.let_go_soon()  # R73
+            self._driver.let_go_soon()  # R71
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:

@@ -32,14 +32,14 @@ candidates too early read a timer size still counting the operation, and its est
 keeps the next purge due to unlink it, as a scan that had passed its list would (the
 slow schedule tier found the other order losing it). ``_check`` asserts that every
 completed operation still watched is a candidate unless ``_scan_all`` is set. An
-``AsyncPurgatory`` sets ``_let_go_bound`` (R73): a let-go or purge pass then unlinks at
+``AsyncPurgatory`` sets ``_let_go_bound`` (R71): a let-go or purge pass then unlinks at
 most that many candidates and leaves the rest to ``_let_go_step`` (the driver calls it
 in later loop callbacks), and the candidates never overflow into a scan.
 
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
 
-Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R73.
+Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R71.
 """
 
 from __future__ import annotations
@@ -248,8 +248,8 @@ class DelayedOperationPurgatory(Generic[T]):
         self._candidates: dict[int, T] = {}
         self._candidates_limit = 2 * self._purge_interval + 1024
         self._scan_all = False
-        self._let_go_bound = 0  # R73: candidates unlinked per let-go or purge (0: all)
-        self._let_go_owed = False  # R73: a bounded pass left candidates behind
+        self._let_go_bound = 0  # R71: candidates unlinked per let-go or purge (0: all)
+        self._let_go_owed = False  # R71: a bounded pass left candidates behind
         self._shutdown_lock = sync.new_lock()
         self._shutdown_finished = sync.new_condition(self._shutdown_lock)
         self._is_shut_down = False
@@ -782,7 +782,7 @@ class DelayedOperationPurgatory(Generic[T]):
     def _purge_pass(self) -> int:
         """One purge or let-go pass (R30, R61): a scan of every list if the candidates
         overflowed or a key failed, else the candidates; with ``_let_go_bound`` set (an
-        ``AsyncPurgatory``'s, R73) at most that many candidates, the rest left for
+        ``AsyncPurgatory``'s, R71) at most that many candidates, the rest left for
         ``_let_go_step`` (``_let_go_owed``). Returns the pairs unlinked."""
         bound = self._let_go_bound
         purged = self._purge_scan() if self._scan_all else self._purge_candidates(bound)
@@ -791,7 +791,7 @@ class DelayedOperationPurgatory(Generic[T]):
         return purged
 
     def _let_go_step(self) -> bool:
-        """Continue a bounded pass that left candidates (R73): one more pass of at most
+        """Continue a bounded pass that left candidates (R71): one more pass of at most
         ``_let_go_bound`` candidates; True iff some are still left. O(bound x keys)."""
         if not self._let_go_owed:
             return False
@@ -808,7 +808,7 @@ class DelayedOperationPurgatory(Generic[T]):
         concurrent purge or ``_unwatch`` never sees an operation taken twice), at most as
         many as there were on entry: a candidate recorded meanwhile may stay for the next
         purge, and a steady stream of completions cannot keep this loop going (and at
-        most ``limit``, if given, R73). Not a
+        most ``limit``, if given, R71). Not a
         ``copy()``: copying a dict costs O(its table), which keeps the size of its largest
         burst after pops emptied it (9 us per purge on a free-threaded 3.13 for a dict
         holding one entry), while ``popitem`` takes from the end and shrinks what later

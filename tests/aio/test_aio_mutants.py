@@ -299,9 +299,9 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "LoopTimerDriver.__init__",
             "let_go._let_go_bound = LET_GO_PER_HAND_OVER * max_hand_overs",
             "let_go._let_go_bound = 0",
-            "R73: the last expiry of a pause unlinks every finished operation in one call.",
+            "R71: the last expiry of a pause unlinks every finished operation in one call.",
         ),
-        let_go.test_r73_a_let_go_pass_unlinks_at_most_its_bound_and_goes_on_by_itself,
+        let_go.test_r71_a_let_go_pass_unlinks_at_most_its_bound_and_goes_on_by_itself,
     ),
     (
         Mutant(
@@ -310,9 +310,9 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "LoopTimerDriver._continue_let_go",
             "let_go._let_go_step()",
             "pass",
-            "R73, R61: what a bounded pass left behind stays watched until some later call.",
+            "R71, R61: what a bounded pass left behind stays watched until some later call.",
         ),
-        let_go.test_r73_a_let_go_pass_unlinks_at_most_its_bound_and_goes_on_by_itself,
+        let_go.test_r71_a_let_go_pass_unlinks_at_most_its_bound_and_goes_on_by_itself,
     ),
     (
         Mutant(
@@ -321,9 +321,9 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "DelayedOperationPurgatory._note_completed",
             "if len(candidates) > self._candidates_limit and not self._let_go_bound:",
             "if len(candidates) > self._candidates_limit:",
-            "R73: many finished operations fall back to one unbounded scan of every list.",
+            "R71: many finished operations fall back to one unbounded scan of every list.",
         ),
-        let_go.test_r73_many_finished_never_overflow_into_an_unbounded_scan,
+        let_go.test_r71_many_finished_never_overflow_into_an_unbounded_scan,
     ),
     (
         Mutant(
@@ -332,7 +332,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "DelayedOperationPurgatory._purge_pass",
             "if bound:  # a scan took every candidate: owed only if more came meanwhile",
             "if bound and not self._scan_all:",
-            "R73, R67: a key failing in every scan keeps a let-go owed: endless passes.",
+            "R71, R67: a key failing in every scan keeps a let-go owed: endless passes.",
         ),
         let_go.failing_key_round,
     ),

@@ -87,7 +87,7 @@ def test_r70_a_firing_hands_over_at_most_the_bound_then_yields(
         assert [len(batch) for batch in batches] == [3, 3, 3, 1]
         assert heartbeat.backlogs[:4] == [0, 7, 4, 1]  # one beat before the firing, one per batch
         assert purgatory.driver.backlog == 0 and purgatory.driver.armed_due is None
-        for _ in range(4):  # R73: the optimized let-go of the 10 goes on 3 per pass
+        for _ in range(4):  # R71: the optimized let-go of the 10 goes on 3 per pass
             await asyncio.sleep(0)
         assert purgatory.purgatory.watched == 0
         purgatory.shutdown()

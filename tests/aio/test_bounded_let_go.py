@@ -1,4 +1,4 @@
-"""R73: the let-go of finished operations is bounded per loop callback, the rest goes on
+"""R71: the let-go of finished operations is bounded per loop callback, the rest goes on
 in ``call_soon`` callbacks until none is owed.
 
 On a ``VirtualTimeLoop``: the process pauses until many operations are overdue at once;
@@ -67,8 +67,8 @@ async def _overdue_at_once(
     return watcher, purgatory, log
 
 
-def test_r73_a_let_go_pass_unlinks_at_most_its_bound_and_goes_on_by_itself() -> None:
-    """R73, R61: 30 expiries at once with a bound of 8 per pass: the last expiry
+def test_r71_a_let_go_pass_unlinks_at_most_its_bound_and_goes_on_by_itself() -> None:
+    """R71, R61: 30 expiries at once with a bound of 8 per pass: the last expiry
     starts the let-go, which unlinks 8, 8, 8 and 6 in successive loop callbacks (the
     heartbeat runs between them) until nothing finished is watched; every unlink is
     counted as purged; expiries stay in due order and none is early (R4, R6)."""
@@ -87,8 +87,8 @@ def test_r73_a_let_go_pass_unlinks_at_most_its_bound_and_goes_on_by_itself() -> 
     run(main(), ManualClock(0))
 
 
-def test_r73_many_finished_never_overflow_into_an_unbounded_scan() -> None:
-    """R73, R30: 1,100 expiries at once with a bound of 4 per pass, more than the purge
+def test_r71_many_finished_never_overflow_into_an_unbounded_scan() -> None:
+    """R71, R30: 1,100 expiries at once with a bound of 4 per pass, more than the purge
     candidates hold (``2 * purge_interval + 1024``) before they fall back to scanning
     every list: no loop callback unlinks more than the bound, and all are let go."""
 
@@ -102,8 +102,8 @@ def test_r73_many_finished_never_overflow_into_an_unbounded_scan() -> None:
     run(main(), ManualClock(0))
 
 
-def test_r73_shutdown_stops_an_owed_let_go() -> None:
-    """R73, R49: a shutdown while a let-go is owed runs no further pass (nothing is
+def test_r71_shutdown_stops_an_owed_let_go() -> None:
+    """R71, R49: a shutdown while a let-go is owed runs no further pass (nothing is
     unlinked by the loop after it)."""
 
     async def main() -> None:
@@ -166,10 +166,10 @@ def failing_key_round() -> None:
     run(main(), ManualClock(0))
 
 
-def test_r73_r67_a_key_failing_in_a_bounded_pass_ends_the_let_go(
+def test_r71_r67_a_key_failing_in_a_bounded_pass_ends_the_let_go(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """R73, R67: a key that raises in a bounded pass asks for a scan of every list; that
+    """R71, R67: a key that raises in a bounded pass asks for a scan of every list; that
     pass takes every candidate, so no let-go is owed afterwards (no endless passes), the
     other keys are let go, and the failure is logged."""
     failing_key_round()
