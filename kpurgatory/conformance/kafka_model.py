@@ -15,10 +15,12 @@ exactly what that behaviour causes and everything else is still checked:
   time reached by anything scheduled since the last drain, cancelled or moved included);
 - ``kafka-negative-timeout``: a negative timeout drains without moving the clock;
 - ``kafka-after-close``: a closed timer still schedules and advances; handing a task over
-  raises ``RuntimeError`` (Kafka's ``RejectedExecutionException``);
+  raises ``RuntimeError`` (Kafka's ``RejectedExecutionException``) out of ``add`` or
+  ``advance_clock``, and the rest of a bucket whose flush raised stays counted, never run;
 - ``kafka-duplicate-keys``: an operation is watched once per occurrence of a key;
 - ``kafka-after-shutdown``: a shut-down purgatory still watches, times and advances;
-- ``kafka-resubmission``: a second submission is not refused;
+- ``kafka-resubmission``: a second submission is not refused (and is timed again, even
+  after ``cancel_for_key``);
 - ``kafka-cancel-keeps-watch``: ``cancel()`` on a submitted operation removes only its
   timer entry; it stays watched, and later checks may complete it;
 - ``kafka-truncating-division``: due and current times round toward zero;
@@ -159,6 +161,7 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             self._buckets = _KafkaBuckets(
                 self.tick_ms, self.wheel_size, self._current_time, self._floor_to
             )
+            self._stranded: set[Any] = set()  # entries left in a bucket whose flush raised
 
         def _due(self, delay_ms: int) -> int:
             expiration = expiration_ms(self.clock.now_ms(), delay_ms)
@@ -183,6 +186,8 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                     self._pending[entry] = None
                     self._buckets.add(entry, due, force=True)
                     return
+            if self.closed:  # Kafka: RejectedExecutionException out of add, as out of a drain
+                raise RuntimeError(f"executor is shut down; cannot run {task!r}")
             self._hand_over(task)
 
         def advance_clock(self, timeout_ms: int) -> bool:
@@ -201,7 +206,11 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                 with lock:
                     dequeued += self._buckets.drain(now, self._live)
                     due_entries = sorted(
-                        (entry for entry in self._pending if is_due(entry.due, now)),
+                        (
+                            entry
+                            for entry in self._pending
+                            if is_due(entry.due, now) and entry not in self._stranded
+                        ),
                         key=lambda entry: entry.due,
                     )
                     if not due_entries:
@@ -214,12 +223,13 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                         del self._pending[entry]
                     if "kafka-flush-current-time" not in on:  # the drain reading, as R2 says
                         self._current_time = max(self._current_time, self._floor(now))
-                for entry in due_entries:
+                for index, entry in enumerate(due_entries):
                     with lock:
                         if entry.task._entry is not entry:
                             continue
                         entry.task._entry = None
                     if self.closed:  # Kafka: RejectedExecutionException out of advanceClock
+                        self._strand(entry.due, due_entries[index + 1 :])
                         raise RuntimeError(f"executor is shut down; cannot run {entry.task!r}")
                     self._hand_over(entry.task)
                     handed = True
@@ -234,6 +244,17 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             if "kafka-advance-result" in on:
                 return bool(dequeued)
             return handed
+
+        def _strand(self, due: int, rest: list[Any]) -> None:
+            """Kafka's flush raised on an entry due at ``due``: the rest of that bucket stays
+            linked and counted but is never flushed again (the bucket has left the delay
+            queue); entries of later buckets stay scheduled (theirs are still queued)."""
+            with lock:
+                for entry in rest:
+                    if entry.task._entry is entry:
+                        self._pending[entry] = None
+                        if entry.due == due:
+                            self._stranded.add(entry)
 
         def _live(self, entry: Any) -> bool:
             return entry in self._pending and entry.task._entry is entry
@@ -269,6 +290,8 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             claimed = operation._claim_submission(self)
             if not claimed and "kafka-resubmission" not in on:
                 raise ValueError(f"operation {operation!r} was already submitted")
+            if not claimed:  # Kafka times a resubmission again, after a cancel_for_key too
+                operation._untimed = False
             return self._submit(operation, distinct)  # the reference's R22 sequence
 
         def _refuse_if_shut_down(self) -> None:
@@ -279,7 +302,7 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             negative = isinstance(timeout_ms, int) and timeout_ms < 0
             if negative and "kafka-negative-timeout" in on:
                 timeout_ms = 0
-            if self._is_shut_down and "kafka-after-shutdown" in on and not negative:
+            if self._is_shut_down and "kafka-after-shutdown" in on and timeout_ms >= 0:
                 self._timer.advance_clock(timeout_ms)
                 self._purge_if_due()
                 return
