@@ -132,6 +132,32 @@ class _KafkaBuckets:
                     self.add(entry, entry.due)
         return dequeued
 
+    def flush_until_due(self, now: int, live: Any) -> tuple[Any, list[int]]:
+        """``drain`` on a closed timer: the first live entry a flush finds due is refused by
+        the executor, so the flush stops there. Returns that entry (or None) and the
+        expirations dequeued. The rest of its bucket stays in the bucket, which is no
+        longer queued (a later entry of the same expiration joins it unqueued, as in
+        Kafka); the buckets not yet dequeued stay queued."""
+        dequeued: list[int] = []
+        while self.queue and self.queue[0][0] <= now:
+            expiration, *where = heapq.heappop(self.queue)
+            key = (where[0], where[1])
+            bucket = self.buckets.pop(key, None)
+            dequeued.append(expiration)
+            self.advance(expiration)
+            if bucket is None or bucket[0] != expiration:
+                if bucket is not None:
+                    self.buckets[key] = bucket
+                continue
+            entries = bucket[1]
+            for index, entry in enumerate(entries):
+                if live(entry) and not self.add(entry, entry.due):
+                    rest = [other for other in entries[index + 1 :] if live(other)]
+                    if rest:
+                        self.buckets[key] = (expiration, rest)
+                    return entry, dequeued
+        return None, dequeued
+
 
 def kafka_like(names: str = "kafka") -> types.ModuleType:
     """``kafka_model`` of the differences ``names`` resolves to (``kafka`` or comma-separated
@@ -161,7 +187,6 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             self._buckets = _KafkaBuckets(
                 self.tick_ms, self.wheel_size, self._current_time, self._floor_to
             )
-            self._stranded: set[Any] = set()  # entries left in a bucket whose flush raised
 
         def _due(self, delay_ms: int) -> int:
             expiration = expiration_ms(self.clock.now_ms(), delay_ms)
@@ -200,17 +225,15 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             with lock:
                 now = self.clock.wait(self._condition, timeout_ms, self._next_due)
                 before = self._current_time
+            if self.closed:
+                return self._drain_closed(now, before)
             handed = False
             dequeued: list[int] = []
             while True:
                 with lock:
                     dequeued += self._buckets.drain(now, self._live)
                     due_entries = sorted(
-                        (
-                            entry
-                            for entry in self._pending
-                            if is_due(entry.due, now) and entry not in self._stranded
-                        ),
+                        (entry for entry in self._pending if is_due(entry.due, now)),
                         key=lambda entry: entry.due,
                     )
                     if not due_entries:
@@ -223,14 +246,11 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                         del self._pending[entry]
                     if "kafka-flush-current-time" not in on:  # the drain reading, as R2 says
                         self._current_time = max(self._current_time, self._floor(now))
-                for index, entry in enumerate(due_entries):
+                for entry in due_entries:
                     with lock:
                         if entry.task._entry is not entry:
                             continue
                         entry.task._entry = None
-                    if self.closed:  # Kafka: RejectedExecutionException out of advanceClock
-                        self._strand(entry.due, due_entries[index + 1 :])
-                        raise RuntimeError(f"executor is shut down; cannot run {entry.task!r}")
                     self._hand_over(entry.task)
                     handed = True
                 if "kafka-flush-current-time" not in on:
@@ -245,16 +265,25 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                 return bool(dequeued)
             return handed
 
-        def _strand(self, due: int, rest: list[Any]) -> None:
-            """Kafka's flush raised on an entry due at ``due``: the rest of that bucket stays
-            linked and counted but is never flushed again (the bucket has left the delay
-            queue); entries of later buckets stay scheduled (theirs are still queued)."""
+        def _drain_closed(self, now: int, before: int) -> bool:
+            """Kafka's ``advanceClock`` on a closed timer (``kafka-after-close``): buckets are
+            dequeued and flushed as usual until an entry is due, whose hand-over the shut-
+            down executor refuses (``RejectedExecutionException``, here ``RuntimeError``).
+            That entry is gone; the rest of its bucket stays linked and counted but left the
+            delay queue (stranded), and later buckets stay queued."""
             with lock:
-                for entry in rest:
-                    if entry.task._entry is entry:
-                        self._pending[entry] = None
-                        if entry.due == due:
-                            self._stranded.add(entry)
+                failed, dequeued = self._buckets.flush_until_due(now, self._live)
+                if "kafka-stale-current-time" in on:
+                    self._current_time = max(before, self._buckets.current_ms)
+                else:
+                    self._current_time = max(self._current_time, self._floor(now))
+                    self._buckets.advance(self._current_time)
+                if failed is not None:
+                    del self._pending[failed]
+                    failed.task._entry = None
+            if failed is not None:
+                raise RuntimeError(f"executor is shut down; cannot run {failed.task!r}")
+            return "kafka-advance-result" in on and bool(dequeued)
 
         def _live(self, entry: Any) -> bool:
             return entry in self._pending and entry.task._entry is entry

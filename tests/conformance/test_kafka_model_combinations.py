@@ -71,3 +71,25 @@ def test_a_flush_that_raises_on_a_closed_timer_strands_the_rest_of_its_bucket() 
     assert answers[4]["state"]["timer_sizes"] == {"main": 1}  # type: ignore[index]
     assert answers[5]["raised"] is None and answers[5]["events"] == []
     assert answers[5]["state"]["timer_sizes"] == {"main": 1}  # type: ignore[index]
+
+
+def test_a_flush_that_raises_strands_the_rest_of_an_overflow_bucket() -> None:
+    """The same in an overflow bucket: t2 (due at once by the drain reading) and t3 (not
+    yet due) share a bucket of the third level; its flush fails on t2 and strands t3, so
+    the next advance hands nothing over and raises nothing (search seed 2 on Kafka)."""
+    start = 1 << 40
+    steps: list[Step] = [
+        Init(tick_ms=10, wheel_size=2, start_ms=start, clock_ms=start, purge_interval=0),
+        Advance(11),
+        Advance(1),
+        Advance(2),
+        Advance(14),
+        Shutdown(),
+        Add("t2", 0),
+        Add("t3", 6),
+        Advance(1),
+        PurgatoryAdvance(5),
+    ]
+    answers = observe(ALL, steps)
+    assert [answer["raised"] for answer in answers[6:]] == [None, None, "RuntimeError", None]
+    assert answers[9]["state"]["timer_sizes"] == {"main": 1}  # type: ignore[index]
