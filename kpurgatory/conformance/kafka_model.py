@@ -18,7 +18,8 @@ exactly what that behaviour causes and everything else is still checked:
   raises ``RuntimeError`` (Kafka's ``RejectedExecutionException``) out of ``add`` or
   ``advance_clock``, and the rest of a bucket whose flush raised stays counted, never run;
 - ``kafka-duplicate-keys``: an operation is watched once per occurrence of a key;
-- ``kafka-after-shutdown``: a shut-down purgatory still watches, times and advances;
+- ``kafka-after-shutdown``: a shut-down purgatory still watches, times and advances (an
+  operation due at once, refused by the closed timer's executor, stays watched);
 - ``kafka-resubmission``: a second submission is not refused (and is timed again, even
   after ``cancel_for_key``);
 - ``kafka-cancel-keeps-watch``: ``cancel()`` on a submitted operation removes only its
@@ -322,6 +323,16 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             if not claimed:  # Kafka times a resubmission again, after a cancel_for_key too
                 operation._untimed = False
             return self._submit(operation, distinct)  # the reference's R22 sequence
+
+        def _time(self, operation: Any, undo: Any) -> None:
+            try:
+                super()._time(operation, undo)
+            except RuntimeError:
+                if "kafka-after-close" in on and self._timer.closed:
+                    # Kafka undoes nothing: the executor refused an operation due at once,
+                    # which stays watched and counted in the estimate
+                    undo._steps.clear()
+                raise
 
         def _refuse_if_shut_down(self) -> None:
             if "kafka-after-shutdown" not in on:  # Kafka refuses nothing after shutdown

@@ -93,3 +93,24 @@ def test_a_flush_that_raises_strands_the_rest_of_an_overflow_bucket() -> None:
     answers = observe(ALL, steps)
     assert [answer["raised"] for answer in answers[6:]] == [None, None, "RuntimeError", None]
     assert answers[9]["state"]["timer_sizes"] == {"main": 1}  # type: ignore[index]
+
+
+def test_an_operation_refused_by_a_closed_timer_stays_watched() -> None:
+    """kafka-after-shutdown with kafka-after-close: tryCompleteElseWatch after shutdown
+    watches the operation and counts it, then the closed timer's executor refuses it (due
+    at once): RuntimeError, and nothing is undone (search seed 8 on Kafka)."""
+    steps: list[Step] = [
+        INIT,
+        Shutdown(),
+        PurgatoryAdvance(1),
+        Watch("op0", -(1 << 40), ("a",)),
+    ]
+    answer = observe(ALL, steps)[3]
+    assert answer["raised"] == "RuntimeError"
+    state = answer["state"]
+    assert (state["watched"], state["watched_keys"], state["estimated_total_operations"]) == (  # type: ignore[index]
+        1,
+        1,
+        1,
+    )
+    assert observe(ALL - {"kafka-after-close"}, steps)[3]["state"]["watched"] == 0  # type: ignore[index]
