@@ -8,7 +8,10 @@ through the adapter protocol. These tests run it through the CLI as a porter wou
   on each seed of the battery 1-10 (the kafka-loop check);
 - without ``--allow kafka`` it fails on its documented differences, and the report
   names them once they are allowed;
-- the adapter speaks the protocol line by line (a negative timeout does not raise: Kafka).
+- the adapter speaks the protocol line by line (a negative timeout does not raise: Kafka);
+- where the tree has the purgatory's Java sources (Kafka 4.0+), Kafka's timer and
+  DelayedOperationPurgatory together pass the same check, and fail without
+  ``--allow kafka`` on the purgatory's documented differences.
 
 They run only where ``KAFKA_SOURCE`` names a Kafka source tree (3.6 or later) and a JDK
 is installed; nothing of Kafka is in this repository. docs/conformance.md says how.
@@ -39,6 +42,16 @@ needs_kafka = pytest.mark.skipif(
     or shutil.which("javac") is None
     or shutil.which("java") is None,
     reason="needs KAFKA_SOURCE (a Kafka source tree) and a JDK (javac, java)",
+)
+
+
+PURGATORY_SOURCE = (
+    Path(KAFKA_SOURCE)
+    / "server-common/src/main/java/org/apache/kafka/server/purgatory/DelayedOperationPurgatory.java"
+)
+needs_purgatory = pytest.mark.skipif(
+    not KAFKA_SOURCE or not PURGATORY_SOURCE.is_file(),
+    reason="needs a Kafka tree with the purgatory's Java sources (Kafka 4.0 or later)",
 )
 
 
@@ -139,4 +152,41 @@ def test_kafkas_timer_passes_the_kit_with_allow_kafka(
     assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
     kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
     for kind in ("add", "cancel", "advance", "clock_advance"):
+        assert f" {kind} " in kinds, kinds
+
+
+@needs_kafka
+@needs_purgatory
+def test_kafkas_purgatory_fails_without_its_documented_differences(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = conformance(capsys, "--adapter", adapter())
+    assert code == 1, out
+    # a duplicate watch key watches the operation twice (kafka-duplicate-keys)
+    assert "FAIL r24-keys: step 2 of 7 (watch): state: watched: expected 2, got 5" in out, out
+    # advanceClock with a negative timeout does not raise (kafka-negative-timeout)
+    assert "FAIL r35-inputs: step 2 of 6 (advance): raised: expected ValueError, got None" in out
+    # a second submission is not refused (kafka-resubmission)
+    assert "FAIL repeated-watch: step 3 of 5 (watch): raised: expected ValueError, got None" in out
+    code, out = conformance(capsys, "--adapter", adapter(), "--allow", "kafka")
+    assert code == 0, out
+    assert "PASS r24-keys (7 steps; accepted kafka-duplicate-keys at steps 2, 3" in out
+    assert "accepted kafka-negative-timeout at steps 2, 4, 6)" in out
+    assert "accepted kafka-resubmission at steps 3, 4, 5)" in out
+    assert "state fields declared absent (answered null, not compared): num_purged" in out
+
+
+@needs_kafka
+@needs_purgatory
+@pytest.mark.parametrize("seed", SEEDS)
+def test_kafkas_purgatory_passes_the_kit_with_allow_kafka(
+    capsys: pytest.CaptureFixture[str], seed: int
+) -> None:
+    code, out = conformance(
+        capsys, "--adapter", adapter(), "--stateful", "--allow", "kafka", "--seed", str(seed)
+    )
+    assert code == 0, out
+    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
+    for kind in ("watch", "check_and_complete", "cancel_for_key", "purgatory_advance", "shutdown"):
         assert f" {kind} " in kinds, kinds
