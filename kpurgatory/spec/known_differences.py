@@ -96,6 +96,7 @@ _LAZY_PURGE_FIELDS = frozenset(
     }
 )
 
+# A table: its entries share a shape deliberately.
 KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
     KnownDifference(
         "kafka-stale-current-time",

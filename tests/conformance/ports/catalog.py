@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from tests.mutants.catalog import MUTANTS, Mutant, applied
 
-__all__ = ["PORT_BUGS", "PortBug", "port_bug", "planted"]
+__all__ = ["PORT_BUGS", "TIMER_AREAS", "PortBug", "port_bug", "planted"]
 
 
 @dataclass(frozen=True)
@@ -355,6 +355,23 @@ PORT_BUGS: tuple[PortBug, ...] = (
     _shared("timer-enabled-ignored", "timer_enabled"),
 )
 """The catalogue, grouped by area; names are unique."""
+
+
+TIMER_AREAS = frozenset(
+    {
+        "wheel placement",
+        "overflow",
+        "drain",
+        "cascade",
+        "R11 stale entries",
+        "current time",
+        "size",
+        "re-add",
+        "cancel",
+        "next_due_time",
+    }
+)
+"""The catalogue areas a timer-only port has (close needs a shutdown: a purgatory step)."""
 
 
 def port_bug(name: str) -> PortBug:

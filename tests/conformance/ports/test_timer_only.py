@@ -23,26 +23,10 @@ from kpurgatory.conformance.driver import DriverSide
 from kpurgatory.conformance.stateful import run_stateful
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS
 from kpurgatory.conformance.vectors import load_vector, vector_steps
-from tests.conformance.ports.catalog import PORT_BUGS, planted, port_bug
+from tests.conformance.ports.catalog import PORT_BUGS, TIMER_AREAS, planted, port_bug
 from tests.support import load, needs_python_source
 
 pytestmark = needs_python_source()
-
-TIMER_AREAS = frozenset(
-    {
-        "wheel placement",
-        "overflow",
-        "drain",
-        "cascade",
-        "R11 stale entries",
-        "current time",
-        "size",
-        "re-add",
-        "cancel",
-        "next_due_time",
-    }
-)
-"""The catalogue areas a timer-only port has (close needs a shutdown: a purgatory step)."""
 
 TIMER_BUGS: tuple[str, ...] = tuple(bug.name for bug in PORT_BUGS if bug.area in TIMER_AREAS)
 
