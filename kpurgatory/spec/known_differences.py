@@ -309,7 +309,7 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "kafka-early-expiry",
         "R60",
         "on a real clock an operation may expire up to 1 ms before its timeout",
-        "the kit drives a manual clock, whose readings are exact; tests/test_never_early.py "
+        "the kit drives a manual clock, whose readings are exact; tests/test_realtime.py "
         "measures the rule against time.monotonic",
     ),
     KafkaNote(
