@@ -313,6 +313,14 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "measures the rule against time.monotonic",
     ),
     KafkaNote(
+        "kafka-purge-races-expiry",
+        "R30",
+        "the purge check runs while the executor thread may still be expiring what the "
+        "same advanceClock handed over, so it can leave those operations watched",
+        "a race between threads; the kit's runs are single-threaded (an adapter over "
+        "Kafka's executor waits for it to go idle before answering)",
+    ),
+    KafkaNote(
         "kafka-cancel-for-key-race",
         "R29",
         "cancelForKey cancels timer entries without the operation's lock",
