@@ -111,8 +111,8 @@ $(EXECUTOR_STAMP): pyproject.toml constraints.txt setup.py $(PACKAGE_SOURCES)
 	touch $@
 
 compiled-test: compiled-venv
-	$(PYTHON) -m kpurgatory.bench.compiled copy-tree $(COMPILED_DIR)/tree
-	cd $(COMPILED_DIR)/tree && $(COMPILED_VENV)/bin/python -m kpurgatory.bench.compiled check
+	$(PYTHON) -m kpurgatory.bench.compiled_suite copy-tree $(COMPILED_DIR)/tree
+	cd $(COMPILED_DIR)/tree && $(COMPILED_VENV)/bin/python -m kpurgatory.bench.compiled_suite check
 	cd $(COMPILED_DIR)/tree && KPURGATORY_EXPECT_COMPILED=1 $(COMPILED_VENV)/bin/python -m pytest -q \
 		$(XDIST) $(COMPILED_PYTEST_ARGS)
 

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import kpurgatory
 
@@ -38,6 +39,17 @@ def at_least(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = f"integer >= {minimum}"
     return parse
+
+
+def add_command(subparsers: Any, name: str, *, help: str, description: str) -> Any:
+    """Register the subcommand ``name`` with its one-line ``help`` and its ``description``
+    (printed as written: the command modules lay their descriptions out by hand)."""
+    return subparsers.add_parser(
+        name,
+        help=help,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -35,6 +35,7 @@ class MonotonicClock:
         really passed."""
         return -(-time.monotonic_ns() // 1_000_000)
 
+    # Both clocks implement the Clock protocol's ``wait``: the signature repeats deliberately.
     def wait(
         self,
         condition: threading.Condition,
@@ -92,6 +93,7 @@ class ManualClock:
         finally:
             lock.release()
 
+    # The Clock protocol's ``wait``, as SystemClock's: the signature repeats deliberately.
     def wait(
         self,
         condition: threading.Condition,

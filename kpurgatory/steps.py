@@ -58,6 +58,7 @@ Key: TypeAlias = str | int
 """A watch key: a string or an integer (they never compare equal to each other)."""
 
 
+# The step classes share one shape deliberately: each is a frozen record of one call.
 @dataclass(frozen=True)
 class Init:
     """Create the world: a ManualClock at ``clock_ms``, timers, and one purgatory.

@@ -1,5 +1,6 @@
 """Real-clock tests: MonotonicClock, the executor-<name> worker and the reaper (R7, R14, R15,
-R31, R32).
+R25, R30-R32), and never early (R60: tasks and waits measured against ``time.monotonic``,
+only the lower bound asserted; lateness depends on the load, docs/performance.md).
 
 Each test finishes in well under a second when healthy and stops by itself: every wait
 is an Event or join with a timeout, every timer and purgatory is closed in a with block.
@@ -9,8 +10,11 @@ happen long before the multi-second timeout it cuts short), never about exact ti
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
+import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +23,11 @@ from typing import Any
 
 import pytest
 
-from kpurgatory import ManualClock, MonotonicClock
+from kpurgatory import InlineExecutor, ManualClock, MonotonicClock
+from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome, ReferenceDelayedOperation
+from kpurgatory.clock import deadline_reader
+from tests.concurrency.lockset import Lockset
+from tests.support import task_class
 
 pytestmark = pytest.mark.realtime
 
@@ -256,3 +264,308 @@ def test_r31_reaper_on_manual_clock_is_refused(impl: ModuleType) -> None:
             impl.DelayedOperationPurgatory("manual", timer)
     finally:
         timer.close()
+
+
+# -- never early on a real clock (R60), both implementations and the aio layer -----------------
+
+
+COUNT = 120
+"""Tasks or waits per test: enough to land on every sub-millisecond phase many times."""
+
+
+@pytest.mark.timeout(60)
+def test_r60_the_monotonic_deadline_base_rounds_up_and_manual_clocks_are_exact() -> None:
+    """R60: MonotonicClock counts a deadline from its reading rounded up; a clock with no
+    deadline_base_ms (a ManualClock) is read as it is, so virtual time stays exact."""
+    clock = MonotonicClock()
+    for _ in range(1000):
+        before = time.monotonic_ns()
+        base = clock.deadline_base_ms()
+        assert base * 1_000_000 >= before
+    manual = ManualClock(7)
+    assert deadline_reader(manual)() == 7
+    assert deadline_reader(clock) == clock.deadline_base_ms
+
+
+@pytest.mark.timeout(60)
+def test_r60_timer_tasks_never_run_before_their_delay(impl: ModuleType) -> None:
+    """R60: tasks added at random sub-millisecond phases to a real-clock timer driven by
+    a thread; each run happens at least delay_ms after its add began."""
+    late: list[float] = []
+    early: list[str] = []
+    base = task_class(impl)
+    timer = impl.SystemTimer("never-early", executor=InlineExecutor())
+    stop = threading.Event()
+
+    def drive() -> None:
+        while not stop.is_set():
+            timer.advance_clock(5)
+
+    class Timed(base):  # type: ignore[misc,valid-type]
+        def __init__(self, delay_ms: int, added_ns: int) -> None:
+            super().__init__(delay_ms, "t", self)
+            self.added_ns = added_ns
+
+        def ran(self, name: str) -> None:
+            elapsed_ms = (time.monotonic_ns() - self.added_ns) / 1e6
+            if elapsed_ms < self.delay_ms:
+                early.append(f"delay {self.delay_ms} ran after {elapsed_ms:.3f} ms")
+            late.append(elapsed_ms - self.delay_ms)
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    try:
+        rng = random.Random(60)
+        for _ in range(COUNT):
+            time.sleep(rng.random() / 1000)
+            timer.add(Timed(rng.randint(1, 5), time.monotonic_ns()))
+        deadline = time.monotonic() + 30
+        while len(late) < COUNT and time.monotonic() < deadline:
+            time.sleep(0.005)
+    finally:
+        stop.set()
+        timer.close()
+        driver.join(5)
+    assert not early, early[:5]
+    assert len(late) == COUNT
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("implementation", ["optimized", "reference"])
+def test_r60_aio_waits_never_expire_before_timeout_ms(implementation: Any) -> None:
+    """R60: on a real asyncio loop, every wait that expires does so at least
+    timeout_ms after wait was called (measured with time.monotonic)."""
+    base = DelayedOperation if implementation == "optimized" else ReferenceDelayedOperation
+
+    class Poll(base):  # type: ignore[misc,valid-type]
+        def try_complete(self) -> bool:
+            return False
+
+        def on_complete(self) -> None:
+            pass
+
+        def on_expiration(self) -> None:
+            pass
+
+    early: list[str] = []
+
+    async def one(purgatory: AsyncPurgatory[Any], timeout_ms: int, phase_s: float) -> None:
+        await asyncio.sleep(phase_s)
+        started = time.monotonic()
+        outcome = await purgatory.wait(Poll(timeout_ms), ["k"])
+        elapsed_ms = (time.monotonic() - started) * 1000
+        assert outcome is Outcome.EXPIRED
+        if elapsed_ms < timeout_ms:
+            early.append(f"timeout {timeout_ms} expired after {elapsed_ms:.3f} ms")
+
+    async def main() -> None:
+        rng = random.Random(61)
+        async with AsyncPurgatory[Any]("polls", implementation=implementation) as purgatory:
+            await asyncio.gather(
+                *(one(purgatory, rng.randint(1, 20), rng.random() / 50) for _ in range(COUNT))
+            )
+
+    asyncio.run(main())
+    assert not early, early[:5]
+
+
+# -- the reaper, shutdown, closed timers, storms and reprs (R14, R25, R30-R32) -----------------
+
+
+REAPER_WAIT_S = 10.0
+"""Upper bound for a real-clock wait that should end far sooner (never asserted on)."""
+
+
+def _bare_task(impl: ModuleType) -> type[Any]:
+    class Bare(impl.TimerTask):  # type: ignore[misc,name-defined]
+        def run(self) -> None:
+            pass
+
+    return Bare
+
+
+def _operation(impl: ModuleType) -> type[Any]:
+    class Ready(impl.DelayedOperation):  # type: ignore[misc,name-defined]
+        """Completes when ``ready``; no ``__repr__`` of its own."""
+
+        def __init__(self, delay_ms: int, lock: Any = None) -> None:
+            super().__init__(delay_ms, lock)
+            self.ready = False
+
+        def try_complete(self) -> bool:
+            return bool(self.ready and self.force_complete())
+
+        def on_complete(self) -> None:
+            pass
+
+        def on_expiration(self) -> None:
+            pass
+
+    return Ready
+
+
+def _manual(impl: ModuleType, purge_interval: int = 1000) -> Any:
+    timer = impl.SystemTimer("gaps", clock=ManualClock(0), executor=InlineExecutor())
+    return impl.DelayedOperationPurgatory(
+        "gaps", timer=timer, reaper_enabled=False, purge_interval=purge_interval
+    )
+
+
+# -- the reaper: purging, step, promptness (R30, R31, R32) ---------------------------------
+
+
+@pytest.mark.realtime
+def test_r30_r31_the_reaper_purges_completed_operations(impl: ModuleType) -> None:
+    """R30 through the reaper, on a real clock: with ``purge_interval=0`` the reaper's own
+    step unlinks the completed operations (nobody calls ``advance_clock`` here)."""
+    purgatory = impl.DelayedOperationPurgatory("reaped", purge_interval=0)
+    try:
+        ops = [_operation(impl)(60_000) for _ in range(3)]
+        for op in ops:
+            assert purgatory.try_complete_else_watch(op, ["a", "b"]) is False
+        for op in ops[:2]:
+            assert op.force_complete()
+        deadline = time.monotonic() + REAPER_WAIT_S
+        while purgatory.num_purged < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert purgatory.num_purged == 4  # two operations on two keys each
+        assert purgatory.watched == 2  # the pending one, on a and b
+    finally:
+        purgatory.shutdown()
+        assert purgatory.await_termination(REAPER_WAIT_S)
+
+
+@pytest.mark.realtime
+def test_r31_the_reaper_steps_by_200_ms(impl: ModuleType) -> None:
+    """R31: each reaper step is ``advance_clock(200)`` (Kafka's ``advanceClock(200L)``)."""
+    seen: list[object] = []
+    stepped = threading.Event()
+
+    class Recording(impl.SystemTimer):  # type: ignore[misc,name-defined]
+        def advance_clock(self, timeout_ms: Any) -> bool:
+            seen.append(timeout_ms)
+            stepped.set()
+            return bool(super().advance_clock(timeout_ms))
+
+    purgatory = impl.DelayedOperationPurgatory("stepping", timer=Recording("stepping"))
+    try:
+        assert stepped.wait(REAPER_WAIT_S)
+    finally:
+        purgatory.shutdown()
+        assert purgatory.await_termination(REAPER_WAIT_S)
+    assert seen and set(seen) == {200} == {impl.purgatory.REAPER_STEP_MS}
+
+
+@pytest.mark.realtime
+def test_r32_shutdown_wakes_the_waiting_reaper_at_once(impl: ModuleType) -> None:
+    """Shutdown promptness: the reaper waits up to 200 ms per step; ``shutdown`` plus
+    ``await_termination`` ends that wait instead of sitting it out. Measured as a ratio
+    of the step, and generous: under half a step (waking it takes microseconds)."""
+    step_s = impl.purgatory.REAPER_STEP_MS / 1000
+    purgatory = impl.DelayedOperationPurgatory("prompt")
+    time.sleep(step_s / 4)  # the reaper is inside a step's wait
+    started = time.monotonic()
+    purgatory.shutdown()
+    assert purgatory.await_termination(REAPER_WAIT_S)
+    elapsed = time.monotonic() - started
+    assert elapsed < step_s / 2, f"shutdown took {elapsed / step_s:.2f} of a reaper step"
+
+
+# -- a purge after the timer was closed from outside; SystemTimer.closed (R14, R30) -----------
+
+
+def test_r14_closed_reports_close(impl: ModuleType) -> None:
+    timer = impl.SystemTimer("closing", clock=ManualClock(0), executor=InlineExecutor())
+    assert timer.closed is False
+    timer.close()
+    assert timer.closed is True
+    timer.close()  # idempotent
+    assert timer.closed is True
+
+
+def test_r30_purge_after_the_timer_was_closed_from_outside(impl: ModuleType) -> None:
+    """Closing the timer under the purgatory stops expiry, not purging: a completed
+    operation is still unlinked by the next purge, a pending one stays watched."""
+    purgatory = _manual(impl, purge_interval=0)
+    done, pending = _operation(impl)(10), _operation(impl)(10)
+    assert purgatory.try_complete_else_watch(done, ["k"]) is False
+    assert purgatory.try_complete_else_watch(pending, ["k"]) is False
+    assert done.force_complete()
+    purgatory.timer.close()
+    purgatory.advance_clock(10)
+    assert purgatory.num_purged == 1
+    assert purgatory.watched == 1
+    assert not pending.is_completed  # the closed timer expired nothing
+    purgatory.shutdown()
+
+
+# -- num_completed counts every winner of a real-thread storm (R25) -----------------------------
+
+
+@pytest.mark.realtime
+def test_r25_completion_storm_counts_every_winner(impl: ModuleType) -> None:
+    """Threads race ``check_and_complete`` on keys whose operations are all ready, under a
+    1 µs switch interval, with the lockset checks on (real locks): ``num_completed`` equals
+    the sum of the winners' counts, and every counter write held its lock."""
+    lockset = Lockset()
+    with lockset.installed():
+        purgatory = _manual(impl)
+        keys = [f"k{i}" for i in range(4)]
+        ops = [_operation(impl)(60_000) for _ in range(400)]
+        for index, op in enumerate(ops):
+            assert purgatory.try_complete_else_watch(op, [keys[index % 4], "all"]) is False
+            op.ready = True
+        counts: list[int] = []
+        guard = threading.Lock()
+
+        def race(order: list[str]) -> None:
+            mine = sum(purgatory.check_and_complete(key) for key in order)
+            with guard:
+                counts.append(mine)
+
+        orders = [keys, keys[::-1], ["all", *keys], [*keys, "all"]]
+        threads = [threading.Thread(target=race, args=(o,), daemon=True) for o in orders]
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(REAPER_WAIT_S)
+        finally:
+            sys.setswitchinterval(previous)
+        assert not any(thread.is_alive() for thread in threads)
+        assert sum(counts) == len(ops) == purgatory.num_completed
+        assert all(op.is_completed for op in ops)
+        purgatory.shutdown()
+    assert lockset.violations == []
+
+
+# -- reprs: tasks (never added, scheduled), timers, operations ----------------------------------
+
+
+def test_reprs_of_tasks_timers_and_operations(impl: ModuleType) -> None:
+    timer = impl.SystemTimer("shown", clock=ManualClock(0), executor=InlineExecutor())
+    task = _bare_task(impl)(5)
+    never_added = repr(task)
+    assert never_added  # a task never added has a repr (the optimized one says "unlinked")
+    if impl.__name__.endswith("optimized"):
+        assert "unlinked" in never_added and "due=" in never_added
+    timer.add(task)
+    assert repr(timer) == "SystemTimer('shown', tick_ms=1, size=1, current_time=0)"
+    if impl.__name__.endswith("optimized"):
+        assert "in bucket" in repr(task) and "due=5" in repr(task)
+    timer.close()
+    assert repr(timer).endswith(", closed)")
+
+    purgatory = _manual(impl)
+    pending, done, dropped = (_operation(impl)(10) for _ in range(3))
+    assert repr(pending) == "<Ready delay_ms=10 pending>"
+    assert purgatory.try_complete_else_watch(pending, ["k"]) is False
+    assert purgatory.try_complete_else_watch(dropped, ["k"]) is False
+    assert done.force_complete()
+    assert repr(done) == "<Ready delay_ms=10 completed>"
+    assert purgatory.abandon(dropped)
+    assert repr(dropped) == "<Ready delay_ms=10 abandoned>"
+    assert repr(purgatory) == "DelayedOperationPurgatory('gaps', watched=1, num_delayed=1)"
+    purgatory.shutdown()

@@ -61,12 +61,12 @@ class Waiter(asyncio.Future[Outcome]):
     ``Task.cancel`` calls ``cancel`` on the future its task awaits, and so do a
     ``wait_for`` or ``asyncio.timeout`` expiry and a ``TaskGroup`` through the task, so no
     completion can slip in between the cancellation and the abandon (a done callback
-    would run one loop iteration later). Cost over a plain loop future: two slots, and a
-    task awaiting it takes asyncio's path for future subclasses (measured in
-    docs/performance.md).
+    would run one loop iteration later). Cost over a plain loop future: two slots (24
+    bytes), and a task awaiting it takes asyncio's path for future subclasses (measured
+    in docs/performance.md).
     """
 
-    __slots__ = ("_operation", "_registry", "_waiter_loop")
+    __slots__ = ("_operation", "_registry")
 
     def __init__(
         self, registry: _Registry, operation: Any, loop: asyncio.AbstractEventLoop
@@ -74,7 +74,6 @@ class Waiter(asyncio.Future[Outcome]):
         super().__init__(loop=loop)
         self._registry = registry
         self._operation = operation
-        self._waiter_loop = loop
 
     def cancel(self, msg: Any | None = None) -> bool:
         """Cancel the future (``Future.cancel``), then abandon its operation (R47).
@@ -93,7 +92,13 @@ class Waiter(asyncio.Future[Outcome]):
     def _completed(self, expired: bool) -> None:
         """A ``force_complete`` won and ``on_complete`` returned: ``EXPIRED`` if the win
         came from ``run``, else ``COMPLETED`` (R46)."""
-        self._settle(_EXPIRED if expired else _COMPLETED)
+        outcome = _EXPIRED if expired else _COMPLETED
+        if running_loop() is self.get_loop():  # _settle inlined: the common case
+            self._registry._forget(self)
+            if not self.done():  # cancelled by its task meanwhile (R47)
+                self.set_result(outcome)
+            return
+        self._settle(outcome)
 
     def _raised(self, exc: BaseException) -> None:
         """``on_complete`` raised ``exc`` (anything, R48): the waiter raises it too."""
@@ -109,7 +114,7 @@ class Waiter(asyncio.Future[Outcome]):
         On the loop's own thread (the loop running here): at once. From any other
         thread: ``call_soon_threadsafe``; if the loop is closed, dropped (R50).
         """
-        loop = self._waiter_loop
+        loop = self.get_loop()
         if running_loop() is loop:
             self._deliver(outcome)
             return

@@ -64,7 +64,9 @@ class AsyncPurgatory(Generic[T]):
     (``ValueError`` otherwise). ``tick_ms``, ``wheel_size``, ``purge_interval`` and
     ``timer_enabled`` are those of ``SystemTimer`` and ``DelayedOperationPurgatory``.
     ``max_hand_overs``: the most expiries one firing of the driver runs before it yields
-    to the loop (R70; default ``kpurgatory.aio.driver.DEFAULT_MAX_HAND_OVERS``).
+    to the loop (R70; default ``kpurgatory.aio.driver.DEFAULT_MAX_HAND_OVERS``); with the
+    optimized implementation, times ``LET_GO_PER_HAND_OVER``, also the most finished
+    operations one let-go or purge pass unlinks, the rest in later passes (R71).
     ``implementation`` picks the wrapped purgatory: ``"optimized"`` (operations are
     ``kpurgatory.aio.DelayedOperation``) or ``"reference"`` (operations are
     ``kpurgatory.aio.ReferenceDelayedOperation``).
@@ -134,6 +136,7 @@ class AsyncPurgatory(Generic[T]):
             direct=direct,
             executor=executor,
             max_hand_overs=max_hand_overs,
+            let_go=self._purgatory if implementation == "optimized" else None,
         )
         self._waiting: dict[int, Waiter] = {}
         """The waiters not settled yet, by ``id``: what ``shutdown`` abandons (R49)."""
@@ -223,7 +226,13 @@ class AsyncPurgatory(Generic[T]):
         return self._submit(operation, watch_keys, "submit")
 
     def _submit(self, operation: T, watch_keys: Iterable[Hashable], method: str) -> Waiter:
-        self._check_call(operation, method)
+        if (
+            type(operation) not in self._known_types
+            or running_loop() is not self._loop
+            or self._closed
+            or self._timer.closed
+        ):  # the checks of _check_call, skipped on the common path (a known class, here)
+            self._check_call(operation, method)
         if operation._waiter is not None:
             raise ValueError(f"operation {operation!r} is already awaited")
         waiter = Waiter(self, operation, self._loop)
@@ -237,8 +246,11 @@ class AsyncPurgatory(Generic[T]):
             waiting.pop(id(waiter), None)
             if waiter.done() and not waiter.cancelled():
                 waiter.exception()  # on_complete raised: the caller gets it from here (R48)
+            self._driver.let_go_soon()  # R71: a completion that raised may owe one too
             raise
-        if self._timer_enabled and not waiter.done():  # _arm_for's first test inlined
+        if waiter.done():  # finished at once: it may have started a let-go (R71)
+            self._driver.let_go_soon()
+        elif self._timer_enabled:  # _arm_for's first test inlined
             armed = self._driver.armed_due
             if armed is None:
                 self._arm_for(operation)
@@ -275,6 +287,7 @@ class AsyncPurgatory(Generic[T]):
         completed: bool = self._try_complete_else_watch(operation, watch_keys)
         if not completed and self._timer_enabled:  # armed for nothing at worst: harmless
             self._arm_for(operation)
+        self._driver.let_go_soon()  # R71
         return completed
 
     def check_and_complete(self, key: Hashable) -> int:
@@ -282,7 +295,10 @@ class AsyncPurgatory(Generic[T]):
         waiter on ``key``; if callbacks raise, every operation is tried first (R53).
         ``RuntimeError`` off the loop or after ``shutdown`` (R62)."""
         self._check_open("check_and_complete")
-        completed: int = self._purgatory.check_and_complete(key)
+        try:
+            completed: int = self._purgatory.check_and_complete(key)
+        finally:
+            self._driver.let_go_soon()  # R71
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:
@@ -292,7 +308,10 @@ class AsyncPurgatory(Generic[T]):
         completion through another key or a ``force_complete``.
         """
         self._check_open("cancel_for_key")
-        operations: list[T] = self._purgatory.cancel_for_key(key)
+        try:
+            operations: list[T] = self._purgatory.cancel_for_key(key)
+        finally:
+            self._driver.let_go_soon()  # R71: a pending attempt it made may complete one
         return operations
 
     def abandon(self, operation: T) -> bool:
@@ -302,7 +321,10 @@ class AsyncPurgatory(Generic[T]):
         purgatory: unwatched, out of the timer, never completed later).
         """
         self._check_open("abandon")
-        abandoned: bool = self._purgatory.abandon(operation)
+        try:
+            abandoned: bool = self._purgatory.abandon(operation)
+        finally:
+            self._driver.let_go_soon()  # R71
         return abandoned
 
     def shutdown(self) -> None:
@@ -432,6 +454,7 @@ class AsyncPurgatory(Generic[T]):
         an error in a loop callback does, except ``KeyboardInterrupt``/``SystemExit``."""
         try:
             self._purgatory.abandon(operation)
+            self._driver.let_go_soon()  # R71
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:

@@ -23,8 +23,12 @@ itself causes, whatever else the machine runs.
 
 ``--max-hand-overs`` sets the aio purgatory's bound per firing (R70; default: its own).
 
-Run ``python -m kpurgatory.bench.aiocost --help``. Benchmarks, not tests: the numbers
-depend on the machine and its load (print ``os.getloadavg`` beside them).
+``kpurgatory bench`` asks these questions in every mode: the CPU per wait through pyperf
+(``wait_cpu_time``, group ``asyncio-wait`` of ``kpurgatory.bench.suite``), memory and
+the two lags through ``--mode M --out FILE`` (``collect``: each mechanism in a fresh
+process, at the sizes of ``SIZES``). Run ``python -m kpurgatory.bench.aiocost --help``.
+Benchmarks, not tests: the numbers depend on the machine and its load (print
+``os.getloadavg`` beside them).
 """
 
 from __future__ import annotations
@@ -46,14 +50,29 @@ from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome
 
 __all__ = [
     "MECHANISMS",
+    "OUTCOMES",
+    "SIZES",
+    "collect",
     "cpu_per_wait",
     "heartbeat_lag",
     "lag_after_pause",
     "main",
     "memory_per_wait",
+    "wait_cpu_time",
 ]
 
 MECHANISMS: tuple[str, ...] = ("future+call_at", "timeout_at", "aio wait", "aio submit")
+
+OUTCOMES: tuple[str, ...] = ("completed", "expired")
+
+SIZES: dict[str, dict[str, float]] = {
+    "quick": {"waits": 2_000, "lag": 10_000, "seconds": 1.0, "pause": 2_000, "due_s": 1.0},
+    "reduced": {"waits": 10_000, "lag": 100_000, "seconds": 5.0, "pause": 20_000, "due_s": 3.0},
+    "full": {"waits": 10_000, "lag": 1_000_000, "seconds": 20.0, "pause": 100_000, "due_s": 8.0},
+}
+"""Per ``kpurgatory bench`` mode: waits per CPU round and per memory count, pending
+waits of the heartbeat at scale and its seconds of beats, waits overdue at once after
+the pause and when they fall due."""
 
 
 class _Answer(DelayedOperation):
@@ -169,6 +188,14 @@ async def _cpu_round(mechanism: str, n: int, outcome: str) -> float:
     return spent / n * 1e6
 
 
+def wait_cpu_time(loops: int, mechanism: str, outcome: str, n: int) -> float:
+    """pyperf time function: process CPU seconds of ``loops`` rounds of ``n`` waits
+    (run it with ``inner_loops=n`` for the CPU per wait)."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be 'completed' or 'expired', not {outcome!r}")
+    return sum(asyncio.run(_cpu_round(mechanism, n, outcome)) for _ in range(loops)) * n / 1e6
+
+
 def cpu_per_wait(mechanism: str, n: int, outcome: str, rounds: int) -> float:
     """Median process CPU per wait in microseconds over ``rounds`` rounds of ``n`` waits."""
     if outcome not in ("completed", "expired"):
@@ -199,13 +226,27 @@ def memory_per_wait(mechanism: str, n: int) -> tuple[float, float]:
     return asyncio.run(_memory(mechanism, n))
 
 
+async def _setup_seconds(setup: _Setup, n: int) -> float:
+    """How long starting ``n`` waits takes on this machine now: 1,000 throwaway waits
+    timed (then cancelled), scaled to ``n``, times 3 for a load that changes, plus 1 s."""
+    sample = max(1, min(n, 1_000))
+    began = time.perf_counter()
+    waits = [setup.start(-1 - key, 600_000) for key in range(sample)]
+    await asyncio.sleep(0)
+    spent = time.perf_counter() - began
+    for wait in waits:
+        wait.cancel()
+    await asyncio.gather(*waits, return_exceptions=True)
+    return 1.0 + 3 * spent * n / sample
+
+
 async def _heartbeat(
     mechanism: str, n: int, seconds: float, seed: int, offset_s: float | None
 ) -> dict[str, float]:
     rng = random.Random(seed)
     setup = _Setup(mechanism)
     loop = setup.loop
-    offset_ms = int(1000 * (max(1.0, n / 10_000) if offset_s is None else offset_s))
+    offset_ms = int(1000 * (await _setup_seconds(setup, n) if offset_s is None else offset_s))
     answers: list[tuple[float, int]] = []
     waits = []
     began = loop.time()
@@ -273,9 +314,10 @@ def heartbeat_lag(
 ) -> dict[str, float]:
     """Heartbeat lag (max, 99.9th and 99th percentile, ms) with ``n`` waits pending.
 
-    The waits fall due ``offset_s`` + 1-20 s after they start (default offset: ``n`` /
-    10,000 s, at least 1 s, for the set-up to finish first); the heartbeat runs from
-    the offset on, for ``seconds``."""
+    The waits fall due ``offset_s`` + 1-20 s after they start (default offset: three
+    times the set-up time measured on 1,000 waits, scaled to ``n``, plus 1 s, so the
+    set-up ends first however loaded the machine); the heartbeat runs from the offset
+    on, for ``seconds``."""
     return asyncio.run(_heartbeat(mechanism, n, seconds, seed, offset_s))
 
 
@@ -306,6 +348,7 @@ async def _pause(
     rng = random.Random(1)
     setup = _Setup(mechanism, max_hand_overs)
     loop = setup.loop
+    due_s = max(due_s, await _setup_seconds(setup, n))
     began = loop.time()
     due_ms = int(due_s * 1000)
     waits = [setup.start(key, rng.randint(due_ms, due_ms + 100)) for key in range(n)]
@@ -357,7 +400,8 @@ def lag_after_pause(
     mechanism: str, n: int, max_hand_overs: int | None = None, due_s: float = 5.0
 ) -> dict[str, float]:
     """The heartbeat's worst lag (ms) while ``n`` waits, due ``due_s`` to ``due_s`` +
-    0.1 s after they start, all expire at once after a pause until ``due_s`` + 0.2 s."""
+    0.1 s after they start, all expire at once after a pause until ``due_s`` + 0.2 s
+    (``due_s`` is raised to the set-up time measured as for ``heartbeat_lag``)."""
     return asyncio.run(_pause(mechanism, n, max_hand_overs, due_s))
 
 
@@ -375,8 +419,51 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     return heartbeat_lag(args.mechanism, args.n, args.seconds, offset_s=args.offset_s)
 
 
+def _run_child(what: str, mechanism: str, n: int, options: list[str]) -> dict[str, Any]:
+    """One question for one mechanism in a fresh process; its figures, or the error
+    (its last line) if it failed: a 1M-wait set-up slower than its offset, say."""
+    command = [
+        sys.executable,
+        "-m",
+        "kpurgatory.bench.aiocost",
+        f"--what={what}",
+        f"--mechanism={mechanism}",
+        f"--n={n}",
+        *options,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    row: dict[str, Any] = {"what": what, "mechanism": mechanism, "n": n}
+    try:
+        row.update(json.loads(done.stdout))
+    except ValueError:  # no figures at all: the child died (its last words)
+        lines = (done.stderr or f"exit {done.returncode}").strip().splitlines()
+        row["error"] = lines[-1] if lines else f"exit {done.returncode}"
+    row["load"] = os.getloadavg()[0]
+    return row
+
+
+def collect(mode: str, say: Any = None) -> dict[str, Any]:
+    """Memory per pending wait, heartbeat lag at scale and after a pause, for every
+    mechanism with a task, each in a fresh process at ``SIZES[mode]``: what ``kpurgatory
+    bench`` records beside its pyperf suite."""
+    sizes = SIZES[mode]
+    rows = []
+    plan: list[tuple[str, str, int, list[str]]] = [
+        ("memory", mechanism, int(sizes["waits"]), []) for mechanism in MECHANISMS
+    ]
+    with_tasks = [m for m in MECHANISMS if m != "aio submit"]
+    plan += [("lag", m, int(sizes["lag"]), [f"--seconds={sizes['seconds']}"]) for m in with_tasks]
+    plan += [("pause", m, int(sizes["pause"]), [f"--due-s={sizes['due_s']}"]) for m in with_tasks]
+    for what, mechanism, n, options in plan:
+        if say is not None:
+            say(f"asyncio wait: {what}, {mechanism}, {n:,} waits")
+        rows.append(_run_child(what, mechanism, n, options))
+    return {"mode": mode, "sizes": sizes, "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run every question for every mechanism, each in a fresh process; print JSON lines."""
+    """Run every question for every mechanism, each in a fresh process; print JSON lines
+    (``--mode M --out FILE``: ``collect``'s figures as JSON in FILE)."""
     parser = argparse.ArgumentParser(prog="python -m kpurgatory.bench.aiocost")
     parser.add_argument("--what", choices=("cpu", "memory", "lag", "pause", "all"), default="all")
     parser.add_argument("--mechanism", choices=MECHANISMS)
@@ -387,9 +474,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-hand-overs", type=int, default=None)
     parser.add_argument("--offset-s", type=float, default=None, help="lag: set-up time")
     parser.add_argument("--due-s", type=float, default=5.0, help="pause: when waits fall due")
+    parser.add_argument("--mode", choices=sorted(SIZES), help="with --out: collect's figures")
+    parser.add_argument("--out", help="with --mode: write collect's figures (JSON) here")
     args = parser.parse_args(argv)
+    if (args.mode is None) != (args.out is None):
+        parser.error("--mode and --out go together")
+    if args.mode is not None:
+        figures = collect(args.mode, say=lambda text: print(text, flush=True))
+        with open(args.out, "w", encoding="utf-8") as out:
+            json.dump(figures, out)
+        return 0
     if args.mechanism is not None and args.what != "all":
-        print(json.dumps(_child(args)))
+        try:
+            figures = _child(args)
+        except Exception as exc:  # reported as the row's error by the parent
+            print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+            return 1
+        print(json.dumps(figures))
         return 0
     questions = ("cpu", "memory", "lag", "pause") if args.what == "all" else (args.what,)
     for what in questions:
@@ -397,31 +498,15 @@ def main(argv: list[str] | None = None) -> int:
             if what in ("lag", "pause") and mechanism == "aio submit":
                 continue
             n = args.lag_n if what == "lag" else args.n
-            command = [
-                sys.executable,
-                "-m",
-                "kpurgatory.bench.aiocost",
-                f"--what={what}",
-                f"--mechanism={mechanism}",
-                f"--n={n}",
-                f"--rounds={args.rounds}",
-                f"--seconds={args.seconds}",
-            ]
+            options = [f"--rounds={args.rounds}", f"--seconds={args.seconds}"]
             if what == "pause":
-                command.append(f"--due-s={args.due_s}")
+                options.append(f"--due-s={args.due_s}")
             if what == "lag" and args.offset_s is not None:
-                command.append(f"--offset-s={args.offset_s}")
+                options.append(f"--offset-s={args.offset_s}")
             if args.max_hand_overs is not None:
-                command.append(f"--max-hand-overs={args.max_hand_overs}")
-            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-            row = {
-                "what": what,
-                "mechanism": mechanism,
-                "n": n,
-                "max_hand_overs": args.max_hand_overs,
-                "load": os.getloadavg()[0],
-            }
-            row.update(json.loads(out))
+                options.append(f"--max-hand-overs={args.max_hand_overs}")
+            row = _run_child(what, mechanism, n, options)
+            row["max_hand_overs"] = args.max_hand_overs
             print(json.dumps(row), flush=True)
     return 0
 

@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kpurgatory.bench import suite
+from kpurgatory.bench import aiocost, suite
 from kpurgatory.bench.enqueue import SWEEPS
+from kpurgatory.cli import add_command
 
 __all__ = ["add_parser", "main", "run_build"]
 
@@ -77,11 +78,14 @@ def run_build(python: str, mode: str, say: Any = _say) -> dict[str, Any]:
         merged.dump(str(Path(folder) / "suite.json"))
         enqueue = Path(folder) / "enqueue.json"
         run("-m", "kpurgatory.bench.enqueue", "--mode", mode, "--out", str(enqueue))
+        waits = Path(folder) / "asyncio.json"
+        run("-m", "kpurgatory.bench.aiocost", "--mode", mode, "--out", str(waits))
         return {
             "build": label.read_text(encoding="utf-8"),
             "python": python,
             "suite": json.loads((Path(folder) / "suite.json").read_text(encoding="utf-8")),
             "enqueue": json.loads(enqueue.read_text(encoding="utf-8")),
+            "asyncio": json.loads(waits.read_text(encoding="utf-8")),
         }
 
 
@@ -109,6 +113,7 @@ def _cpu() -> str:
 def _configuration(mode: str) -> str:
     sizes = suite.SIZES[mode]
     sweep = SWEEPS[mode]
+    waits = aiocost.SIZES[mode]
     options = "; ".join(
         f"{group}: {' '.join(opts)}" for group, opts in suite.GROUP_OPTIONS[mode].items()
     )
@@ -118,8 +123,10 @@ def _configuration(mode: str) -> str:
         f"long-poll {suite.LONG_POLL['waits']:,} waits on {suite.LONG_POLL['keys']:,} keys "
         f"(timeout {suite.LONG_POLL['timeout_ms']} ms); enqueue sweep "
         f"{', '.join(sweep.cases)}-timeout at {', '.join(f'{r:,.0f}' for r in sweep.rates)} "
-        f"requests/s, {sweep.seconds_per_point} s of requests per point; pyperf options "
-        f"per group: {options}."
+        f"requests/s, {sweep.seconds_per_point} s of requests per point; an asyncio wait: "
+        f"CPU and memory at {waits['waits']:,.0f} waits, heartbeat at {waits['lag']:,.0f} "
+        f"pending for {waits['seconds']:g} s, {waits['pause']:,.0f} overdue after a pause; "
+        f"pyperf options per group: {options}."
     )
 
 
@@ -219,8 +226,10 @@ def _run(args: argparse.Namespace) -> int:
 DESCRIPTION = """\
 What kpurgatory costs on this machine, against what you would use instead: timer
 add+cancel against asyncio's call_at and a heapq timer, the full lifecycle of many
-timers and their memory, long-poll CPU against plain asyncio, and the enqueue plateau
-of Kafka's purgatory benchmark against Kafka 0.8's design. Prints a table per question.
+timers and their memory, long-poll CPU against plain asyncio, the enqueue plateau of
+Kafka's purgatory benchmark against Kafka 0.8's design, and what one asyncio wait with
+a deadline costs (CPU, memory, how long the loop stalls with many pending) against a
+Future + call_at and asyncio.timeout_at. Prints a table per question.
 
 --quick (default, under a minute) is a smoke run at small sizes; --reduced answers
 every question at reduced sizes; --full is the recorded measurement. --compiled-python
@@ -236,11 +245,11 @@ examples:
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``kpurgatory bench``."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "bench",
         help="what kpurgatory costs here against asyncio, heapq and Kafka 0.8's design",
         description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     mode = parser.add_mutually_exclusive_group()
     for name, text in (

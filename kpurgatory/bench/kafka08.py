@@ -54,6 +54,8 @@ class SystemTimer(_timer.SystemTimer):
         it at every add)."""
         if not isinstance(task, TimerTask):
             raise TypeError(f"task must be a reference TimerTask, not {type(task).__name__}")
+        # Deliberately the reference timer's wait-then-drain (the same clock protocol); only the
+        # structure drained differs.
         with _timer._STATE_LOCK:
             if self._closed:
                 raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")

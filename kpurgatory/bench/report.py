@@ -29,6 +29,11 @@ GOALS: tuple[tuple[str, str, str, str, float, bool], ...] = (
     ("Long-poll", "aio / plain, total", "pure", "<=", 1.5, False),
     ("Long-poll", "aio / plain, total", "compiled", "<=", 1.0, False),
     ("The proposal", "optimized / old", "any", ">=", 5.0, False),
+    ("An asyncio wait's CPU", "aio wait / Future + call_at", "pure", "<=", 1.3, False),
+    ("An asyncio wait's CPU", "aio wait / timeout_at", "compiled", "<=", 1.0, False),
+    ("An asyncio wait's memory", "aio wait / Future + call_at, bytes", "any", "<=", 1.1, False),
+    ("Heartbeat lag with many", "aio wait worst stall (ms)", "any", "<=", 5.0, True),
+    ("Heartbeat lag with many", "aio wait / plain asyncio, worst stall", "any", "<=", 1.0, True),
 )
 """(table, column, build, comparison, bound, at the largest size only): the project's
 goals, each judged on every matching row of this run (the proposal measured about 4.2
@@ -49,7 +54,7 @@ def goals(answers: list[Table]) -> list[str]:
         values = [float(m.group(1)) for row in rows if (m := _RATIO.match(row[index]))]
         met = all(v <= bound if op == "<=" else v >= bound for v in values)
         verdict = "not measured" if not values else "met" if met else "NOT met"
-        sized = table.header[1] in ("pending", "tasks", "case")
+        sized = table.header[1] in ("pending", "tasks", "case", "outcome")
         shown = "; ".join(f"{row[0]}{' ' + row[1] if sized else ''}: {row[index]}" for row in rows)
         where = " at the largest size" if largest_only else ""
         lines.append(
@@ -75,12 +80,7 @@ def _chart(results: dict[str, Any], out: Path) -> list[Path]:
             rates = [n / got[("lifecycle", design, n)].mean for n in sizes]
             ax.plot(sizes, rates, marker="o", label=f"{design} ({build})")
     ax.set(xscale="log", xlabel="tasks", ylabel="tasks per CPU second", title="Full lifecycle")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    paths.append(out / "lifecycle.png")
-    fig.tight_layout()
-    fig.savefig(paths[-1], dpi=100)
-    plt.close(fig)
+    paths.append(_finish(fig, ax, out / "lifecycle.png"))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     top = 0.0
     for build, data in results["builds"].items():
@@ -97,13 +97,20 @@ def _chart(results: dict[str, Any], out: Path) -> list[Path]:
     ax.plot([0, top], [0, top], color="grey", linestyle=":", label="target")
     ax.set(xlabel="target rate (requests/s)", ylabel="achieved rate (requests/s)")
     ax.set_title("Enqueue benchmark, high-timeout case")
+    paths.append(_finish(fig, ax, out / "enqueue-high-timeout.png"))
+    return paths
+
+
+def _finish(fig: Any, ax: Any, path: Path) -> Path:
+    """Grid, legend and layout for a chart, saved to ``path`` and closed; returns ``path``."""
+    import matplotlib.pyplot as plt
+
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    paths.append(out / "enqueue-high-timeout.png")
     fig.tight_layout()
-    fig.savefig(paths[-1], dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    return paths
+    return path
 
 
 def write_charts(results: dict[str, Any], out: Path) -> list[Path]:
@@ -150,12 +157,14 @@ def render(results: dict[str, Any], charts: list[str], analysis: str | None) -> 
     lines += [
         "## Method",
         "",
-        "pyperf runs the timer, lifecycle and long-poll benchmarks: worker processes, "
-        "warm-ups, calibrated loops, and the mean and standard deviation of the values; "
-        "each value is process CPU time. Memory is pyperf's --tracemalloc peak. The "
-        "enqueue sweep is custom code (a real clock and threads, see "
-        "kpurgatory/bench/enqueue.py). Each build runs everything in its own "
-        "interpreter, one after the other; ratios divide figures of the same build. "
+        "pyperf runs the timer, lifecycle, long-poll and asyncio-wait CPU benchmarks: "
+        "worker processes, warm-ups, calibrated loops, and the mean and standard deviation "
+        "of the values; each value is process CPU time. Memory is pyperf's --tracemalloc "
+        "peak. The enqueue sweep is custom code (a real clock and threads, see "
+        "kpurgatory/bench/enqueue.py), and so are an asyncio wait's memory and heartbeat "
+        "lags (kpurgatory/bench/aiocost.py, each in a fresh process). Each build runs "
+        "everything in its own interpreter, one after the other; ratios divide figures "
+        "of the same build. "
         "`kpurgatory bench --compare-to OLD.json` compares a run with an earlier one "
         "(pyperf compare_to: significant or not).",
         "",

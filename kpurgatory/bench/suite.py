@@ -5,7 +5,8 @@ spread, JSON results (``-o FILE``) and ``compare_to``. ``kpurgatory bench`` star
 module once per group and build, with the group's pyperf options (``GROUP_OPTIONS``);
 it can also be run by hand. Groups: ``add-cancel`` (timer add+cancel with many
 pending), ``lifecycle`` (n tasks through their whole life), ``memory`` (the same
-lifecycles under ``--tracemalloc``: the traced peak) and ``long-poll``.
+lifecycles under ``--tracemalloc``: the traced peak), ``long-poll`` and ``asyncio-wait``
+(the CPU of one wait with a deadline: ``kpurgatory.aio`` against asyncio's own timers).
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from kpurgatory.bench import longpoll, timers
+from kpurgatory.bench import aiocost, longpoll, timers
 
 __all__ = ["GROUPS", "GROUP_OPTIONS", "LONG_POLL", "SEED", "SIZES", "benchmarks", "main"]
 
 SEED = 2015
 """Seed of every drawn delay and schedule (the same for every design)."""
 
-GROUPS: tuple[str, ...] = ("add-cancel", "lifecycle", "memory", "long-poll")
+GROUPS: tuple[str, ...] = ("add-cancel", "lifecycle", "memory", "long-poll", "asyncio-wait")
 
 SIZES: dict[str, dict[str, tuple[int, ...]]] = {
     "quick": {"add-cancel": (1000, 100_000), "lifecycle": (2000, 20_000, 100_000)},
@@ -36,18 +37,26 @@ LONG_POLL = {"waits": 10_000, "keys": 2_500, "timeout_ms": 50}
 _QUICK = ("-p", "1", "-n", "3", "-w", "1", "--min-time", "0.02")
 _ONCE = ("-p", "1", "-n", "1", "-w", "0", "-l", "1", "--tracemalloc")
 GROUP_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
-    "quick": {"add-cancel": _QUICK, "lifecycle": _QUICK, "memory": _ONCE, "long-poll": _QUICK},
+    "quick": {
+        "add-cancel": _QUICK,
+        "lifecycle": _QUICK,
+        "memory": _ONCE,
+        "long-poll": _QUICK,
+        "asyncio-wait": ("-p", "1", "-n", "2", "-w", "1", "-l", "1"),
+    },
     "reduced": {
         "add-cancel": ("-p", "4", "-n", "3", "-w", "1"),
         "lifecycle": ("-p", "3", "-n", "3", "-w", "1", "-l", "1"),
         "memory": _ONCE,
         "long-poll": ("-p", "4", "-n", "3", "-w", "1"),
+        "asyncio-wait": ("-p", "3", "-n", "3", "-w", "1", "-l", "1"),
     },
     "full": {
         "add-cancel": ("-p", "10", "-n", "3", "-w", "1"),
         "lifecycle": ("-p", "5", "-n", "3", "-w", "1", "-l", "1"),
         "memory": _ONCE,
         "long-poll": ("-p", "10", "-n", "3", "-w", "1"),
+        "asyncio-wait": ("-p", "5", "-n", "3", "-w", "1", "-l", "1"),
     },
 }
 """pyperf's options per mode and group: processes, values per process, warm-ups, loops.
@@ -93,6 +102,18 @@ def benchmarks(mode: str, group: str) -> list[Benchmark]:
             )
             for approach in longpoll.APPROACHES
         ]
+    if group == "asyncio-wait":
+        waits = int(aiocost.SIZES[mode]["waits"])
+        return [
+            (
+                f"asyncio wait, {mechanism}, {outcome}, {waits:,} waits",
+                aiocost.wait_cpu_time,
+                (mechanism, outcome, waits),
+                {"question": group, "design": f"{mechanism}|{outcome}", "size": waits},
+            )
+            for outcome in aiocost.OUTCOMES
+            for mechanism in aiocost.MECHANISMS
+        ]
     raise ValueError(f"group must be one of {GROUPS}, got {group!r}")
 
 
@@ -114,7 +135,8 @@ def main() -> None:
         for n in SIZES[args.mode]["lifecycle"]:
             timers.lifecycle_schedule(n, SEED)
     for name, function, arguments, metadata in benchmarks(args.mode, args.group):
-        runner.bench_time_func(name, function, *arguments, metadata=metadata)
+        inner = metadata["size"] if args.group == "asyncio-wait" else None
+        runner.bench_time_func(name, function, *arguments, metadata=metadata, inner_loops=inner)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,10 @@ def tables(results: dict[str, Any]) -> list[Table]:
         memory_table(found),
         long_poll_table(found, cores),
         plateau_table(results, list(found), cores),
+        wait_cpu_table(found, cores),
+        wait_memory_table(results),
+        heartbeat_table(results, "lag"),
+        heartbeat_table(results, "pause"),
     ]
 
 
@@ -115,6 +119,7 @@ def _sizes(got: dict[tuple[str, str, int], Figure], question: str) -> list[int]:
     return sorted(size for q, design, size in got if q == question and design == "optimized")
 
 
+# Each table spells out its own rows and columns: the tables share a shape deliberately.
 def add_cancel_table(found: Found, cores: int) -> Table:
     """Timer add+cancel: optimized against a bare heap and asyncio's call_at."""
     rows = []
@@ -289,6 +294,175 @@ def plateau_table(results: dict[str, Any], builds: list[str], cores: int) -> Tab
             "optimized / old",
             "left behind, optimized / old",
             "trust",
+        ),
+        rows,
+    )
+
+
+_WAYS = (
+    ("future+call_at", "Future + call_at"),
+    ("timeout_at", "timeout_at"),
+    ("aio wait", "aio wait"),
+    ("aio submit", "aio submit"),
+)
+"""The ways to wait of ``kpurgatory.bench.aiocost``: (mechanism, column name)."""
+
+
+def wait_cpu_table(found: Found, cores: int) -> Table:
+    """CPU per asyncio wait with a deadline: kpurgatory.aio against asyncio's timers."""
+    rows = []
+    for build, got in found.items():
+        for outcome in ("completed", "expired"):
+            cells = {
+                mechanism: figure
+                for mechanism, _ in _WAYS
+                for (question, design, _size), figure in got.items()
+                if question == "asyncio-wait" and design == f"{mechanism}|{outcome}"
+            }
+            if len(cells) < len(_WAYS):
+                continue
+            plain, timeout, wait, submit = (cells[mechanism] for mechanism, _ in _WAYS)
+            rows.append(
+                (
+                    build,
+                    outcome,
+                    *(_us(cells[mechanism]) for mechanism, _ in _WAYS),
+                    _ratio(wait, plain),
+                    _ratio(wait, timeout),
+                    _ratio(submit, plain),
+                    _trust(cores, plain, timeout, wait, submit),
+                )
+            )
+    return Table(
+        "An asyncio wait's CPU against asyncio's own timers",
+        "Process CPU per wait for an event with a deadline, each wait on its own key, "
+        "every event coming first (completed) or none (expired): a Future resolved by "
+        "loop.call_at (cancelled when the event wins), asyncio.timeout_at around a "
+        "Future, await purgatory.wait(op, [key]) in a task, and purgatory.submit "
+        "(its Waiter, no task). Ratio below 1: kpurgatory.aio is cheaper.",
+        (
+            "build",
+            "outcome",
+            *(name for _, name in _WAYS),
+            "aio wait / Future + call_at",
+            "aio wait / timeout_at",
+            "aio submit / Future + call_at",
+            "trust",
+        ),
+        rows,
+    )
+
+
+def _asyncio_rows(results: dict[str, Any], what: str) -> list[tuple[str, dict[str, Any]]]:
+    """(build, row) for every ``what`` row of the asyncio wait figures, pure first."""
+    builds = sorted(results["builds"].items(), key=lambda item: item[0] != "pure")
+    return [
+        (build, row)
+        for build, data in builds
+        for row in data.get("asyncio", {}).get("rows", [])
+        if row["what"] == what
+    ]
+
+
+def wait_memory_table(results: dict[str, Any]) -> Table:
+    """Bytes and tracked objects per pending asyncio wait, each with what it needs."""
+    rows = []
+    by_build: dict[str, dict[str, dict[str, Any]]] = {}
+    for build, row in _asyncio_rows(results, "memory"):
+        by_build.setdefault(build, {})[row["mechanism"]] = row
+    for build, got in by_build.items():
+        if any(mechanism not in got or "error" in got[mechanism] for mechanism, _ in _WAYS):
+            continue
+        size = got["aio wait"]["bytes"] / got["future+call_at"]["bytes"]
+        objects = got["aio wait"]["objects"] / got["future+call_at"]["objects"]
+        rows.append(
+            (
+                build,
+                f"{got['aio wait']['n']:,}",
+                *(
+                    f"{got[mechanism]['bytes']:,.0f} B, {got[mechanism]['objects']:.1f}"
+                    for mechanism, _ in _WAYS
+                ),
+                f"{size:.2f}",
+                f"{objects:.2f}",
+            )
+        )
+    return Table(
+        "An asyncio wait's memory per pending wait",
+        "tracemalloc bytes and gc-tracked objects per wait while n waits are pending, "
+        "each with everything it needs (its task, future, timer entry, operation, watcher "
+        "list): one traced count each, so no spread.",
+        (
+            "build",
+            "pending",
+            *(name for _, name in _WAYS),
+            "aio wait / Future + call_at, bytes",
+            "aio wait / Future + call_at, objects",
+        ),
+        rows,
+    )
+
+
+def heartbeat_table(results: dict[str, Any], what: str) -> Table:
+    """The loop's worst stall with many waits pending (``lag``) or after a pause that left
+    them all overdue (``pause``): kpurgatory.aio against asyncio's own timers."""
+    ways = _WAYS[:3]
+    rows = []
+    by_build: dict[str, dict[str, dict[str, Any]]] = {}
+    for build, row in _asyncio_rows(results, what):
+        by_build.setdefault(build, {})[row["mechanism"]] = row
+    for build, got in by_build.items():
+        if any(mechanism not in got for mechanism, _ in ways):
+            continue
+        cells = []
+        for mechanism, _ in ways:
+            row = got[mechanism]
+            cells.append(
+                f"failed: {row['error']}"
+                if "error" in row
+                else f"{row['max_cpu_between_beats_ms']:.1f} ms ({row['max_ms']:.1f} ms)"
+            )
+        stalls = [float(got[m].get("max_cpu_between_beats_ms", "nan")) for m, _ in ways]
+        plain = min(stalls[:2])
+        ratio = "n/a" if any(map(math.isnan, stalls)) or plain <= 0 else f"{stalls[2] / plain:.2f}"
+        aio = got["aio wait"]
+        rows.append(
+            (
+                build,
+                f"{aio['n']:,}",
+                *cells,
+                "n/a" if "error" in aio else f"{aio['max_cpu_between_beats_ms']:.2f}",
+                ratio,
+                f"{max(row['load'] for row in got.values()):.1f}",
+            )
+        )
+    if what == "lag":
+        title = "Heartbeat lag with many asyncio waits pending"
+        note = (
+            "n waits pending, due 1-20 s after they start, 90 % answered at a random "
+            "time before their deadline, 10 % expiring; a 1 ms heartbeat records the "
+            "longest the loop's thread ran (CPU time) between two of its wake-ups: the "
+            "stall the loop itself causes, whatever else the machine runs; in "
+            "brackets the worst wall-clock lag, which a loaded machine inflates."
+        )
+    else:
+        title = "Heartbeat lag after a pause left every wait overdue"
+        note = (
+            "n waits fall due within 100 ms, and the process blocks (a long collection, "
+            "a blocking call) until all are overdue; the longest CPU time of the loop's "
+            "thread between two 1 ms heartbeats until the last has expired (wall-clock "
+            "lag in brackets)."
+        )
+    return Table(
+        title,
+        note,
+        (
+            "build",
+            "pending",
+            *(name for _, name in ways),
+            "aio wait worst stall (ms)",
+            "aio wait / plain asyncio, worst stall",
+            "load",
         ),
         rows,
     )

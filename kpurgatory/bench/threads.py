@@ -1,13 +1,18 @@
 """Threads benchmark: ``python -m kpurgatory.bench.threads [pyperf options]``.
 
 The acks=all pattern (a thread submits an operation on a key, the key's event completes
-it) for both implementations, by one thread and by two on disjoint keys, and the timer's
-single lock under one and two threads adding and cancelling. Each value is the time of
-one operation, so two threads beating one shows as a smaller value. Run it under each
-interpreter (a free-threaded one with ``PYTHON_GIL=0`` and ``PYTHON_GIL=1``; pyperf's
-workers inherit the variable through ``--inherit-environ PYTHON_GIL``); ``python -m
-kpurgatory.bench.threads report RESULTS.json...`` prints the times and the goals' ratios.
-``make bench-threads`` does both; docs/performance.md ("Threads") records one run.
+it) for both implementations, by one thread and by two on disjoint keys, the timer's
+single lock under one and two threads adding and cancelling, and a control: a pure-Python
+loop of the same kinds of work (objects, a dict, a lock) that shares nothing between its
+threads, i.e. what two threads of this interpreter can gain at all on this machine. Each
+value is the time of one operation, so two threads beating one shows as a smaller value.
+Run it under each interpreter (a free-threaded one with ``PYTHON_GIL=0`` and
+``PYTHON_GIL=1``; pyperf's workers inherit the variable through ``--inherit-environ
+PYTHON_GIL``); ``python -m kpurgatory.bench.threads report RESULTS.json...`` prints the
+times and the goals' ratios. ``make bench-threads`` does both; docs/performance.md
+("Threads") records one run. ``--contention`` prints, for two threads on the acks=all
+loop, how often each lock the threads share was found held, and what Kafka's read-write
+split would cost per ``add`` against one lock (no pyperf).
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ __all__ = [
     "TIMER_LAYOUTS",
     "acks_all_time",
     "benchmarks",
+    "contention",
+    "control_time",
+    "lock_costs",
     "inner_loops",
     "main",
     "report",
@@ -124,6 +132,33 @@ def acks_all_time(loops: int, implementation: str, threads: int) -> float:
     return elapsed
 
 
+def control_time(loops: int, threads: int) -> float:
+    """Seconds for ``threads`` threads each running ``loops * OPERATIONS`` rounds of plain
+    Python that shares nothing with the other threads: build an object of the thread's own
+    class, store it in the thread's own dict and drop an older one, holding the thread's
+    own re-entrant lock. The kinds of work an acks=all operation does, with no shared
+    object, so two threads against one here is the interpreter's and the machine's ceiling
+    for the acks=all figures."""
+    count = loops * OPERATIONS
+
+    def work(index: int) -> None:
+        own_class = type(f"Own{index}", (), {"__slots__": ("value", "lock")})
+        lock = threading.RLock()
+        table: dict[int, object] = {}
+        for round_ in range(count):
+            item = own_class()
+            item.value = round_
+            lock.acquire()
+            try:
+                table[round_ & 255] = item
+                table.pop((round_ + 1) & 255, None)
+                item.lock = lock
+            finally:
+                lock.release()
+
+    return _in_threads(threads, work)
+
+
 TIMER_LAYOUTS = ("one timer", "a timer each", "a timer and lock each")
 """How ``timer_time``'s threads share timers: all on one, each on its own timer (the
 timers still share the process-wide lock), or each on its own timer built with its own
@@ -184,6 +219,156 @@ def timer_time(loops: int, implementation: str, threads: int, layout: str = "one
     return elapsed
 
 
+class _CountingLock:
+    """A re-entrant lock that counts, per thread, its acquisitions and how many of them
+    found it held by another thread (a non-blocking try first). ``contention`` only."""
+
+    def __init__(
+        self, name: str, tallies: threading.local, every: list[dict[str, list[int]]]
+    ) -> None:
+        self.name = name
+        self._tallies = tallies  # this thread's counts: name -> [taken, found held]
+        self._every = every  # every thread's counts
+        self._lock = threading.RLock()
+
+    def _tally(self) -> dict[str, list[int]]:
+        tally: dict[str, list[int]] | None = getattr(self._tallies, "counts", None)
+        if tally is None:
+            tally = self._tallies.counts = {}
+            self._every.append(tally)
+        return tally
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        counts = self._tally().setdefault(self.name, [0, 0])
+        counts[0] += 1
+        if self._lock.acquire(False):
+            return True
+        counts[1] += 1
+        return blocking and self._lock.acquire(True, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    # What threading.Condition uses of an RLock when the lock provides it.
+    def _is_owned(self) -> bool:
+        return bool(self._lock._is_owned())  # type: ignore[attr-defined]
+
+    def _release_save(self) -> Any:
+        return self._lock._release_save()  # type: ignore[attr-defined]
+
+    def _acquire_restore(self, state: Any) -> None:
+        self._lock._acquire_restore(state)  # type: ignore[attr-defined]
+
+
+def contention(threads: int = 2, operations: int = 20_000) -> dict[str, tuple[float, float]]:
+    """Run the optimized acks=all loop on ``threads`` threads (disjoint keys, one
+    purgatory) with every lock the threads share replaced by a counting one; per lock,
+    (acquisitions per operation, share of them that found it held by another thread).
+    The locks: the timer's and the flags' (process-wide), the purgatory's counters lock
+    and its shard locks (the threads' keys fall in different shards). The counting costs
+    a Python call per acquisition, which slows the loop: the shares are an upper bound on
+    what an unwrapped run would see."""
+    import kpurgatory.optimized as optimized
+    import kpurgatory.optimized.operation as operation_module
+    import kpurgatory.optimized.timer as timer_module
+
+    tallies = threading.local()
+    every: list[dict[str, list[int]]] = []
+
+    def counting(name: str) -> Any:
+        return _CountingLock(name, tallies, every)
+
+    saved = (timer_module._TIMER_LOCK, operation_module._FLAGS_LOCK)
+    timer_module._TIMER_LOCK = counting("timer (process-wide)")
+    operation_module._FLAGS_LOCK = counting("flags (process-wide)")
+    try:
+        purgatory = optimized.DelayedOperationPurgatory("Produce", reaper_enabled=False)
+        purgatory._counters_lock = counting("purgatory counters")
+        for shard in purgatory._shards:
+            shard.lock = counting("shards")
+        produce = _operation_class(optimized)
+
+        def work(index: int) -> None:
+            key: Hashable = ("topic", index)
+            keys = (key,)
+            for _ in range(operations):
+                operation = produce()
+                purgatory.try_complete_else_watch(operation, keys)
+                operation.ready = True
+                purgatory.check_and_complete(key)
+
+        every.clear()
+        tallies.counts = None  # one thread runs ``work`` on this one: count it afresh
+        _in_threads(threads, work)
+        totals: dict[str, list[int]] = {}
+        for tally in every:  # the workers' counts only (not the shutdown's below)
+            for name, (taken, held) in tally.items():
+                total = totals.setdefault(name, [0, 0])
+                total[0] += taken
+                total[1] += held
+        if purgatory.num_completed != threads * operations:
+            raise AssertionError("contention: an operation was lost")
+        purgatory.shutdown()
+    finally:
+        timer_module._TIMER_LOCK, operation_module._FLAGS_LOCK = saved
+    done = threads * operations
+    return {name: (taken / done, held / taken) for name, (taken, held) in sorted(totals.items())}
+
+
+class _ReadWriteLock:
+    """The read side of a read-write lock built on ``threading`` (a reader count under a
+    mutex; a writer, not needed here, would wait on the condition for no readers).
+    ``lock_costs`` only: what Kafka's read lock for ``add`` would cost in Python."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._no_readers = threading.Condition(self._mutex)
+        self._readers = 0
+
+    def acquire_read(self) -> None:
+        with self._mutex:
+            self._readers += 1
+
+    def release_read(self) -> None:
+        with self._mutex:
+            self._readers -= 1
+            if not self._readers:
+                self._no_readers.notify_all()
+
+
+def lock_costs(number: int = 100_000, repeat: int = 7) -> dict[str, float]:
+    """Seconds per ``add``'s locking, best of ``repeat`` timeit runs: one ``RLock``
+    acquire/release (the timer's lock now) against Kafka's split (the read side of a
+    read-write lock plus the bucket's own lock), on one thread."""
+    import timeit
+
+    one, bucket, split = threading.RLock(), threading.RLock(), _ReadWriteLock()
+
+    def one_lock() -> None:
+        one.acquire()
+        one.release()
+
+    def read_side_and_bucket() -> None:
+        split.acquire_read()
+        bucket.acquire()
+        bucket.release()
+        split.release_read()
+
+    return {
+        name: min(timeit.repeat(function, number=number, repeat=repeat)) / number
+        for name, function in (
+            ("one RLock", one_lock),
+            ("read side + bucket lock", read_side_and_bucket),
+        )
+    }
+
+
 def inner_loops(threads: int) -> int:
     """Operations per loop of a time function run on ``threads`` threads (pyperf divides
     by it, so each value is the time of one operation)."""
@@ -213,6 +398,15 @@ def benchmarks() -> list[Benchmark]:
                     {"question": "acks-all", "design": implementation, "size": threads},
                 )
             )
+    for threads in (1, 2):
+        found.append(
+            (
+                f"control, nothing shared, {threads} thread(s), GIL {gil}",
+                control_time,
+                (threads,),
+                {"question": "control", "design": "nothing shared", "size": threads},
+            )
+        )
     for threads, layout in ((1, "one timer"), *((2, layout) for layout in TIMER_LAYOUTS)):
         found.append(
             (
@@ -253,6 +447,7 @@ def report(paths: list[str]) -> str:
 
     lines = ["| run | benchmark | us/op |", "|---|---|---:|"]
     ratios: list[str] = []
+    one_thread: dict[tuple[str, str], dict[str, float]] = {}
     for path in paths:
         suite = pyperf.BenchmarkSuite.load(path)
         times = {bench.get_name(): _mean_us(bench) for bench in suite.get_benchmarks()}
@@ -277,6 +472,16 @@ def report(paths: list[str]) -> str:
             one = time_of(f"acks=all, {design}, 1 thread(s)")
             two = time_of(f"acks=all, {design}, 2 thread(s)")
             ratios.append(f"- {run}: 2 threads / 1 thread throughput, {design}: {one / two:.2f}x")
+        one = time_of("control, nothing shared, 1 thread(s)")
+        two = time_of("control, nothing shared, 2 thread(s)")
+        ratios.append(
+            f"- {run}: 2 threads / 1 thread throughput, control (nothing shared): {one / two:.2f}x"
+        )
+        one_thread[(version, gil)] = {
+            name.rsplit(", GIL", 1)[0]: value
+            for name, value in times.items()
+            if ", 1 thread(s)" in name
+        }
         one = time_of("timer add+cancel, optimized, 1 thread(s), one timer")
         for layout in TIMER_LAYOUTS:
             two = time_of(f"timer add+cancel, optimized, 2 thread(s), {layout}")
@@ -284,6 +489,16 @@ def report(paths: list[str]) -> str:
                 f"- {run}: timer add+cancel, 2 threads ({layout}) / 1 thread throughput: "
                 f"{one / two:.2f}x"
             )
+    for (version, gil), off in one_thread.items():
+        on = one_thread.get((version, "on"))
+        if gil != "off" or on is None:
+            continue
+        for name in sorted(off.keys() & on.keys()):
+            if name.startswith(("acks=all", "control")):
+                ratios.append(
+                    f"- {version}: GIL off / GIL on throughput, one thread, {name}: "
+                    f"{on[name] / off[name]:.2f}x"
+                )
     return "\n".join([*lines, "", *ratios])
 
 
@@ -298,7 +513,24 @@ def _self_check(argv: list[str]) -> int:
     return 0
 
 
+def _print_contention() -> int:
+    gil = _gil()
+    costs = lock_costs()
+    for name, seconds in costs.items():
+        print(f"GIL {gil}, 1 thread: {name}: {seconds * 1e9:.0f} ns per add's locking")
+    ratio = costs["read side + bucket lock"] / costs["one RLock"]
+    print(f"GIL {gil}: read-write split / one lock: {ratio:.1f}x")
+    for name, (per_operation, held) in contention().items():
+        print(
+            f"GIL {gil}, 2 threads: {name}: {per_operation:.2f} acquisitions/op, "
+            f"found held {held:.2%}"
+        )
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--contention"]:
+        sys.exit(_print_contention())
     if sys.argv[1:2] == ["report"]:
         print(report(sys.argv[2:]))
         sys.exit(0)

@@ -3,10 +3,17 @@
 - ``steps``: the step language, a run as a list of JSON-serializable calls (``init``,
   ``add``, ``advance``, ``watch``, ``check_and_complete``, ...).
 - ``driver``: the interpreter that executes steps on an implementation package and
-  returns an ``Observation`` after each (return value, events, observable state), and
-  ``compare_observations``, the one definition of "these two runs agree".
+  returns an ``Observation`` after each (``observation``: return value, events,
+  observable state; ``recording``: the tasks and operations it submits; ``sequence``:
+  which step lists are valid runs).
+- ``compare``: ``compare_observations``, the one definition of "these two runs agree".
 - ``vectors``: conformance vectors (steps plus the reference's expected observations,
-  with provenance), their export, loading, validation and replay.
+  with provenance), their export, loading, validation and replay; ``catalogue``: the
+  hand-written rule vectors.
+- ``adapter``: replaying vectors through a port's adapter (``adapter_process``: the
+  subprocess client; ``vector_report``: the report).
+- ``stateful``: the Hypothesis search against a port (``machine``, ``search_machines``:
+  the state machine; ``side_by_side``: one sequence on the reference and the port).
 - ``differences`` and ``kafka_model``: ``--allow``, comparing a port with the reference
   that behaves like upstream Kafka in each allowed respect.
 - ``capabilities``: what a port declares it lacks (steps, features, inline running).

@@ -15,10 +15,13 @@ exactly what that behaviour causes and everything else is still checked:
   time reached by anything scheduled since the last drain, cancelled or moved included);
 - ``kafka-negative-timeout``: a negative timeout drains without moving the clock;
 - ``kafka-after-close``: a closed timer still schedules and advances; handing a task over
-  raises ``RuntimeError`` (Kafka's ``RejectedExecutionException``);
+  raises ``RuntimeError`` (Kafka's ``RejectedExecutionException``) out of ``add`` or
+  ``advance_clock``, and the rest of a bucket whose flush raised stays counted, never run;
 - ``kafka-duplicate-keys``: an operation is watched once per occurrence of a key;
-- ``kafka-after-shutdown``: a shut-down purgatory still watches, times and advances;
-- ``kafka-resubmission``: a second submission is not refused;
+- ``kafka-after-shutdown``: a shut-down purgatory still watches, times and advances (an
+  operation due at once, refused by the closed timer's executor, stays watched);
+- ``kafka-resubmission``: a second submission is not refused (and is timed again, even
+  after ``cancel_for_key``);
 - ``kafka-cancel-keeps-watch``: ``cancel()`` on a submitted operation removes only its
   timer entry; it stays watched, and later checks may complete it;
 - ``kafka-truncating-division``: due and current times round toward zero;
@@ -130,6 +133,32 @@ class _KafkaBuckets:
                     self.add(entry, entry.due)
         return dequeued
 
+    def flush_until_due(self, now: int, live: Any) -> tuple[Any, list[int]]:
+        """``drain`` on a closed timer: the first live entry a flush finds due is refused by
+        the executor, so the flush stops there. Returns that entry (or None) and the
+        expirations dequeued. The rest of its bucket stays in the bucket, which is no
+        longer queued (a later entry of the same expiration joins it unqueued, as in
+        Kafka); the buckets not yet dequeued stay queued."""
+        dequeued: list[int] = []
+        while self.queue and self.queue[0][0] <= now:
+            expiration, *where = heapq.heappop(self.queue)
+            key = (where[0], where[1])
+            bucket = self.buckets.pop(key, None)
+            dequeued.append(expiration)
+            self.advance(expiration)
+            if bucket is None or bucket[0] != expiration:
+                if bucket is not None:
+                    self.buckets[key] = bucket
+                continue
+            entries = bucket[1]
+            for index, entry in enumerate(entries):
+                if live(entry) and not self.add(entry, entry.due):
+                    rest = [other for other in entries[index + 1 :] if live(other)]
+                    if rest:
+                        self.buckets[key] = (expiration, rest)
+                    return entry, dequeued
+        return None, dequeued
+
 
 def kafka_like(names: str = "kafka") -> types.ModuleType:
     """``kafka_model`` of the differences ``names`` resolves to (``kafka`` or comma-separated
@@ -183,6 +212,8 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                     self._pending[entry] = None
                     self._buckets.add(entry, due, force=True)
                     return
+            if self.closed:  # Kafka: RejectedExecutionException out of add, as out of a drain
+                raise RuntimeError(f"executor is shut down; cannot run {task!r}")
             self._hand_over(task)
 
         def advance_clock(self, timeout_ms: int) -> bool:
@@ -195,6 +226,8 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             with lock:
                 now = self.clock.wait(self._condition, timeout_ms, self._next_due)
                 before = self._current_time
+            if self.closed:
+                return self._drain_closed(now, before)
             handed = False
             dequeued: list[int] = []
             while True:
@@ -219,8 +252,6 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                         if entry.task._entry is not entry:
                             continue
                         entry.task._entry = None
-                    if self.closed:  # Kafka: RejectedExecutionException out of advanceClock
-                        raise RuntimeError(f"executor is shut down; cannot run {entry.task!r}")
                     self._hand_over(entry.task)
                     handed = True
                 if "kafka-flush-current-time" not in on:
@@ -234,6 +265,26 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             if "kafka-advance-result" in on:
                 return bool(dequeued)
             return handed
+
+        def _drain_closed(self, now: int, before: int) -> bool:
+            """Kafka's ``advanceClock`` on a closed timer (``kafka-after-close``): buckets are
+            dequeued and flushed as usual until an entry is due, whose hand-over the shut-
+            down executor refuses (``RejectedExecutionException``, here ``RuntimeError``).
+            That entry is gone; the rest of its bucket stays linked and counted but left the
+            delay queue (stranded), and later buckets stay queued."""
+            with lock:
+                failed, dequeued = self._buckets.flush_until_due(now, self._live)
+                if "kafka-stale-current-time" in on:
+                    self._current_time = max(before, self._buckets.current_ms)
+                else:
+                    self._current_time = max(self._current_time, self._floor(now))
+                    self._buckets.advance(self._current_time)
+                if failed is not None:
+                    del self._pending[failed]
+                    failed.task._entry = None
+            if failed is not None:
+                raise RuntimeError(f"executor is shut down; cannot run {failed.task!r}")
+            return "kafka-advance-result" in on and bool(dequeued)
 
         def _live(self, entry: Any) -> bool:
             return entry in self._pending and entry.task._entry is entry
@@ -269,7 +320,19 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             claimed = operation._claim_submission(self)
             if not claimed and "kafka-resubmission" not in on:
                 raise ValueError(f"operation {operation!r} was already submitted")
+            if not claimed:  # Kafka times a resubmission again, after a cancel_for_key too
+                operation._untimed = False
             return self._submit(operation, distinct)  # the reference's R22 sequence
+
+        def _time(self, operation: Any, undo: Any) -> None:
+            try:
+                super()._time(operation, undo)
+            except RuntimeError:
+                if "kafka-after-close" in on and self._timer.closed:
+                    # Kafka undoes nothing: the executor refused an operation due at once,
+                    # which stays watched and counted in the estimate
+                    undo._steps.clear()
+                raise
 
         def _refuse_if_shut_down(self) -> None:
             if "kafka-after-shutdown" not in on:  # Kafka refuses nothing after shutdown
@@ -279,7 +342,7 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             negative = isinstance(timeout_ms, int) and timeout_ms < 0
             if negative and "kafka-negative-timeout" in on:
                 timeout_ms = 0
-            if self._is_shut_down and "kafka-after-shutdown" in on and not negative:
+            if self._is_shut_down and "kafka-after-shutdown" in on and timeout_ms >= 0:
                 self._timer.advance_clock(timeout_ms)
                 self._purge_if_due()
                 return

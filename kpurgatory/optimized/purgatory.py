@@ -1,6 +1,6 @@
 """The optimized ``DelayedOperationPurgatory``: watcher lists sharded by key hash (Kafka 2.2+).
 
-Same API and behaviour as ``kpurgatory.reference.purgatory`` (R22-R34). Structure
+Same API and behaviour as ``kpurgatory.reference.purgatory``. Structure
 (KAFKA-6431): ``shards`` (default 512) shards, key ``k`` in shard ``abs(hash(k)) %
 shards``; each shard has its own lock, a dict key -> ``WatcherList`` and a count of
 watched pairs. A watcher list is an insertion-ordered dict ``id(op) -> op``: append and
@@ -31,10 +31,15 @@ records the candidate before it cancels the timer entry, so a purge that took th
 candidates too early read a timer size still counting the operation, and its estimate
 keeps the next purge due to unlink it, as a scan that had passed its list would (the
 slow schedule tier found the other order losing it). ``_check`` asserts that every
-completed operation still watched is a candidate unless ``_scan_all`` is set.
+completed operation still watched is a candidate unless ``_scan_all`` is set. An
+``AsyncPurgatory`` sets ``_let_go_bound`` (R71): a let-go or purge pass then unlinks at
+most that many candidates and leaves the rest to ``_let_go_step`` (the driver calls it
+in later loop callbacks), and the candidates never overflow into a scan.
 
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
+
+Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R71.
 """
 
 from __future__ import annotations
@@ -206,6 +211,7 @@ class DelayedOperationPurgatory(Generic[T]):
     ``typing.overload`` over an ``object`` implementation, for the same reason.
     """
 
+    # The reference's parameters (and AsyncPurgatory's), deliberately, plus ``shards``.
     def __init__(
         self,
         purgatory_name: StrArg,
@@ -242,6 +248,8 @@ class DelayedOperationPurgatory(Generic[T]):
         self._candidates: dict[int, T] = {}
         self._candidates_limit = 2 * self._purge_interval + 1024
         self._scan_all = False
+        self._let_go_bound = 0  # R71: candidates unlinked per let-go or purge (0: all)
+        self._let_go_owed = False  # R71: a bounded pass left candidates behind
         self._shutdown_lock = sync.new_lock()
         self._shutdown_finished = sync.new_condition(self._shutdown_lock)
         self._is_shut_down = False
@@ -501,7 +509,7 @@ class DelayedOperationPurgatory(Generic[T]):
             if self._unfinished or not self._purge_when_idle:
                 return
             self._estimated_total_operations = self._timer.size
-        purged = self._purge_scan() if self._scan_all else self._purge_candidates()
+        purged = self._purge_pass()
         if purged:
             with self._counters_lock:
                 self._num_purged += purged
@@ -633,6 +641,8 @@ class DelayedOperationPurgatory(Generic[T]):
         ``await_termination`` does. Pending operations are neither completed nor expired.
         Reference equivalent: ``DelayedOperationPurgatory.shutdown``.
         """
+        # Deliberately the reference's shutdown, line for line (one protocol, R31, R39): the
+        # implementations share no class, and this is the part where no structure differs.
         with self._shutdown_lock:
             if self._is_shut_down:
                 while not self._shutdown_done:
@@ -657,6 +667,7 @@ class DelayedOperationPurgatory(Generic[T]):
         """
         return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
+    # Deliberately alike the reference's and the timers' context manager (same API).
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
 
@@ -752,7 +763,7 @@ class DelayedOperationPurgatory(Generic[T]):
         calls this): a purge candidate. Over the limit, drop them all and scan next time."""
         candidates = self._candidates
         candidates[id(operation)] = operation
-        if len(candidates) > self._candidates_limit:
+        if len(candidates) > self._candidates_limit and not self._let_go_bound:
             self._scan_all = True  # set before clearing: no candidate is lost unscanned
             candidates.clear()
 
@@ -762,19 +773,42 @@ class DelayedOperationPurgatory(Generic[T]):
             if self._estimated_total_operations - delayed <= self._purge_interval:
                 return
             self._estimated_total_operations = delayed
-        purged = self._purge_scan() if self._scan_all else self._purge_candidates()
+        purged = self._purge_pass()
         if purged:
             with self._counters_lock:
                 self._num_purged += purged
             logger.debug("purgatory %r purged %d completed operations", self._name, purged)
 
-    def _purge_candidates(self) -> int:
+    def _purge_pass(self) -> int:
+        """One purge or let-go pass (R30, R61): a scan of every list if the candidates
+        overflowed or a key failed, else the candidates; with ``_let_go_bound`` set (an
+        ``AsyncPurgatory``'s, R71) at most that many candidates, the rest left for
+        ``_let_go_step`` (``_let_go_owed``). Returns the pairs unlinked."""
+        bound = self._let_go_bound
+        purged = self._purge_scan() if self._scan_all else self._purge_candidates(bound)
+        if bound:  # a scan took every candidate: owed only if more came meanwhile
+            self._let_go_owed = bool(self._candidates)
+        return purged
+
+    def _let_go_step(self) -> bool:
+        """Continue a bounded pass that left candidates (R71): one more pass of at most
+        ``_let_go_bound`` candidates; True iff some are still left. O(bound x keys)."""
+        if not self._let_go_owed:
+            return False
+        purged = self._purge_pass()
+        if purged:
+            with self._counters_lock:
+                self._num_purged += purged
+        return self._let_go_owed
+
+    def _purge_candidates(self, limit: int = 0) -> int:
         """Unlink each purge candidate from the lists of its keys; return the pairs unlinked.
 
         Takes the candidates one ``popitem`` at a time (each one atomic C call, so a
         concurrent purge or ``_unwatch`` never sees an operation taken twice), at most as
         many as there were on entry: a candidate recorded meanwhile may stay for the next
-        purge, and a steady stream of completions cannot keep this loop going. Not a
+        purge, and a steady stream of completions cannot keep this loop going (and at
+        most ``limit``, if given, R71). Not a
         ``copy()``: copying a dict costs O(its table), which keeps the size of its largest
         burst after pops emptied it (9 us per purge on a free-threaded 3.13 for a dict
         holding one entry), while ``popitem`` takes from the end and shrinks what later
@@ -786,7 +820,8 @@ class DelayedOperationPurgatory(Generic[T]):
         taken: list[T] = []  # keeps the operations alive: their ids stay theirs
         by_key: dict[Hashable, list[int]] = {}
         interrupt: BaseException | None = None
-        for _ in range(len(candidates)):
+        count = len(candidates)
+        for _ in range(count if not limit or limit > count else limit):
             try:
                 op_id, operation = candidates.popitem()
             except KeyError:  # emptied meanwhile by an _unwatch or another purge

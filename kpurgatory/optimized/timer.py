@@ -493,7 +493,12 @@ class SystemTimer:
         """
         handed_over = False
         errors: list[BaseException] | None = None
-        for entry in drain.collected:
+        # The entries point at the drain (their R11 marker); a drain still holding the
+        # list of them would make a reference cycle, freed only by the cyclic collector
+        # (measured: twice the collector's work on the lifecycle benchmark). Taken out.
+        collected = drain.collected
+        drain.collected = []
+        for entry in collected:
             if self._closed:
                 break  # closed by a task of this drain: nothing more is handed over (R64)
             if entry._entry_list is not drain:

@@ -58,7 +58,7 @@ def pure_modules(package: str = "kpurgatory.optimized") -> list[str]:
     Imports every submodule and returns ``"name (file)"`` for each one whose file is
     Python source; an empty list means every submodule is compiled (mypyc). The one
     answer to "is the optimized package compiled?" for the pipeline, the benchmarks
-    (``kpurgatory bench``) and CI's compiled job (``python -m kpurgatory.bench.compiled
+    (``kpurgatory bench``) and CI's compiled job (``python -m kpurgatory.bench.compiled_suite
     check``).
     """
     root = importlib.import_module(package)

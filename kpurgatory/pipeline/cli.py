@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kpurgatory.cli import at_least
+from kpurgatory.cli import add_command, at_least
 from kpurgatory.conformance.adapter import DEFAULT_STEP_TIMEOUT_S
 from kpurgatory.pipeline.run import GRIDS, grid_rows, run_with
 from kpurgatory.workloads import PRESETS, SCENARIOS
@@ -60,18 +60,19 @@ under OUT/counterexamples/ and printed with the `kpurgatory conformance --adapte
 exit status: 0 no difference, 1 counterexamples, 2 missing environment or bad arguments
 """
 
+HELP = "the PySpark pipeline: differential replay at scale, report, vectors"
+"""``kpurgatory pipeline``'s line in ``kpurgatory --help``."""
+
+RUN_HELP = "replay and diff the grid on Spark, report"
+"""``pipeline run``'s line in ``kpurgatory pipeline --help``."""
+
 COMMITTED_VECTORS: dict[str, Any] = {"seeds": (1,), "n_ops": 12, "adversarial_n_ops": 40}
 """What ``kpurgatory pipeline vectors`` writes by default (the set in conformance/vectors/)."""
 
 
 def add_parser(subparsers: Any) -> None:
     """Register ``pipeline run`` and ``pipeline vectors``."""
-    parser = subparsers.add_parser(
-        "pipeline",
-        help="the PySpark pipeline: differential replay at scale, report, vectors",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "pipeline", help=HELP, description=DESCRIPTION)
     commands = parser.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
     add_run_parser(commands)
     add_vectors_parser(commands)
@@ -79,12 +80,7 @@ def add_parser(subparsers: Any) -> None:
 
 def add_run_parser(commands: Any) -> None:
     """Register ``pipeline run``: what to replay, where, and against what."""
-    run_parser = commands.add_parser(
-        "run",
-        help="replay and diff the grid on Spark, report",
-        description=RUN_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    run_parser = add_command(commands, "run", help=RUN_HELP, description=RUN_DESCRIPTION)
     run_parser.add_argument(
         "--grid",
         default="default",

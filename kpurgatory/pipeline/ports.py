@@ -28,14 +28,13 @@ from typing import Any
 
 from kpurgatory.conformance.adapter import AdapterError, AdapterProcess
 from kpurgatory.conformance.differences import Judge
-from kpurgatory.conformance.driver import StepError
+from kpurgatory.conformance.driver import Driver, StepError
+from kpurgatory.conformance.observation import Compact, compact, to_observation
 from kpurgatory.conformance.steps import ClockAdvance, PurgatoryAdvance, Step, step_to_json
-from kpurgatory.pipeline.lean_driver import Compact, LeanDriver, to_observation
 from kpurgatory.pipeline.replay import (
     Compare,
     SideStopped,
     StreamReplay,
-    compact,
     replay_sides,
 )
 from kpurgatory.spec.known_differences import resolve
@@ -85,7 +84,7 @@ class AdapterSide:
         self.adapter = adapter
         self.absent: frozenset[str] = frozenset()
 
-    def execute(self, step: Step) -> Compact:
+    def execute_compact(self, step: Step) -> Compact:
         """The adapter's answer to ``step``; ``SideStopped`` if it gives none."""
         try:
             observation = self.adapter.send(step)
@@ -96,7 +95,7 @@ class AdapterSide:
         self.absent = self.adapter.last_absent
         return compact(observation)
 
-    def state(self) -> tuple[Any, ...]:  # pragma: no cover - compare_final is off for ports
+    def state_compact(self) -> tuple[Any, ...]:  # pragma: no cover - compare_final is off for ports
         raise NotImplementedError("a port's state is read from its answers")
 
     def close(self) -> None:
@@ -127,7 +126,7 @@ def diverges(
     try:
         result = replay_sides(
             steps,
-            LeanDriver(reference),
+            Driver(reference),
             side,
             judge(port, side),
             compare_final=False,
@@ -304,7 +303,7 @@ def replay_through_port(
             seen.update(kind=step.STEP, message=message, expected=obs_a, actual=obs_b)
         return message
 
-    replay = replay_sides(steps, LeanDriver(reference), side, remembering, compare_final=False)
+    replay = replay_sides(steps, Driver(reference), side, remembering, compare_final=False)
     if replay.divergence is None:
         return PortResult(replay)
     index = replay.divergence[0]

@@ -18,7 +18,6 @@ the tests compare the two row for row.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,11 +28,11 @@ from typing import Any, Protocol
 from kpurgatory.conformance.driver import (
     PUBLIC_API,
     Driver,
-    Observation,
     State,
     compare_observations,
     state_difference,
 )
+from kpurgatory.conformance.observation import Compact, compact, to_observation
 from kpurgatory.conformance.steps import (
     Advance,
     CancelForKey,
@@ -44,8 +43,6 @@ from kpurgatory.conformance.steps import (
     Watch,
 )
 from kpurgatory.pipeline.costs import HeapModel, WheelModel
-from kpurgatory.pipeline.lean_driver import Compact, LeanDriver, supports, to_observation
-from kpurgatory.spec.events import OperationCompleted, OperationExpired
 
 __all__ = [
     "COUNTER_NAMES",
@@ -150,16 +147,17 @@ class SideStopped(Exception):  # noqa: N818 - a state, not an error of the calle
 
 
 class Side(Protocol):
-    """One implementation under replay: ``execute`` returns each step's ``Compact``
-    observation; ``state()`` the state now (only called when final states are compared);
-    ``purgatory`` is read on side a (its exact purge count)."""
+    """One implementation under replay, as the kit's ``Driver`` is one:
+    ``execute_compact`` returns each step's ``Compact`` observation; ``state_compact()``
+    the state now (only called when final states are compared); ``purgatory`` is read
+    on side a (its exact purge count)."""
 
     @property
     def purgatory(self) -> Any: ...
 
-    def execute(self, step: Step) -> Compact: ...
+    def execute_compact(self, step: Step) -> Compact: ...
 
-    def state(self) -> tuple[Any, ...]: ...
+    def state_compact(self) -> tuple[Any, ...]: ...
 
     def close(self) -> None: ...
 
@@ -214,58 +212,6 @@ def _expired_labels(obs: Compact) -> set[str]:
     return {event[1] for event in obs[2] if event[0] == "expired"}
 
 
-class _KitSide:
-    """The kit's ``Driver`` behind ``LeanDriver``'s interface, for step kinds the lean
-    driver does not run (``execute`` returns the ``Compact`` form of each observation)."""
-
-    def __init__(self, impl: ModuleType, state_every: int) -> None:
-        self.driver = Driver(impl, state_every=state_every)
-
-    @property
-    def purgatory(self) -> Any:
-        return self.driver.purgatory
-
-    @property
-    def timers(self) -> dict[str, Any]:
-        return self.driver.timers
-
-    def execute(self, step: Step) -> Compact:
-        return compact(self.driver.execute(step))
-
-    def state(self) -> tuple[Any, ...]:
-        return _state_tuple(self.driver.state())
-
-    def close(self) -> None:
-        self.driver.close()
-
-
-def _state_tuple(state: State) -> tuple[Any, ...]:
-    return tuple(getattr(state, f.name) for f in dataclasses.fields(state))
-
-
-def compact(observation: Observation) -> Compact:
-    """The ``Compact`` form of the kit's ``Observation`` (``lean_driver.to_observation``'s
-    inverse)."""
-    events = []
-    for recorded in observation.events:
-        event = recorded.event
-        if isinstance(event, OperationCompleted):
-            head: tuple[Any, ...] = ("completed", event.operation, event.at_ms, event.via)
-        elif isinstance(event, OperationExpired):
-            head = ("expired", event.operation, event.at_ms, None)
-        else:
-            head = ("task_ran", event.task, event.at_ms, None)
-        events.append((*head, recorded.unit, recorded.due_ms))
-    state = observation.state
-    return (
-        observation.result,
-        observation.raised,
-        tuple(events),
-        observation.tries,
-        None if state is None else _state_tuple(state),
-    )
-
-
 def replay_stream(
     steps: Sequence[Step],
     impl_a: ModuleType,
@@ -282,19 +228,15 @@ def replay_stream(
     (``num_purged`` after every step) and ``peak_pending`` too (from the wheel model).
     Returns outcomes for both, the first divergence and the cost counters.
 
-    The workloads' steps run on ``lean_driver.LeanDriver`` (the kit's observations as
-    tuples, compared as tuples; the kit's ``compare_observations`` judges any pair that
-    differs), other step kinds on the kit's ``Driver``.
+    Each side is the kit's ``Driver``; the replay compares its ``Compact`` observations
+    (tuples) and builds the kit's objects only for a pair that differs, for the kit's
+    ``compare_observations`` to judge (hand-overs with the same due time may come in
+    another order, R6).
     """
     if not steps or not isinstance(steps[0], Init):
         raise ValueError("steps must start with an init step")
-    side_a: LeanDriver | _KitSide
-    side_b: LeanDriver | _KitSide
-    if supports(steps):
-        side_a = LeanDriver(impl_a, state_every=state_every)
-        side_b = LeanDriver(impl_b, state_every=state_every)
-    else:
-        side_a, side_b = _KitSide(impl_a, state_every), _KitSide(impl_b, state_every)
+    side_a = Driver(impl_a, state_every=state_every)
+    side_b = Driver(impl_b, state_every=state_every)
     return replay_sides(steps, side_a, side_b)
 
 
@@ -320,7 +262,7 @@ def replay_sides(
     outcomes_a, outcomes_b = _Outcomes(), _Outcomes()
     divergence: tuple[int, str] | None = None
     clock = init.clock_ms
-    execute_a, execute_b = side_a.execute, side_b.execute
+    execute_a, execute_b = side_a.execute_compact, side_b.execute_compact
     observe_a, observe_b, follow = outcomes_a.observe, outcomes_b.observe, costs.follow
     stopped = False
     try:
@@ -362,7 +304,7 @@ def replay_sides(
 
 def _final_divergence(side_a: Side, side_b: Side, steps: int) -> tuple[int, str] | None:
     """The divergence of the two sides' states after the last of ``steps``, if any."""
-    final_a, final_b = side_a.state(), side_b.state()
+    final_a, final_b = side_a.state_compact(), side_b.state_compact()
     if final_a == final_b:
         return None
     return steps, "final state: " + state_difference(State(*final_a), State(*final_b))

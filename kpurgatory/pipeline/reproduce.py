@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from kpurgatory.cli import at_least
+from kpurgatory.cli import add_command, at_least
 from kpurgatory.conformance.driver import run_steps
 from kpurgatory.conformance.steps import step_to_json
 from kpurgatory.pipeline.replay import replay_stream, resolve_impl
@@ -39,18 +39,16 @@ IMPL_HELP = (
     "package exporting the public API, e.g. mypkg.port"
 )
 
+HELP = "reproduce one pipeline stream without Spark and print the first divergence"
+"""``kpurgatory replay``'s line in ``kpurgatory --help``."""
+
 CONTEXT_STEPS = 5
 """How many steps before the divergent one are printed."""
 
 
 def add_parser(subparsers: Any) -> None:
     """Register ``kpurgatory replay``."""
-    parser = subparsers.add_parser(
-        "replay",
-        help="reproduce one pipeline stream without Spark and print the first divergence",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "replay", help=HELP, description=DESCRIPTION)
     parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS), help="workload")
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS), help="timer preset")
     parser.add_argument("--seed", required=True, type=int, help="the stream's seed")

@@ -230,6 +230,7 @@ def replay_dataframe(
     return spark.createDataFrame(rdd, out_schema)
 
 
+# run_pipeline takes replay_dataframe's parameters and passes them on: deliberately alike.
 def run_pipeline(
     spark: SparkSession,
     grid_rows: Sequence[GridRow],

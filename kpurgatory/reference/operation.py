@@ -11,8 +11,10 @@ Its lifecycle is the table of docs/spec.md (R68): the completed flag is the one
 compare-and-set every ending races for, and the winner then writes the outcome, so a
 reader sees an operation pending, completed or abandoned, never one after the other.
 
-Rules implemented here: R16-R21, R40 (abandon), R41 (the pending flag on the blocking
-paths), R63 (a re-entrant lock) and R68 (one outcome).
+It abandons (R40), keeps the pending flag on the blocking paths (R41) and takes a
+re-entrant lock (R63).
+
+Rules: R16-R20, R34, R38, R40, R41, R56, R61, R63, R66-R68.
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ class DelayedOperation(TimerTask):
             return True
         return False
 
+    # The abstract methods repeat in kpurgatory.optimized.operation deliberately: one contract,
+    # documented where each implementation's users read it.
     @abc.abstractmethod
     def try_complete(self) -> bool:
         """Check the condition; if it holds, return ``self.force_complete()``, else False."""

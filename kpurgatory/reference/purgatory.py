@@ -5,8 +5,9 @@ condition true, or the timer expires them. One re-entrant lock guards the watche
 map and the estimate; it is never held while an operation's ``try_complete`` runs
 (KAFKA-3994), and it is always taken after an operation's lock, never before.
 
-Rules implemented here: R22-R34, R38, R40, R41, R53-R55, R61, R64, R66, R67 (the
-submission reads as R22; its rollback is an undo log, R38).
+The submission reads as R22; its rollback is an undo log (R38).
+
+Rules: R22-R34, R36, R38-R41, R53-R56, R61, R64, R66, R67.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class DelayedOperationPurgatory(Generic[T]):
     _operation_type: ClassVar[type[object]] = DelayedOperation
     """The operation class ``try_complete_else_watch`` accepts (typed loosely: it is abstract)."""
 
+    # The same parameters as the optimized purgatory's and AsyncPurgatory's, deliberately.
     def __init__(
         self,
         purgatory_name: str,
@@ -412,6 +414,7 @@ class DelayedOperationPurgatory(Generic[T]):
         or the reaper), which may need a lock the caller holds; ``await_termination``
         waits for that. Pending operations are neither completed nor expired.
         """
+        # kpurgatory.optimized.purgatory repeats this shutdown deliberately (no shared class).
         with self._lock:
             if self._is_shut_down:
                 while not self._shutdown_done:
@@ -436,6 +439,7 @@ class DelayedOperationPurgatory(Generic[T]):
         """
         return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
+    # Deliberately alike the timers' and the optimized purgatory's context manager (same API).
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
 

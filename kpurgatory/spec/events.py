@@ -21,6 +21,7 @@ CompletionVia = Literal[
 ]
 
 
+# The event classes share one shape deliberately: each is a frozen record of one event.
 @dataclass(frozen=True)
 class TaskRan:
     """A timer task's ``run`` was called, at virtual time ``at_ms``."""

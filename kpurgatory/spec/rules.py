@@ -121,6 +121,7 @@ RULES: tuple[Rule, ...] = (
     Rule("R68", "lifecycle", "Lifecycle"),
     Rule("R69", "lifecycle", "Calls from callbacks"),
     Rule("R70", "aio", "Bounded firings"),
+    Rule("R71", "aio", "Bounded let-go on the loop"),
 )
 
 _BY_ID = {r.id: r for r in RULES}

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import settings
 
 from tests.aio import test_bounded_driver as bounded
+from tests.aio import test_bounded_let_go as let_go
 from tests.aio import test_cancellation as cancellation
 from tests.aio import test_reentrant_shutdown as reentrant
 from tests.aio.test_cancellation_machine import make_machine
@@ -27,6 +28,7 @@ _PURGATORY = "kpurgatory.aio.purgatory"
 _DRIVER = "kpurgatory.aio.driver"
 _OPERATION = "kpurgatory.aio.operation"
 _OPTIMIZED_OPERATION = "kpurgatory.optimized.operation"
+_OPTIMIZED_PURGATORY = "kpurgatory.optimized.purgatory"
 
 Check = Callable[[], None]
 
@@ -207,8 +209,8 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "armed-with-timer-disabled",
             _PURGATORY,
             "AsyncPurgatory._submit",
-            "if self._timer_enabled and not waiter.done():  # _arm_for's first test inlined",
-            "if not waiter.done():  # _arm_for's first test inlined",
+            "elif self._timer_enabled:  # _arm_for's first test inlined",
+            "else:  # _arm_for's first test inlined",
             "R33, R45: the driver is armed though nothing is ever timed.",
         ),
         _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
@@ -266,7 +268,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "executor.run_backlog(1 << 62)",
             "R70: one firing runs every expiry of its drain, however many.",
         ),
-        _on(bounded.test_r73_a_firing_hands_over_at_most_the_bound_then_yields, "optimized"),
+        _on(bounded.test_r70_a_firing_hands_over_at_most_the_bound_then_yields, "optimized"),
     ),
     (
         Mutant(
@@ -277,7 +279,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "self._handle = self._loop.call_later(0.001, self._continue)",
             "R70: the next batch waits for a later timer instead of running at once.",
         ),
-        _on(bounded.test_r73_a_firing_hands_over_at_most_the_bound_then_yields, "reference"),
+        _on(bounded.test_r70_a_firing_hands_over_at_most_the_bound_then_yields, "reference"),
     ),
     (
         Mutant(
@@ -288,7 +290,51 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "pass",
             "R70, R32: the rest of a batch still expires after shutdown.",
         ),
-        _on(bounded.test_r73_shutdown_from_an_expiry_drops_the_rest_of_the_backlog, "optimized"),
+        _on(bounded.test_r70_shutdown_from_an_expiry_drops_the_rest_of_the_backlog, "optimized"),
+    ),
+    (
+        Mutant(
+            "let-go-unbounded",
+            _DRIVER,
+            "LoopTimerDriver.__init__",
+            "let_go._let_go_bound = LET_GO_PER_HAND_OVER * max_hand_overs",
+            "let_go._let_go_bound = 0",
+            "R71: the last expiry of a pause unlinks every finished operation in one call.",
+        ),
+        let_go.test_r71_a_let_go_pass_unlinks_at_most_its_bound_and_goes_on_by_itself,
+    ),
+    (
+        Mutant(
+            "let-go-not-continued",
+            _DRIVER,
+            "LoopTimerDriver._continue_let_go",
+            "let_go._let_go_step()",
+            "pass",
+            "R71, R61: what a bounded pass left behind stays watched until some later call.",
+        ),
+        let_go.test_r71_a_let_go_pass_unlinks_at_most_its_bound_and_goes_on_by_itself,
+    ),
+    (
+        Mutant(
+            "bounded-let-go-overflows-into-a-scan",
+            _OPTIMIZED_PURGATORY,
+            "DelayedOperationPurgatory._note_completed",
+            "if len(candidates) > self._candidates_limit and not self._let_go_bound:",
+            "if len(candidates) > self._candidates_limit:",
+            "R71: many finished operations fall back to one unbounded scan of every list.",
+        ),
+        let_go.test_r71_many_finished_never_overflow_into_an_unbounded_scan,
+    ),
+    (
+        Mutant(
+            "let-go-owed-after-a-failed-scan",
+            _OPTIMIZED_PURGATORY,
+            "DelayedOperationPurgatory._purge_pass",
+            "if bound:  # a scan took every candidate: owed only if more came meanwhile",
+            "if bound and not self._scan_all:",
+            "R71, R67: a key failing in every scan keeps a let-go owed: endless passes.",
+        ),
+        let_go.failing_key_round,
     ),
     (
         Mutant(

@@ -32,11 +32,14 @@ def test_quick_run_writes_results_charts_and_page(
     assert results["mode"] == "quick" and list(results["builds"]) == [optimized_build()]
     benchmarks = results["builds"][optimized_build()]["suite"]["benchmarks"]
     names = {b["metadata"]["name"] for b in benchmarks}
-    assert len(names) == 6 + 6 + 6 + 3
+    assert len(names) == 6 + 6 + 6 + 3 + 8
     for png in ("lifecycle.png", "enqueue-high-timeout.png"):
         assert (quick_run / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (quick_run / "page.md").read_text(encoding="utf-8")
-    assert page.count("\n### ") == 5 and "Not measured in this run." not in page
+    assert page.count("\n### ") == 9 and "Not measured in this run." not in page
+    waits = results["builds"][optimized_build()]["asyncio"]["rows"]
+    assert {row["what"] for row in waits} == {"memory", "lag", "pause"}
+    assert not [row for row in waits if "error" in row]
     assert results["command"] in page and results["commit"] in page
     assert not re.search(r"(?i)issue\s*#?\d", page)
 

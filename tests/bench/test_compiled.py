@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kpurgatory.bench import compiled
+from kpurgatory.bench import compiled_suite
 from kpurgatory.pipeline import builds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def test_expected_build_is_compiled() -> None:
     if os.environ.get("KPURGATORY_EXPECT_COMPILED") != "1":
         pytest.skip("pure build (KPURGATORY_EXPECT_COMPILED is not 1)")
     assert builds.optimized_build() == "compiled"
-    assert compiled.check() == []
+    assert compiled_suite.check() == []
 
 
 @pytest.mark.skipif(not SETUP.exists(), reason="setup.py is not beside the tests")
@@ -57,12 +57,12 @@ def test_copy_tree_leaves_the_package_out(tmp_path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x", encoding="utf-8")
     dest = tmp_path / "tree"
-    compiled.copy_tree(source, dest)
+    compiled_suite.copy_tree(source, dest)
     copied = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     assert copied == ["pyproject.toml", "tests/test_x.py"]
     for bad in (source, source / "kpurgatory" / "x", source / "tests", tmp_path):
         with pytest.raises(ValueError, match="dest must lie outside"):
-            compiled.copy_tree(source, bad)
+            compiled_suite.copy_tree(source, bad)
 
 
 def test_check_reports_pure_modules_in_a_pure_build() -> None:
@@ -71,9 +71,9 @@ def test_check_reports_pure_modules_in_a_pure_build() -> None:
         pytest.skip("compiled build")
     if not (ROOT / "kpurgatory" / "optimized").is_dir():
         pytest.skip("no optimized package")
-    pure = compiled.check()
+    pure = compiled_suite.check()
     assert pure and all(entry.startswith("kpurgatory.optimized.") for entry in pure)
-    assert compiled.main(["check"]) == 1
+    assert compiled_suite.main(["check"]) == 1
 
 
 def test_compiled_job_compares_the_compiled_optimized_with_the_pure_reference() -> None:
@@ -108,6 +108,6 @@ def test_one_build_probe_answers_bench_pipeline_and_ci(
     monkeypatch.syspath_prepend(str(tmp_path))
     listed = builds.pure_modules("probe_package")
     assert [entry.split(" ")[0] for entry in listed] == ["probe_package.plain"]
-    assert compiled.check("probe_package") == listed
-    assert (builds.optimized_build() == "compiled") == (compiled.check() == [])
+    assert compiled_suite.check("probe_package") == listed
+    assert (builds.optimized_build() == "compiled") == (compiled_suite.check() == [])
     assert builds.optimized_build() in ("compiled", "pure", "partly compiled")

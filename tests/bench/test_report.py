@@ -28,7 +28,53 @@ FIGURES: dict[tuple[str, str, int], tuple[list[float], float]] = {
     ("long-poll", "aio", 10): ([4e-5, 4e-5], 0.5),
     ("long-poll", "plain", 10): ([3e-5, 3e-5], 0.5),
     ("long-poll", "harness", 10): ([1e-5, 1e-5], 0.5),
+    **{
+        ("asyncio-wait", f"{mechanism}|{outcome}", 100): ([cost * 1e-6] * 2, 0.5)
+        for outcome in ("completed", "expired")
+        for mechanism, cost in (
+            ("future+call_at", 10.0),
+            ("timeout_at", 12.0),
+            ("aio wait", 12.0),
+            ("aio submit", 8.0),
+        )
+    },
 }
+
+WAITS = [
+    {"what": "memory", "mechanism": "future+call_at", "n": 100, "bytes": 1000.0, "objects": 10.0},
+    {"what": "memory", "mechanism": "timeout_at", "n": 100, "bytes": 1200.0, "objects": 12.0},
+    {"what": "memory", "mechanism": "aio wait", "n": 100, "bytes": 1050.0, "objects": 9.0},
+    {"what": "memory", "mechanism": "aio submit", "n": 100, "bytes": 500.0, "objects": 4.0},
+    *(
+        {
+            "what": "lag",
+            "mechanism": mechanism,
+            "n": 1000,
+            "max_ms": 9.0,
+            "load": 1.5,
+            "max_cpu_between_beats_ms": stall,
+        }
+        for mechanism, stall in (("future+call_at", 8.0), ("timeout_at", 6.0), ("aio wait", 3.0))
+    ),
+    {"what": "pause", "mechanism": "future+call_at", "n": 50, "error": "too slow", "load": 1.0},
+    {
+        "what": "pause",
+        "mechanism": "timeout_at",
+        "n": 50,
+        "max_ms": 2.0,
+        "load": 1.0,
+        "max_cpu_between_beats_ms": 1.0,
+    },
+    {
+        "what": "pause",
+        "mechanism": "aio wait",
+        "n": 50,
+        "max_ms": 2.0,
+        "load": 1.0,
+        "max_cpu_between_beats_ms": 1.0,
+    },
+]
+"""An asyncio wait's memory and lag rows (aiocost.collect), one of them failed."""
 
 
 def _suite() -> dict[str, Any]:
@@ -61,13 +107,19 @@ def _results() -> dict[str, Any]:
         "load_start": [0.1, 0.1, 0.1],
         "load_end": [0.2, 0.2, 0.2],
         "configuration": "tiny",
-        "builds": {"pure": {"suite": _suite(), "enqueue": {"points": [], "plateau": plateau}}},
+        "builds": {
+            "pure": {
+                "suite": _suite(),
+                "enqueue": {"points": [], "plateau": plateau},
+                "asyncio": {"mode": "quick", "rows": WAITS},
+            }
+        },
     }
 
 
 def test_tables_give_ratios_with_spread_and_trust_marks() -> None:
     """Ratios of the means; spreads in quadrature; loaded and unsteady rows are marked."""
-    add_cancel, lifecycle, memory, poll, proposal = tables(_results())
+    add_cancel, lifecycle, memory, poll, proposal, *_ = tables(_results())
     assert add_cancel.rows[0][5:] == ("0.50 ± 0.00", "0.25 ± 0.00", "ok")
     row = lifecycle.rows[0]
     assert row[2:4] == ("1,000,000", "333,333") and row[4] == "3.00 ± 1.00"
@@ -88,6 +140,34 @@ def test_goals_are_judged_on_this_runs_rows() -> None:
     plateau = results["builds"]["pure"]["enqueue"]["plateau"]["high-timeout"]
     plateau["old"]["plateau"] = 10_000.0
     assert goals(tables(results))[9].endswith("| pure high-timeout: 4.00 | NOT met |")
+
+
+def test_asyncio_wait_tables_and_goals() -> None:
+    """CPU ratios to both of asyncio's timers, memory ratios, the worst stalls against
+    plain asyncio's; a failed mechanism is shown failed and its ratio is not made up."""
+    cpu, memory, lag, pause = tables(_results())[5:]
+    assert cpu.rows[0][:2] == ("pure", "completed")
+    assert cpu.rows[0][6:9] == ("1.20 ± 0.00", "1.00 ± 0.00", "0.80 ± 0.00")
+    assert memory.rows[0][1] == "100" and memory.rows[0][6:] == ("1.05", "0.90")
+    assert lag.rows[0][1:] == (
+        "1,000",
+        "8.0 ms (9.0 ms)",
+        "6.0 ms (9.0 ms)",
+        "3.0 ms (9.0 ms)",
+        "3.00",
+        "0.50",
+        "1.5",
+    )
+    assert pause.rows[0][2] == "failed: too slow" and pause.rows[0][6] == "n/a"
+    lines = goals(tables(_results()))
+    verdicts = {line.split(" | ")[0]: line.split(" | ")[-1] for line in lines[10:15]}
+    assert verdicts == {
+        "| An asyncio wait's CPU, aio wait / Future + call_at": "met |",
+        "| An asyncio wait's CPU, aio wait / timeout_at": "not measured |",
+        "| An asyncio wait's memory, aio wait / Future + call_at, bytes": "met |",
+        "| Heartbeat lag with many, aio wait worst stall (ms)": "met |",
+        "| Heartbeat lag with many, aio wait / plain asyncio, worst stall": "met |",
+    }
 
 
 def test_render_puts_the_analysis_between_markers() -> None:

@@ -33,10 +33,10 @@ from kpurgatory.conformance.adapter import (
     STEP_KINDS,
     AdapterError,
     AdapterProcess,
-    _parse_answer,
     earlier_steps,
     vector_paths,
 )
+from kpurgatory.conformance.adapter_process import _parse_answer
 from kpurgatory.conformance.driver import Observation
 from kpurgatory.conformance.python_adapter import serve
 from kpurgatory.conformance.stateful import LIMIT, DriverSide, check_sequence, run_stateful

@@ -137,7 +137,7 @@ def test_r60_a_timeout_answers_expired_never_before_timeout_ms(name: str) -> Non
     expiry early by less than the loop's usual lateness hides behind it: planted in
     the service, polls 3 ms early failed this test in 8 of 8 runs, 2 ms early in 1 of
     3. The sub-millisecond bound is measured on the server side, in
-    tests/test_never_early.py."""
+    tests/test_realtime.py."""
 
     async def timed_poll(client: Any, key: str, timeout_ms: int) -> float:
         started = time.monotonic()

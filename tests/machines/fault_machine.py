@@ -174,35 +174,28 @@ class SubmitFaults:
                 _raise(kind, "the executor's submit")
 
 
-class FaultExecutor(InlineExecutor):
+class _FaultsInSubmit(Executor):
+    """``SubmitFaults`` before an inline executor's ``submit`` (a hand-over runs inside
+    ``submit``, on the caller's thread): mixed into the executors below."""
+
+    def __init__(self, context: Context) -> None:
+        super().__init__()
+        self.faults = SubmitFaults(context)
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        self.faults.check(fn, args)
+        return super().submit(fn, *args, **kwargs)
+
+    def settle(self) -> None:
+        """Nothing waits: every hand-over ran inside ``submit``."""
+
+
+class FaultExecutor(_FaultsInSubmit, InlineExecutor):
     """An ``InlineExecutor`` with ``SubmitFaults``."""
 
-    def __init__(self, context: Context) -> None:
-        super().__init__()
-        self.faults = SubmitFaults(context)
 
-    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
-        self.faults.check(fn, args)
-        return super().submit(fn, *args, **kwargs)
-
-    def settle(self) -> None:
-        """Nothing waits: every hand-over ran inside ``submit``."""
-
-
-class FaultLoopExecutor(LoopExecutor):
-    """The aio layer's ``LoopExecutor`` (a hand-over runs inside ``submit``, on the
-    caller's thread, as on the loop) with ``SubmitFaults``."""
-
-    def __init__(self, context: Context) -> None:
-        super().__init__()
-        self.faults = SubmitFaults(context)
-
-    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
-        self.faults.check(fn, args)
-        return super().submit(fn, *args, **kwargs)
-
-    def settle(self) -> None:
-        """Nothing waits: every hand-over ran inside ``submit``."""
+class FaultLoopExecutor(_FaultsInSubmit, LoopExecutor):
+    """The aio layer's ``LoopExecutor`` (as on the loop) with ``SubmitFaults``."""
 
 
 class GatedThreadExecutor(Executor):

@@ -11,7 +11,6 @@ each caught by a deterministic check here that passes on the unmutated code.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from tests.mutants.lifecycle_catalog import (
     all_applied,
 )
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS, on_the_pinned_hypothesis
-from tests.support import implementation_names, load, run_in_a_fresh_interpreter
+from tests.support import load, needs_python_source, run_in_a_fresh_interpreter
 from tests.test_reentrancy import FlakyKey, hooked_operation, inline_purgatory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,22 +39,7 @@ LIFECYCLE_MUTANT_SETTINGS = MUTANT_SETTINGS
 """The seeded mutants' budget: 100 derandomized examples of 50 steps, no shrinking."""
 
 
-def _pure_python() -> bool:
-    """Whether every patched module is a .py file (a mypyc build cannot be patched)."""
-    if "optimized" not in implementation_names():
-        return False
-    bugs = SHARED_BUGS + OUTSIDE_THE_MACHINE
-    modules = {patch.module for bug in bugs for patch in bug.patches}
-    return all(
-        str(getattr(importlib.import_module(name), "__file__", "")).endswith(".py")
-        for name in modules
-    )
-
-
-pytestmark = pytest.mark.skipif(
-    not _pure_python(),
-    reason="kpurgatory.optimized is absent or compiled (mutants patch Python source)",
-)
+pytestmark = needs_python_source()
 
 
 def _implementations(bug: SharedBug) -> list[ModuleType]:
@@ -119,6 +103,68 @@ def test_shared_bug_is_caught_on_each_implementation(bug: SharedBug) -> None:
 def test_unmutated_code_passes_the_same_budget(impl_name: str) -> None:
     """Without a planted bug the same budget passes: a caught bug is real."""
     _in_a_fresh_interpreter(f"check_unmutated({impl_name!r})")
+
+
+TARGETED: dict[str, str] = {
+    "retry-escapes-rollback": "tests/test_user_code_failures.py::"
+    "test_r54_the_r41_retry_that_raises_rolls_the_submission_back",
+    "check-stops-at-first-error": "tests/test_user_code_failures.py::"
+    "test_r53_check_and_complete_tries_every_operation_when_some_raise",
+    "drain-stops-at-first-error": "tests/test_user_code_failures.py::"
+    "test_r53_a_drain_hands_every_due_task_over_when_one_raises_a_base_exception",
+    "inline-executor-keeps-base-exceptions": "tests/test_user_code_failures.py::"
+    "test_r52_inline_executor_raises_a_base_exception_and_stores_an_exception",
+    "cancel-for-key-drops-knock": "tests/test_user_code_failures.py::"
+    "test_r55_a_knock_during_cancel_for_key_is_honoured",
+    "pending-flag-not-cleared": "tests/test_user_code_failures.py::"
+    "test_r41_a_stale_knock_is_cleared_by_safe_try_complete",
+    "or-else-skips-the-retry": "tests/test_user_code_failures.py::"
+    "test_r41_safe_try_complete_or_else_makes_the_attempt_a_knocker_left",
+    "drain-ignores-its-own-close": "tests/test_reentrancy.py::"
+    "test_r64_shutdown_from_on_expiration_stops_the_rest_of_the_drain",
+    "executor-refusal-swallowed": "tests/test_reentrancy.py::"
+    "test_r65_a_refused_hand_over_in_a_drain_is_raised",
+    "cancel-for-key-leaves-it-timed": "tests/test_reentrancy.py::"
+    "test_r66_cancel_for_key_inside_the_submission_leaves_no_timer_entry",
+}
+"""The deterministic regression test that fails with each shared bug planted. The
+machine's catch above is calibrated on the pinned Hypothesis; this one holds on every
+version."""
+
+
+class _Outcomes:
+    """A pytest plugin that keeps the outcome of each test's call phase."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, str] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or report.outcome != "passed":
+            self.calls[report.nodeid] = report.outcome
+
+
+def check_targeted(name: str) -> None:
+    """Run bug ``name``'s targeted test with the bug planted: every case of it must fail
+    (a hang counts, after 60 s). The suite itself runs the same test on the real code."""
+    bug = {bug.name: bug for bug in SHARED_BUGS}[name]
+    outcomes = _Outcomes()
+    args = [TARGETED[name], "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    with all_applied(bug):
+        pytest.main([*args, "-p", "no:xdist", "--timeout", "60"], plugins=[outcomes])
+    assert outcomes.calls, f"{TARGETED[name]} ran no test"
+    passed = [node for node, outcome in outcomes.calls.items() if outcome != "failed"]
+    assert not passed, f"{name} planted, yet these cases did not fail: {passed}"
+
+
+def test_every_shared_bug_has_a_targeted_test() -> None:
+    assert sorted(TARGETED) == sorted(bug.name for bug in SHARED_BUGS)
+
+
+@pytest.mark.parametrize("bug", SHARED_BUGS, ids=[bug.name for bug in SHARED_BUGS])
+def test_shared_bug_is_caught_by_its_targeted_test_on_any_hypothesis(bug: SharedBug) -> None:
+    """The targeted test fails on each implementation with the bug planted (in a fresh
+    interpreter: the patches never reach this process's other tests)."""
+    _in_a_fresh_interpreter(f"check_targeted({bug.name!r})")
 
 
 def _plain_lock_is_refused(impl: ModuleType) -> None:

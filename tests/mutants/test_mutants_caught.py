@@ -21,12 +21,13 @@ from types import ModuleType
 
 import hypothesis
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
 from tests.mutants.catalog import MUTANTS, MachineName, Mutant, applied, mutated_source
-from tests.support import load, needs_python_source
+from tests.mutants.witness import HUNTING
+from tests.support import load, needs_python_source, run_in_a_fresh_interpreter
 
 MUTANT_EXAMPLES = 100
 """Examples per machine and mutant (every mutant is caught well within it; why the budget
@@ -36,15 +37,7 @@ MUTANT_STEPS = 50
 """Steps per example."""
 
 MUTANT_SETTINGS = settings(
-    max_examples=MUTANT_EXAMPLES,
-    stateful_step_count=MUTANT_STEPS,
-    derandomize=True,
-    phases=[Phase.explicit, Phase.generate],
-    database=None,
-    deadline=None,
-    report_multiple_bugs=False,
-    print_blob=False,
-    suppress_health_check=list(HealthCheck),
+    HUNTING, max_examples=MUTANT_EXAMPLES, stateful_step_count=MUTANT_STEPS, derandomize=True
 )
 
 
@@ -119,17 +112,27 @@ on_the_pinned_hypothesis = pytest.mark.skipif(
 )
 
 
+def check_caught(name: str) -> None:
+    """The equivalence machines fail with mutant ``name`` applied, within the budget."""
+    mutant = {mutant.name: mutant for mutant in MUTANTS}[name]
+    assert _first_failure(mutant) is not None, (
+        f"mutant {mutant.name!r} ({mutant.description}) survived {MUTANT_EXAMPLES} examples "
+        f"of {mutant.machines}: strengthen the machines, do not drop the mutant"
+    )
+
+
 @on_the_pinned_hypothesis
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
 def test_mutant_is_caught(mutant: Mutant) -> None:
     """The equivalence machines fail on the mutant (fixed seed, bounded budget): they find
     every mutant from scratch. Another Hypothesis version draws other examples, so this
     runs on the pinned one only; each mutant's witness (test_witnesses.py) is the check
-    that holds on every version."""
-    caught = _first_failure(mutant)
-    assert caught is not None, (
-        f"mutant {mutant.name!r} ({mutant.description}) survived {MUTANT_EXAMPLES} examples "
-        f"of {mutant.machines}: strengthen the machines, do not drop the mutant"
+    that holds on every version. Each budget runs in a fresh interpreter with
+    ``PYTHONHASHSEED=0``: under pytest-xdist, what earlier tests of the same process left
+    behind changed a derandomized run's course (``readd-keeps-old-entry`` survived after
+    other tests in its worker and was caught alone)."""
+    run_in_a_fresh_interpreter(
+        "tests.mutants.test_mutants_caught", f"check_caught({mutant.name!r})"
     )
 
 

@@ -23,15 +23,11 @@ from hypothesis.stateful import RuleBasedStateMachine
 from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
 from tests.machines.fault_machine import make_lifecycle_machine
 from tests.mutants.catalog import MUTANTS, applied
-from tests.mutants.test_lifecycle_mutants_caught import _pure_python
 from tests.mutants.witness import replay, steps_of
 from tests.mutants.witnesses import WITNESSES
-from tests.support import load, run_in_a_fresh_interpreter
+from tests.support import load, needs_python_source, run_in_a_fresh_interpreter
 
-pytestmark = pytest.mark.skipif(
-    not _pure_python(),
-    reason="kpurgatory.optimized is absent or compiled (mutants patch Python source)",
-)
+pytestmark = needs_python_source()
 
 MachineFactory = Callable[[], type[RuleBasedStateMachine]]
 

@@ -42,8 +42,7 @@ _STEP = re.compile(r"^(?:[\w, ]+ = )?state\.\w+\(.*\)$", re.DOTALL)
 _STEP_START = re.compile(r"^(?:[\w, ]+ = )?state\.\w+\(")
 """The first line of a step."""
 
-RECORD_SETTINGS = settings(
-    max_examples=500,
+HUNTING = settings(
     stateful_step_count=50,
     phases=[Phase.explicit, Phase.generate],
     database=None,
@@ -52,6 +51,9 @@ RECORD_SETTINGS = settings(
     print_blob=False,
     suppress_health_check=list(HealthCheck),
 )
+"""What every hunt for a mutant shares: 50 steps, no shrinking, no database, quiet."""
+
+RECORD_SETTINGS = settings(HUNTING, max_examples=500)
 """Searching for a witness: a generous budget, no shrinking (it would cost minutes per
 mutant; an unshrunk program of at most 50 steps replays in milliseconds)."""
 

@@ -15,9 +15,12 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import pytest
 
+from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.optimized import timer as timer_module
 from kpurgatory.optimized.bucket import HandOver, TaskCounter, TimerTaskEntry, TimerTaskList
 from kpurgatory.optimized.delay_queue import DelayQueue
@@ -255,3 +258,88 @@ def test_every_assertion_has_a_corruption_case(structure: str) -> None:
     raises = len(re.findall(r"raise AssertionError", source))
     cases = sum(1 for case in CASES.values() if case.structure == structure)
     assert cases == raises, f"{structure}: {raises} assertions, {cases} corruption cases"
+
+
+# -- the purgatory's _check() on corrupted watcher lists ---------------------------------------
+
+
+def _ready_operation(impl: ModuleType) -> type[Any]:
+    class Ready(impl.DelayedOperation):  # type: ignore[misc,name-defined]
+        """Completes when ``ready``; no ``__repr__`` of its own."""
+
+        def __init__(self, delay_ms: int, lock: Any = None) -> None:
+            super().__init__(delay_ms, lock)
+            self.ready = False
+
+        def try_complete(self) -> bool:
+            return bool(self.ready and self.force_complete())
+
+        def on_complete(self) -> None:
+            pass
+
+        def on_expiration(self) -> None:
+            pass
+
+    return Ready
+
+
+def _corruptible() -> Any:
+    from kpurgatory import optimized
+
+    timer = optimized.SystemTimer("corrupt", clock=ManualClock(0), executor=InlineExecutor())
+    purgatory: Any = optimized.DelayedOperationPurgatory(
+        "corrupt", timer=timer, reaper_enabled=False, shards=4
+    )
+    for index in range(3):
+        op = _ready_operation(optimized)(10)
+        assert purgatory.try_complete_else_watch(op, [f"k{index}"]) is False
+    purgatory._check()  # sound before the corruption
+    return purgatory
+
+
+def _shard_of(purgatory: Any, key: str) -> Any:
+    return purgatory._shards[abs(hash(key)) % purgatory.shards]
+
+
+def _other_shard(purgatory: Any, key: str) -> Any:
+    own = _shard_of(purgatory, key)
+    return next(shard for shard in purgatory._shards if shard is not own)
+
+
+@pytest.mark.parametrize(
+    ("corruption", "says"),
+    [
+        ("count", "counts"),
+        ("misplaced", "not its own"),
+        ("empty", "empty watcher list"),
+        ("wrong_id", "wrong id"),
+        ("foreign_list", "maps to the list of"),
+        ("negative", "negative"),
+    ],
+)
+def test_optimized_purgatory_check_raises_on_corruption(corruption: str, says: str) -> None:
+    from kpurgatory.optimized.purgatory import WatcherList
+
+    purgatory = _corruptible()
+    shard = _shard_of(purgatory, "k0")
+    watchers = shard.watchers["k0"]
+    if corruption == "count":
+        shard.count += 1
+    elif corruption == "misplaced":
+        other = _other_shard(purgatory, "k0")  # counts moved along: only the key is wrong
+        other.watchers["k0"] = shard.watchers.pop("k0")
+        other.count += len(watchers)
+        shard.count -= len(watchers)
+    elif corruption == "empty":
+        shard.watchers["k0"] = WatcherList("k0")
+    elif corruption == "wrong_id":
+        (op,) = watchers.ops.values()
+        watchers.ops.clear()
+        watchers.ops[id(op) + 1] = op
+    elif corruption == "foreign_list":
+        shard.watchers["k0"] = WatcherList("elsewhere")
+        shard.watchers["k0"].ops.update(watchers.ops)
+    else:
+        purgatory._num_purged = -1
+    with pytest.raises(AssertionError, match=says):
+        purgatory._check()

@@ -3,9 +3,11 @@ timers, the delay queue, and the real-clock wait on the exact earliest due time.
 
 from __future__ import annotations
 
+import gc
 import random
 import threading
 import time
+import weakref
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +18,9 @@ from kpurgatory.optimized import SystemTimer
 from kpurgatory.optimized.bucket import TaskCounter, TimerTaskList
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.spec.arithmetic import round_down
+from tests.mutants.catalog import Mutant, applied
 from tests.optimized.helpers import Task, locate, manual_timer
+from tests.support import needs_python_source
 
 # -- _check() after random operations, against a tiny model ----------------------------------
 
@@ -167,6 +171,54 @@ def test_task_readded_by_an_earlier_task_in_the_same_drain_is_skipped() -> None:
         timer._check()
         timer.advance_clock(5)
         assert log == ["a", "b"]
+
+
+def _handed_over_task_refs() -> list[weakref.ref[Task]]:
+    """Weak references to three tasks a drain handed over, after their last reference went
+    (the cyclic collector off, so only reference counting could have freed them)."""
+    log: list[str] = []
+    with manual_timer() as timer:
+        tasks = [Task(delay, f"t{delay}", log) for delay in (3, 3, 25)]
+        for task in tasks:
+            timer.add(task)
+        refs = [weakref.ref(task) for task in tasks]
+        gc.disable()
+        try:
+            assert timer.advance_clock(30) is True
+            assert log == ["t3", "t3", "t25"]
+            del task, tasks
+            return refs
+        finally:
+            gc.enable()
+
+
+DRAIN_KEEPS_ITS_LIST = Mutant(
+    "drain-keeps-its-list",
+    "kpurgatory.optimized.timer",
+    "SystemTimer._hand_over_collected",
+    "drain.collected = []",
+    "pass",
+    "The drain keeps the list of the tasks it collected: task -> drain -> list -> task.",
+)
+"""The bug ``test_handed_over_tasks_are_freed_by_refcount_not_by_the_cycle_collector``
+is meant to catch, planted back by ``test_the_freed_check_catches_a_drain_keeping_its_list``."""
+
+
+def test_handed_over_tasks_are_freed_by_refcount_not_by_the_cycle_collector() -> None:
+    """A task keeps pointing at the drain that collected it (its R11 marker); the drain
+    lets go of its list of them once they are handed over, so no task -> drain -> list ->
+    task cycle is left for the cyclic collector (it held every handed-over task until a
+    collection: twice the collector's work on the lifecycle benchmark)."""
+    assert [ref() for ref in _handed_over_task_refs()] == [None, None, None]
+
+
+@needs_python_source()
+def test_the_freed_check_catches_a_drain_keeping_its_list() -> None:
+    with applied(DRAIN_KEEPS_ITS_LIST):
+        refs = _handed_over_task_refs()
+        assert all(ref() is not None for ref in refs)
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None, None]
 
 
 # -- the delay queue --------------------------------------------------------------------------

@@ -117,7 +117,8 @@ def test_an_adapter_that_hangs_fails_its_streams_and_the_job_ends(
     started = time.monotonic()
     status = run_cli(
         [
-            *("--adapter", broken("stall"), "--step-timeout", "1", "--grid", "small"),
+            # 3 s: a fresh adapter's start-up (its first answer) took over 1 s at load 10
+            *("--adapter", broken("stall"), "--step-timeout", "3", "--grid", "small"),
             *("--scenario", "join_group", "--ops", "30", "--partitions", "1"),
             *("--out", str(tmp_path)),
         ],
@@ -126,7 +127,7 @@ def test_an_adapter_that_hangs_fails_its_streams_and_the_job_ends(
     out = capsys.readouterr().out
     assert status == 1, out
     # it stops answering in its third run: the task's third stream
-    assert "- protocol: 1 stream(s)" in out and "no answer within 1 s" in out, out
+    assert "- protocol: 1 stream(s)" in out and "no answer within 3 s" in out, out
     assert "3 of 4 streams agreed" in out
     assert time.monotonic() - started < 120
 

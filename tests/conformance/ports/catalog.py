@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from tests.mutants.catalog import MUTANTS, Mutant, applied
 
-__all__ = ["PORT_BUGS", "PortBug", "port_bug", "planted"]
+__all__ = ["PORT_BUGS", "TIMER_AREAS", "PortBug", "port_bug", "planted"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,35 @@ PORT_BUGS: tuple[PortBug, ...] = (
     _shared("wrong-overflow-tick", "overflow"),
     _shared("bucket-not-reoffered", "overflow"),
     _shared("expiration-always-changed", "wheel placement"),
+    _new(
+        "level-from-clock-reading",
+        "wheel placement",
+        "add picks the wheel level against the clock reading instead of the wheel's current "
+        "time (which stays behind until the next advance_clock, R2): after the clock moved "
+        "without a drain, a task lands in a slot whose bucket of the previous round is still "
+        "queued, and moves that bucket's expiration, so tasks run late (a published port's "
+        "placement, R4, R5).",
+        (
+            _TIMER,
+            "SystemTimer.add",
+            "                self._wheel.add(checked)",
+            "                self._wheel.add(checked, self._deadline_base())",
+        ),
+        (
+            _WHEEL,
+            "TimingWheel.add",
+            "    def add(self, entry: TimerTaskEntry) -> bool:\n",
+            "    def add(self, entry: TimerTaskEntry, reading: int | None = None) -> bool:\n",
+        ),
+        (
+            _WHEEL,
+            "TimingWheel.add",
+            "        while not fits_level(due, wheel.current_time, wheel.interval):\n",
+            "        while not fits_level(\n"
+            "            due, wheel.current_time if reading is None else reading, wheel.interval\n"
+            "        ):\n",
+        ),
+    ),
     # ---- the drain: cascade order, current time, R11 -----------------------------------
     _shared("poll-off-by-one", "drain"),
     _shared("drain-skips-wheel-advance", "cascade"),
@@ -112,6 +141,28 @@ PORT_BUGS: tuple[PortBug, ...] = (
             "SystemTimer.advance_clock",
             "        return drain is not None and self._hand_over_collected(drain)\n",
             "        return drain is not None and (self._hand_over_collected(drain) or True)\n",
+        ),
+    ),
+    _new(
+        "cascade-stranded-in-flushed-bucket",
+        "cascade",
+        "The flush re-adds a task that is not yet due into the bucket being flushed instead "
+        "of a finer level, and the bucket's expiration is reset afterwards, so it is never "
+        "queued again: the task stays counted and never runs (a published port's cascade, "
+        "R5, R12).",
+        (
+            _TIMER,
+            "Drain.flush",
+            "        bucket.flush(self.take)\n",
+            "        stranded: list[TimerTaskEntry] = []\n"
+            "        bucket.flush(\n"
+            "            lambda entry: stranded.append(entry)\n"
+            "            if entry._entry_due >= wheel.current_time + wheel.tick_ms\n"
+            "            else self.take(entry)\n"
+            "        )\n"
+            "        for entry in stranded:\n"
+            "            bucket.add(entry)\n"
+            "        bucket.expiration = None\n",
         ),
     ),
     _new(
@@ -304,6 +355,23 @@ PORT_BUGS: tuple[PortBug, ...] = (
     _shared("timer-enabled-ignored", "timer_enabled"),
 )
 """The catalogue, grouped by area; names are unique."""
+
+
+TIMER_AREAS = frozenset(
+    {
+        "wheel placement",
+        "overflow",
+        "drain",
+        "cascade",
+        "R11 stale entries",
+        "current time",
+        "size",
+        "re-add",
+        "cancel",
+        "next_due_time",
+    }
+)
+"""The catalogue areas a timer-only port has (close needs a shutdown: a purgatory step)."""
 
 
 def port_bug(name: str) -> PortBug:

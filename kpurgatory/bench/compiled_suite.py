@@ -99,8 +99,8 @@ def check(package: str = "kpurgatory.optimized") -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kpurgatory.bench.compiled {copy-tree DEST | check}``."""
-    parser = argparse.ArgumentParser(prog="python -m kpurgatory.bench.compiled")
+    """``python -m kpurgatory.bench.compiled_suite {copy-tree DEST | check}``."""
+    parser = argparse.ArgumentParser(prog="python -m kpurgatory.bench.compiled_suite")
     commands = parser.add_subparsers(dest="command", required=True)
     copy_parser = commands.add_parser("copy-tree", help="copy the test tree without the package")
     copy_parser.add_argument("dest", type=Path)

@@ -1,0 +1,192 @@
+"""The kit on upstream Apache Kafka's own classes, where a Kafka source tree is given.
+
+``conformance/examples/java-kafka`` compiles Kafka's timer (and, from Kafka 4.0's Java
+sources, its purgatory) with a few shims into a temporary directory and serves them
+through the adapter protocol. These tests run it through the CLI as a porter would:
+
+- Kafka's timer passes the committed vectors and ``--stateful --allow kafka`` timer-only
+  on each seed of the battery 1-10 (the kafka-loop check);
+- without ``--allow kafka`` it fails on its documented differences, and the report
+  names them once they are allowed;
+- the adapter speaks the protocol line by line (a negative timeout does not raise: Kafka);
+- where the tree has the purgatory's Java sources (Kafka 4.0+), Kafka's timer and
+  DelayedOperationPurgatory together pass the same check, and fail without
+  ``--allow kafka`` on the purgatory's documented differences.
+
+They run only where ``KAFKA_SOURCE`` names a Kafka source tree (3.6 or later) and a JDK
+is installed; nothing of Kafka is in this repository. docs/conformance.md says how.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kpurgatory.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = ROOT / "conformance" / "examples" / "java-kafka" / "run_adapter.sh"
+KAFKA_SOURCE = os.environ.get("KAFKA_SOURCE", "")
+SEEDS = range(1, 11)
+TIMEOUT = "120"  # seconds for one answer: the first one waits for javac on a loaded machine
+
+needs_kafka = pytest.mark.skipif(
+    not KAFKA_SOURCE
+    or not Path(KAFKA_SOURCE).is_dir()
+    or shutil.which("javac") is None
+    or shutil.which("java") is None,
+    reason="needs KAFKA_SOURCE (a Kafka source tree) and a JDK (javac, java)",
+)
+
+
+PURGATORY_SOURCE = (
+    Path(KAFKA_SOURCE)
+    / "server-common/src/main/java/org/apache/kafka/server/purgatory/DelayedOperationPurgatory.java"
+)
+needs_purgatory = pytest.mark.skipif(
+    not KAFKA_SOURCE or not PURGATORY_SOURCE.is_file(),
+    reason="needs a Kafka tree with the purgatory's Java sources (Kafka 4.0 or later)",
+)
+
+
+def adapter(*options: str) -> str:
+    return shlex.join(["sh", str(LAUNCHER), *options])
+
+
+def conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["conformance", "--timeout", TIMEOUT, *args])
+    return code, capsys.readouterr().out
+
+
+def test_the_launcher_refuses_to_start_without_a_kafka_tree(tmp_path: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if k != "KAFKA_SOURCE"}
+    done = subprocess.run(
+        ["sh", str(LAUNCHER)], input="", capture_output=True, text=True, env=environment
+    )
+    assert done.returncode == 2 and "set KAFKA_SOURCE" in done.stderr
+    done = subprocess.run(
+        ["sh", str(LAUNCHER)],
+        input="",
+        capture_output=True,
+        text=True,
+        env={**environment, "KAFKA_SOURCE": str(tmp_path)},
+    )
+    assert done.returncode == 2 and "util/timer/Timer.java not found" in done.stderr
+    done = subprocess.run(["sh", str(LAUNCHER), "--fast"], input="", capture_output=True, text=True)
+    assert done.returncode == 2 and "unknown option --fast" in done.stderr
+
+
+@needs_kafka
+def test_kafkas_timer_speaks_the_protocol_line_by_line() -> None:
+    lines = [
+        {"step": "init", "tick_ms": 2, "timers": ["main"]},
+        {"step": "add", "task": "a", "delay_ms": 3, "on_run": []},
+        {"step": "advance", "ms": -1},
+        {"step": "advance", "ms": 4},
+        {"step": "clock_advance", "ms": -1},
+        {"step": "next_due_time"},
+    ]
+    done = subprocess.run(
+        ["sh", str(LAUNCHER), "--timer-only"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers[0]["capabilities"] == {"without": ["next_due_time"], "async_run": True}
+    assert answers[1]["state"] == {"clock_ms": 0, "timer_sizes": {"main": 1}}
+    # kafka-negative-timeout: advanceClock(-1) polls the delay queue and returns
+    assert answers[2]["raised"] is None and answers[2]["result"] is False
+    assert answers[3]["result"] is True
+    assert answers[3]["events"] == [
+        {"kind": "task_ran", "task": "a", "at_ms": 4, "unit": "a", "due_ms": 2}
+    ]
+    assert answers[4]["raised"] == "ValueError"  # the adapter's manual clock never goes back
+    assert "error" in answers[5]
+
+
+@needs_kafka
+def test_kafkas_timer_fails_without_its_documented_differences(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = conformance(capsys, "--adapter", adapter("--timer-only"), "--timer-only")
+    assert code == 1, out
+    # the current time moves only to a dequeued bucket's expiration (kafka-stale-current-time)
+    assert "FAIL r02-current-time: step 6 of 8 (add)" in out, out
+    # advanceClock is true iff it dequeued a bucket (kafka-advance-result)
+    assert "FAIL r09-cancel-readd: step 8 of 12 (advance): result: expected False, got True" in out
+    code, out = conformance(
+        capsys, "--adapter", adapter("--timer-only"), "--timer-only", "--allow", "kafka"
+    )
+    assert code == 0, out
+    assert "PASS r02-current-time (8 steps; accepted kafka-stale-current-time at steps 6" in out
+    assert "PASS r09-cancel-readd (12 steps; accepted kafka-advance-result at step 8)" in out
+    assert "not checked: declared without next_due_time; tasks run asynchronously" in out
+
+
+@needs_kafka
+@pytest.mark.parametrize("seed", SEEDS)
+def test_kafkas_timer_passes_the_kit_with_allow_kafka(
+    capsys: pytest.CaptureFixture[str], seed: int
+) -> None:
+    code, out = conformance(
+        capsys,
+        "--adapter",
+        adapter("--timer-only"),
+        "--timer-only",
+        "--stateful",
+        "--allow",
+        "kafka",
+        "--seed",
+        str(seed),
+    )
+    assert code == 0, out
+    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
+    for kind in ("add", "cancel", "advance", "clock_advance"):
+        assert f" {kind} " in kinds, kinds
+
+
+@needs_kafka
+@needs_purgatory
+def test_kafkas_purgatory_fails_without_its_documented_differences(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = conformance(capsys, "--adapter", adapter())
+    assert code == 1, out
+    # a duplicate watch key watches the operation twice (kafka-duplicate-keys)
+    assert "FAIL r24-keys: step 2 of 7 (watch): state: watched: expected 2, got 5" in out, out
+    # advanceClock with a negative timeout does not raise (kafka-negative-timeout)
+    assert "FAIL r35-inputs: step 2 of 6 (advance): raised: expected ValueError, got None" in out
+    # a second submission is not refused (kafka-resubmission)
+    assert "FAIL repeated-watch: step 3 of 5 (watch): raised: expected ValueError, got None" in out
+    code, out = conformance(capsys, "--adapter", adapter(), "--allow", "kafka")
+    assert code == 0, out
+    assert "PASS r24-keys (7 steps; accepted kafka-duplicate-keys at steps 2, 3" in out
+    assert "accepted kafka-negative-timeout at steps 2, 4, 6)" in out
+    assert "accepted kafka-resubmission at steps 3, 4, 5)" in out
+    assert "state fields declared absent (answered null, not compared): num_purged" in out
+
+
+@needs_kafka
+@needs_purgatory
+@pytest.mark.parametrize("seed", SEEDS)
+def test_kafkas_purgatory_passes_the_kit_with_allow_kafka(
+    capsys: pytest.CaptureFixture[str], seed: int
+) -> None:
+    code, out = conformance(
+        capsys, "--adapter", adapter(), "--stateful", "--allow", "kafka", "--seed", str(seed)
+    )
+    assert code == 0, out
+    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
+    for kind in ("watch", "check_and_complete", "cancel_for_key", "purgatory_advance", "shutdown"):
+        assert f" {kind} " in kinds, kinds
