@@ -47,21 +47,16 @@ _RULES = (
     "tests/test_purgatory_rules.py",
     "tests/test_inputs.py",
     "tests/test_user_code_failures.py",
-    "tests/test_let_go.py",
     "tests/test_reentrancy.py",
     "tests/test_lifecycle.py",
-    "tests/test_mutation_gaps.py",
     "tests/test_core_mutation_gaps.py",
-    "tests/test_lifecycle_mutation_gaps.py",
     "tests/test_subclassing.py",
-    "tests/test_never_early.py",
     "tests/test_realtime.py",
 )
 _TIMER = (
     "tests/test_timer_rules.py",
-    "tests/test_never_early.py",
+    "tests/test_realtime.py",
     "tests/optimized",
-    "tests/test_mutation_gaps.py",
     "tests/test_core_mutation_gaps.py",
     "tests/machines/test_timer_model.py",
     "tests/machines/test_equivalence_timer.py",
@@ -77,7 +72,6 @@ _SCHEDULES = (*_CONCURRENCY, "tests/concurrency/test_schedules.py")
 _AIO = (
     "tests/aio/test_aio_rules.py",
     "tests/aio/test_cancellation.py",
-    "tests/aio/test_aio_mutation_gaps.py",
     "tests/aio/test_bounded_driver.py",
     "tests/aio/test_loop_executor.py",
     "tests/aio/test_reentrant_shutdown.py",
@@ -92,9 +86,8 @@ _AIO_SLOW = ("tests/examples",)
 MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kpurgatory/_lifecycle.py": (
         (
-            "tests/test_lifecycle_mutation_gaps.py",
-            "tests/test_mutation_gaps.py",
             "tests/test_lifecycle.py",
+            "tests/test_realtime.py",
             "tests/test_purgatory_rules.py",
             "tests/machines/test_lifecycle_model.py",
         ),
