@@ -49,7 +49,6 @@ _RULES = (
     "tests/test_user_code_failures.py",
     "tests/test_reentrancy.py",
     "tests/test_lifecycle.py",
-    "tests/test_core_mutation_gaps.py",
     "tests/test_subclassing.py",
     "tests/test_realtime.py",
 )
@@ -57,7 +56,6 @@ _TIMER = (
     "tests/test_timer_rules.py",
     "tests/test_realtime.py",
     "tests/optimized",
-    "tests/test_core_mutation_gaps.py",
     "tests/machines/test_timer_model.py",
     "tests/machines/test_equivalence_timer.py",
     "tests/machines/test_equivalence_purgatory.py",
@@ -77,7 +75,6 @@ _AIO = (
     "tests/aio/test_reentrant_shutdown.py",
     "tests/aio/test_typing.py",
     "tests/aio/test_virtual_time.py",
-    "tests/aio/test_virtual_loop_gaps.py",
     "tests/aio/test_equivalence.py",
     "tests/aio/test_cancellation_machine.py",
 )
