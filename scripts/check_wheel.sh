@@ -35,13 +35,18 @@ cd "$WORK/user"   # outside the source tree: only the installed package can be i
 "$WORK/venv/bin/kpurgatory" --version
 "$WORK/venv/bin/kpurgatory" demo > /dev/null
 
-# The tutorial's runnable blocks (not the includes of examples/, which the wheel does not
-# carry), in order, as one program run from here: they need nothing but the wheel.
+# The tutorial's runnable blocks, in order, as one program run from here, as a reader
+# copies them: the wheel plus aiohttp, which its framework section tells the reader to
+# install. Not the blocks tests/docs/test_snippets.py does not run either: copies of
+# examples/ sections ("<!-- copy of: ... -->", run by the examples' own tests; the wheel
+# does not carry examples/), "<!-- snippet: skip ... -->" blocks and includes.
+"$VPY" -m pip install --quiet -c "$ROOT/constraints.txt" aiohttp
 "$PYTHON" - "$ROOT/docs/tutorial.md" > "$WORK/user/tutorial_blocks.py" <<'EXTRACT'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
-for block in re.findall(r"^```python\n(.*?)^```", text, re.M | re.S):
-    if "--8<--" not in block:
+pattern = r"^(<!--\s*(?:copy of:|snippet:\s*skip)[^\n]*-->\n)?```python\n(.*?)^```"
+for marked, block in re.findall(pattern, text, re.M | re.S):
+    if not marked and "--8<--" not in block:
         print(block)
 EXTRACT
 "$VPY" tutorial_blocks.py
