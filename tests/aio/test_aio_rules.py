@@ -1105,3 +1105,30 @@ def test_r45_a_users_clock_fires_never_early_at_long_delays(delay_ms: int) -> No
     finally:
         loop.close()
     assert readings == [due]
+
+
+def test_r44_a_later_schedule_keeps_the_earlier_arming_and_stopped_reads_true_after_stop() -> None:
+    """R44, R49: ``schedule`` re-arms only for an earlier due time (a later one must not
+    move the handle past a task due sooner), and ``stopped`` is a flag that reads False
+    until ``stop``, True after it.
+
+    Kills: ``due != armed`` for ``due < armed`` in ``LoopTimerDriver.schedule`` (the
+    handle moved to the later due time, the earlier firing lost), and ``stopped`` without
+    ``@property`` (a bound method, always true)."""
+    clock = ManualClock(0)
+    loop = VirtualTimeLoop(clock)
+    fired: list[int] = []
+    try:
+        driver = LoopTimerDriver(
+            loop, NoTimer(), clock, lambda: fired.append(clock.now_ms()), direct=True
+        )
+        assert driver.stopped is False
+        driver.schedule(10)
+        driver.schedule(20)
+        assert driver.armed_due == 10
+        loop.run_until_complete(asyncio.sleep(0.015))
+        assert fired == [10]
+        driver.stop()
+        assert driver.stopped is True
+    finally:
+        loop.close()
