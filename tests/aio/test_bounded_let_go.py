@@ -174,3 +174,31 @@ def test_r71_r67_a_key_failing_in_a_bounded_pass_ends_the_let_go(
     other keys are let go, and the failure is logged."""
     failing_key_round()
     assert "cannot be hashed" in caplog.text
+
+
+def test_r71_a_stopped_driver_lets_nothing_more_go() -> None:
+    """R71, R49: a let-go continuation queued before ``shutdown`` runs no pass once the
+    driver is stopped: what was watched at the shutdown stays as it was.
+
+    Kills: ``self._stopped and let_go is None`` for ``or`` in
+    ``LoopTimerDriver._continue_let_go`` (one more bounded pass after the stop)."""
+
+    async def main() -> None:
+        operation = recording_operation("optimized")
+        loop = asyncio.get_running_loop()
+        clock: ManualClock = loop.clock  # type: ignore[attr-defined]
+        log: list[Event] = []
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory("stop", max_hand_overs=2)
+        waiters = [
+            purgatory.submit(operation(10, f"op{i}", log, clock), [f"k{i}"]) for i in range(12)
+        ]
+        loop.call_soon(clock.advance, 100)
+        assert await asyncio.gather(*waiters) == [Outcome.EXPIRED] * 12
+        left = purgatory.purgatory.watched
+        assert left > 0  # the let-go goes on in later callbacks: stop it half way
+        purgatory.shutdown()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert purgatory.purgatory.watched == left
+
+    run(main(), ManualClock(0))
