@@ -394,3 +394,17 @@ def test_earliest_due_is_the_least_due_time_of_any_linked_entry(seed: int) -> No
             for entry in bucket.entries()
         ]
         assert timer._queue.earliest_due() == (min(linked) if linked else None)
+
+
+def test_r12_check_holds_with_more_tasks_than_python_caches_as_small_ints() -> None:
+    """R12: ``_check()`` compares the task counter with the entries it counts by value.
+    With 300 tasks both are 300 but separate int objects (CPython caches only -5..256),
+    so an identity comparison would report a corruption that is not there.
+
+    Kills: ``total is not self.counter.value`` for ``!=`` in ``TimingWheel._check``."""
+    timer = manual_timer(wheel_size=8)
+    log: list[str] = []
+    for i in range(300):
+        timer.add(Task(1 + i * 7, f"t{i}", log))
+    assert timer.size == 300
+    timer._check()
