@@ -198,3 +198,33 @@ def test_r70_the_bound_is_checked(implementation: PurgatoryImplementation) -> No
         purgatory.shutdown()
 
     run(main())
+
+
+@pytest.mark.parametrize("implementation", ["optimized", "reference"])
+def test_r44_a_sooner_wait_re_arms_on_a_clock_below_zero(
+    implementation: PurgatoryImplementation,
+) -> None:
+    """R44, R4: on a clock that reads below zero, a wait due sooner than the armed one
+    re-arms the driver, so it expires at its own due time, not at the later one.
+
+    Kills: ``floor / floor % tick`` and ``floor - floor * tick`` for ``floor - floor %
+    tick`` in ``AsyncPurgatory``'s arming shortcut (on a negative reading either one
+    takes the armed due time for early enough and keeps it)."""
+    operation = recording_operation(implementation)
+    clock = ManualClock(-1000)
+
+    async def main() -> None:
+        log: list[Event] = []
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory(
+            "negative", implementation=implementation, clock=clock, tick_ms=10
+        )
+        later = purgatory.submit(operation(500, "later", log, clock), ["k"])
+        sooner = purgatory.submit(operation(100, "sooner", log, clock), ["k"])
+        assert purgatory.driver.armed_due == -900
+        assert await sooner is Outcome.EXPIRED
+        assert await later is Outcome.EXPIRED
+        expiries = [(name, now) for what, name, now in log if what == "expire"]
+        assert expiries == [("sooner", -900), ("later", -500)]
+        purgatory.shutdown()
+
+    run(main(), clock)
