@@ -19,6 +19,7 @@ import pytest
 
 from kpurgatory.aio import (
     AsyncPurgatory,
+    DelayedOperation,
     LoopTimerDriver,
     Outcome,
     PurgatoryImplementation,
@@ -564,3 +565,50 @@ def test_r62_every_call_after_shutdown_is_refused_the_same_way(
         assert purgatory.closed and purgatory.waiting == 0
 
     run(main(), clock)
+
+
+class _ExitingLock(DelegatingLock):
+    """An operation lock whose ``acquire`` raises ``SystemExit`` while ``exiting``."""
+
+    exiting = False
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self.exiting:
+            raise SystemExit("the lock's owner is exiting")
+        return super().acquire(blocking, timeout)
+
+
+class _NeverReady(DelayedOperation):
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        pass
+
+
+def test_r57_a_system_exit_from_the_abandon_inside_cancel_reaches_the_caller() -> None:
+    """R57, R52: cancelling a task's wait abandons its operation inside ``cancel``; an
+    error from that abandon (a supplied lock failing) goes to the loop's exception
+    handler, except ``KeyboardInterrupt`` and ``SystemExit``, which reach the code that
+    called ``cancel``.
+
+    Kills: ``SystemExit`` left out of ``except (KeyboardInterrupt, SystemExit)`` in
+    ``AsyncPurgatory._give_up`` (the exit would be reported and swallowed)."""
+    lock = _ExitingLock()
+
+    async def main() -> None:
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory("exit")
+        task = asyncio.ensure_future(purgatory.wait(_NeverReady(1000, lock), ["k"]))
+        await asyncio.sleep(0)
+        lock.exiting = True
+        try:
+            with pytest.raises(SystemExit):
+                task.cancel()
+        finally:
+            lock.exiting = False
+            purgatory.shutdown()
+
+    run(main(), ManualClock(0))
