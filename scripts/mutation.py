@@ -105,8 +105,15 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kpurgatory/optimized/delay_queue.py": (_TIMER, _CONCURRENCY),
     "kpurgatory/optimized/wheel.py": (_TIMER, _CONCURRENCY),
     "kpurgatory/optimized/timer.py": (_TIMER, _SCHEDULES),
-    "kpurgatory/optimized/operation.py": ((*_RULES, "tests/optimized", *_MACHINES), _SCHEDULES),
-    "kpurgatory/optimized/purgatory.py": ((*_RULES, "tests/optimized", *_MACHINES), _SCHEDULES),
+    # the aio layer's waiter paths live in these two modules: its rule tests (R48, R58) too
+    "kpurgatory/optimized/operation.py": (
+        (*_RULES, "tests/optimized", "tests/aio/test_aio_rules.py", *_MACHINES),
+        _SCHEDULES,
+    ),
+    "kpurgatory/optimized/purgatory.py": (
+        (*_RULES, "tests/optimized", "tests/aio/test_aio_rules.py", *_MACHINES),
+        _SCHEDULES,
+    ),
     "kpurgatory/aio/driver.py": (_AIO, _AIO_SLOW),
     "kpurgatory/aio/executor.py": (_AIO, _AIO_SLOW),
     "kpurgatory/aio/operation.py": (_AIO, _AIO_SLOW),
