@@ -56,6 +56,28 @@ def needs_python_source() -> pytest.MarkDecorator:
     )
 
 
+@functools.cache
+def ready_operation(impl: ModuleType) -> type[Any]:
+    """An operation of ``impl`` that completes once its ``ready`` is set; callbacks do
+    nothing and it has no ``__repr__`` of its own (the default repr is under test)."""
+
+    class Ready(impl.DelayedOperation):  # type: ignore[misc,name-defined]
+        def __init__(self, delay_ms: int, lock: Any = None) -> None:
+            super().__init__(delay_ms, lock)
+            self.ready = False
+
+        def try_complete(self) -> bool:
+            return bool(self.ready and self.force_complete())
+
+        def on_complete(self) -> None:
+            pass
+
+        def on_expiration(self) -> None:
+            pass
+
+    return Ready
+
+
 def floor_to(ms: int, tick_ms: int) -> int:
     """Largest multiple of ``tick_ms`` at or below ``ms``: the tests' own R1 oracle, written
     independently of ``kpurgatory.spec.arithmetic``."""

@@ -27,7 +27,7 @@ from kpurgatory import InlineExecutor, ManualClock, MonotonicClock
 from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome, ReferenceDelayedOperation
 from kpurgatory.clock import deadline_reader
 from tests.concurrency.lockset import Lockset
-from tests.support import task_class
+from tests.support import ready_operation, task_class
 
 pytestmark = pytest.mark.realtime
 
@@ -384,26 +384,6 @@ def _bare_task(impl: ModuleType) -> type[Any]:
     return Bare
 
 
-def _operation(impl: ModuleType) -> type[Any]:
-    class Ready(impl.DelayedOperation):  # type: ignore[misc,name-defined]
-        """Completes when ``ready``; no ``__repr__`` of its own."""
-
-        def __init__(self, delay_ms: int, lock: Any = None) -> None:
-            super().__init__(delay_ms, lock)
-            self.ready = False
-
-        def try_complete(self) -> bool:
-            return bool(self.ready and self.force_complete())
-
-        def on_complete(self) -> None:
-            pass
-
-        def on_expiration(self) -> None:
-            pass
-
-    return Ready
-
-
 def _manual(impl: ModuleType, purge_interval: int = 1000) -> Any:
     timer = impl.SystemTimer("gaps", clock=ManualClock(0), executor=InlineExecutor())
     return impl.DelayedOperationPurgatory(
@@ -420,7 +400,7 @@ def test_r30_r31_the_reaper_purges_completed_operations(impl: ModuleType) -> Non
     step unlinks the completed operations (nobody calls ``advance_clock`` here)."""
     purgatory = impl.DelayedOperationPurgatory("reaped", purge_interval=0)
     try:
-        ops = [_operation(impl)(60_000) for _ in range(3)]
+        ops = [ready_operation(impl)(60_000) for _ in range(3)]
         for op in ops:
             assert purgatory.try_complete_else_watch(op, ["a", "b"]) is False
         for op in ops[:2]:
@@ -487,7 +467,7 @@ def test_r30_purge_after_the_timer_was_closed_from_outside(impl: ModuleType) -> 
     """Closing the timer under the purgatory stops expiry, not purging: a completed
     operation is still unlinked by the next purge, a pending one stays watched."""
     purgatory = _manual(impl, purge_interval=0)
-    done, pending = _operation(impl)(10), _operation(impl)(10)
+    done, pending = ready_operation(impl)(10), ready_operation(impl)(10)
     assert purgatory.try_complete_else_watch(done, ["k"]) is False
     assert purgatory.try_complete_else_watch(pending, ["k"]) is False
     assert done.force_complete()
@@ -511,7 +491,7 @@ def test_r25_completion_storm_counts_every_winner(impl: ModuleType) -> None:
     with lockset.installed():
         purgatory = _manual(impl)
         keys = [f"k{i}" for i in range(4)]
-        ops = [_operation(impl)(60_000) for _ in range(400)]
+        ops = [ready_operation(impl)(60_000) for _ in range(400)]
         for index, op in enumerate(ops):
             assert purgatory.try_complete_else_watch(op, [keys[index % 4], "all"]) is False
             op.ready = True
@@ -559,7 +539,7 @@ def test_reprs_of_tasks_timers_and_operations(impl: ModuleType) -> None:
     assert repr(timer).endswith(", closed)")
 
     purgatory = _manual(impl)
-    pending, done, dropped = (_operation(impl)(10) for _ in range(3))
+    pending, done, dropped = (ready_operation(impl)(10) for _ in range(3))
     assert repr(pending) == "<Ready delay_ms=10 pending>"
     assert purgatory.try_complete_else_watch(pending, ["k"]) is False
     assert purgatory.try_complete_else_watch(dropped, ["k"]) is False

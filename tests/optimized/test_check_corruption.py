@@ -15,7 +15,6 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from kpurgatory.optimized.timer import SystemTimer
 from kpurgatory.optimized.wheel import TimingWheel
 from kpurgatory.pipeline.builds import optimized_build
 from tests.optimized.helpers import Task, manual_timer
+from tests.support import ready_operation
 
 DELAYS = (5, 5, 30, 31, 500, 10_000)
 """Two tasks in one lowest-level bucket, two on level 2, one each on levels 3 and 4."""
@@ -263,26 +263,6 @@ def test_every_assertion_has_a_corruption_case(structure: str) -> None:
 # -- the purgatory's _check() on corrupted watcher lists ---------------------------------------
 
 
-def _ready_operation(impl: ModuleType) -> type[Any]:
-    class Ready(impl.DelayedOperation):  # type: ignore[misc,name-defined]
-        """Completes when ``ready``; no ``__repr__`` of its own."""
-
-        def __init__(self, delay_ms: int, lock: Any = None) -> None:
-            super().__init__(delay_ms, lock)
-            self.ready = False
-
-        def try_complete(self) -> bool:
-            return bool(self.ready and self.force_complete())
-
-        def on_complete(self) -> None:
-            pass
-
-        def on_expiration(self) -> None:
-            pass
-
-    return Ready
-
-
 def _corruptible() -> Any:
     from kpurgatory import optimized
 
@@ -291,7 +271,7 @@ def _corruptible() -> Any:
         "corrupt", timer=timer, reaper_enabled=False, shards=4
     )
     for index in range(3):
-        op = _ready_operation(optimized)(10)
+        op = ready_operation(optimized)(10)
         assert purgatory.try_complete_else_watch(op, [f"k{index}"]) is False
     purgatory._check()  # sound before the corruption
     return purgatory
