@@ -114,10 +114,10 @@ class _KafkaBuckets:
                 return
             level[1] = ms = self.floor(ms, tick)
 
-    def drain(self, now: int, live: Any) -> list[int]:
-        """Dequeue every bucket expired by ``now``, in expiration order, advancing the wheels
-        to each and re-adding its live entries; the expirations dequeued."""
-        dequeued: list[int] = []
+    def _due_buckets(self, now: int, dequeued: list[int]) -> Any:
+        """Dequeue every bucket expired by ``now``, in expiration order, advancing the
+        wheels to each; yield ``(key, expiration, entries)`` of the buckets still current
+        (a stale queue entry is skipped). Each expiration dequeued goes to ``dequeued``."""
         while self.queue and self.queue[0][0] <= now:
             expiration, *where = heapq.heappop(self.queue)
             key = (where[0], where[1])
@@ -128,7 +128,14 @@ class _KafkaBuckets:
                 if bucket is not None:
                     self.buckets[key] = bucket
                 continue
-            for entry in bucket[1]:
+            yield key, expiration, bucket[1]
+
+    def drain(self, now: int, live: Any) -> list[int]:
+        """Dequeue every bucket expired by ``now`` and re-add its live entries; the
+        expirations dequeued."""
+        dequeued: list[int] = []
+        for _, _, entries in self._due_buckets(now, dequeued):
+            for entry in entries:
                 if live(entry):
                     self.add(entry, entry.due)
         return dequeued
@@ -140,17 +147,7 @@ class _KafkaBuckets:
         longer queued (a later entry of the same expiration joins it unqueued, as in
         Kafka); the buckets not yet dequeued stay queued."""
         dequeued: list[int] = []
-        while self.queue and self.queue[0][0] <= now:
-            expiration, *where = heapq.heappop(self.queue)
-            key = (where[0], where[1])
-            bucket = self.buckets.pop(key, None)
-            dequeued.append(expiration)
-            self.advance(expiration)
-            if bucket is None or bucket[0] != expiration:
-                if bucket is not None:
-                    self.buckets[key] = bucket
-                continue
-            entries = bucket[1]
+        for key, expiration, entries in self._due_buckets(now, dequeued):
             for index, entry in enumerate(entries):
                 if live(entry) and not self.add(entry, entry.due):
                     rest = [other for other in entries[index + 1 :] if live(other)]
