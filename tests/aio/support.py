@@ -66,3 +66,23 @@ def recording_operation(implementation: str) -> type[Any]:
             return f"RecordingOperation({self.name!r})"
 
     return RecordingOperation
+
+
+class OffsetClock:
+    """A user's own clock: a ManualClock's reading plus a fixed offset (neither a
+    ManualClock nor a MonotonicClock, so the driver maps it through both readings)."""
+
+    def __init__(self, inner: ManualClock, offset: int) -> None:
+        self._inner, self._offset = inner, offset
+
+    def now_ms(self) -> int:
+        return self._inner.now_ms() + self._offset
+
+    def wait(self, condition: Any, timeout_ms: int, next_due: Any) -> int:
+        return self.now_ms()
+
+
+class NoTimer:
+    """A timer with nothing scheduled (the driver does not re-arm after a firing)."""
+
+    next_due_time = None

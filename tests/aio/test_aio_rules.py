@@ -28,7 +28,7 @@ from kpurgatory.aio import (
     run,
 )
 from kpurgatory.clock import ManualClock
-from tests.aio.support import Event, recording_operation
+from tests.aio.support import Event, NoTimer, OffsetClock, recording_operation
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -1059,26 +1059,6 @@ def test_r49_leaving_async_with_shuts_the_purgatory_down(
 
 
 # ---- R45, R4: a user's clock mapped to loop time never fires early ------------------------------
-
-
-class OffsetClock:
-    """A user's own clock: a ManualClock's reading plus a fixed offset (neither a
-    ManualClock nor a MonotonicClock, so the driver maps it through both readings)."""
-
-    def __init__(self, inner: ManualClock, offset: int) -> None:
-        self._inner, self._offset = inner, offset
-
-    def now_ms(self) -> int:
-        return self._inner.now_ms() + self._offset
-
-    def wait(self, condition: Any, timeout_ms: int, next_due: Any) -> int:
-        return self.now_ms()
-
-
-class NoTimer:
-    """A timer with nothing scheduled (the driver does not re-arm after a firing)."""
-
-    next_due_time = None
 
 
 @pytest.mark.parametrize("delay_ms", [1_000, 2_500, 60_000, 3_600_000])

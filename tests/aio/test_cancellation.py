@@ -27,7 +27,7 @@ from kpurgatory.aio import (
     run,
 )
 from kpurgatory.clock import ManualClock
-from tests.aio.support import Event, recording_operation
+from tests.aio.support import Event, NoTimer, OffsetClock, recording_operation
 from tests.support import DelegatingLock
 
 pytestmark = pytest.mark.timeout(30)
@@ -451,24 +451,6 @@ def test_r59_a_call_before_the_loop_runs_is_refused_with_no_trace(
 
 
 # ---- mutation gaps of the loop driver and the aio purgatory --------------------------------
-
-
-class OffsetClock:
-    """A user's own clock: a ManualClock's reading plus a fixed offset (neither a
-    ManualClock nor a MonotonicClock, so the driver maps it through both readings)."""
-
-    def __init__(self, inner: ManualClock, offset: int) -> None:
-        self._inner, self._offset = inner, offset
-
-    def now_ms(self) -> int:
-        return self._inner.now_ms() + self._offset
-
-    def wait(self, condition: Any, timeout_ms: int, next_due: Any) -> int:
-        return self.now_ms()
-
-
-class NoTimer:
-    next_due_time = None
 
 
 def test_r45_the_driver_maps_a_users_clock_to_loop_time() -> None:
