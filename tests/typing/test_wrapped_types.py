@@ -15,14 +15,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+MODULE = "kpurgatory/aio/wrapped.py"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
+@pytest.mark.skipif(
+    not (ROOT / MODULE).is_file(),
+    reason="no package source in this tree (the compiled job's copy of the tests)",
+)
 def test_r46_the_wrapped_descriptors_overloads_pass_mypy_strict(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "MYPY_CACHE_DIR")}
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / ".mypy_cache"),
-         "kpurgatory/aio/wrapped.py"],
+         MODULE],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
