@@ -193,6 +193,8 @@ class TimerTaskList(EntryHolder):
         root = self.root
         return root._entry_next is root
 
+    # add and remove are alike in shape only (six link assignments each: linking at the
+    # tail and unlinking are different operations on the same four slots).
     def add(self, entry: TimerTaskEntry) -> None:
         """Append ``entry`` at the tail and count it. O(1).
 

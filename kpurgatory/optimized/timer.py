@@ -551,6 +551,9 @@ class SystemTimer:
             return False
         return not self._owns_executor or await_termination(self._executor, timeout)
 
+    # Deliberately kpurgatory._lifecycle.StopOnExit's two methods, which the reference timer and
+    # purgatory inherit: a mypyc-compiled class cannot derive from a pure-Python one, and this
+    # purgatory's are alike for the same reason (one API).
     def __enter__(self) -> SystemTimer:
         return self
 
