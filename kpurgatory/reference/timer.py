@@ -17,7 +17,13 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from kpurgatory import sync
-from kpurgatory._checks import refuse_override, require_at_least, require_int, require_str
+from kpurgatory._checks import (
+    refuse_override,
+    require_at_least,
+    require_clock_and_executor,
+    require_int,
+    require_str,
+)
 from kpurgatory._lifecycle import StopOnExit
 from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory.clock import MonotonicClock, deadline_reader
@@ -126,12 +132,7 @@ class SystemTimer(StopOnExit):
         self._name = require_str("executor_name", executor_name)
         self._tick_ms = require_at_least("tick_ms", tick_ms, 1)
         self._wheel_size = require_at_least("wheel_size", wheel_size, 2)
-        if clock is not None and not isinstance(clock, Clock):
-            raise TypeError(f"clock must provide now_ms() and wait(), not {type(clock).__name__}")
-        if executor is not None and not isinstance(executor, Executor):
-            raise TypeError(
-                f"executor must be a concurrent.futures.Executor, not {type(executor).__name__}"
-            )
+        require_clock_and_executor(clock, executor)
         self._clock: Clock = MonotonicClock() if clock is None else clock
         self._deadline_base: Callable[[], int] = deadline_reader(self._clock)
         start = self._clock.now_ms() if start_ms is None else require_int("start_ms", start_ms)
