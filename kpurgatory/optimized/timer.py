@@ -521,9 +521,9 @@ class SystemTimer:
             self._wake_requested = True
             self._queue.wake_all()
 
-    # close, await_termination, __enter__ and __exit__ repeat the reference timer's on
-    # purpose: the optimized package imports nothing from the reference, and a mypyc
-    # class cannot derive from a pure-Python mixin the two could share.
+    # close and await_termination repeat the reference timer's on purpose (one API; close
+    # wakes its waiter through the delay queue): the optimized package imports nothing
+    # from the reference, and a mypyc class cannot derive from a pure-Python one.
 
     def close(self) -> None:
         """Stop the timer (R14): idempotent; scheduled tasks will never run.

@@ -269,6 +269,7 @@ class SystemTimer(StopOnExit):
         """How a ``with`` block ends (``StopOnExit``): ``close``."""
         self.close()
 
+    # close and await_termination stand again in kpurgatory.optimized.timer, deliberately.
     def close(self) -> None:
         """Stop the timer (R14): idempotent; scheduled tasks will never run.
 
