@@ -13,12 +13,25 @@ from typing import Any
 
 from kpurgatory.aio import AsyncPurgatory, DelayedOperation
 
-__all__ = ["MECHANISMS", "Waits"]
+__all__ = ["MECHANISMS", "QuietOperation", "Waits", "expire"]
 
 MECHANISMS: tuple[str, ...] = ("future+call_at", "timeout_at", "aio wait", "aio submit")
 
 
-class _Answer(DelayedOperation):
+class QuietOperation(DelayedOperation):
+    """An operation whose completion and expiry do nothing: its waiter gets the outcome.
+    A subclass says only when it can complete (``try_complete``)."""
+
+    __slots__ = ()
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        pass
+
+
+class _Answer(QuietOperation):
     """A wait for one event: completes once ``ready`` is set (the event came)."""
 
     __slots__ = ("ready",)
@@ -30,14 +43,9 @@ class _Answer(DelayedOperation):
     def try_complete(self) -> bool:
         return self.ready and self.force_complete()
 
-    def on_complete(self) -> None:
-        pass
 
-    def on_expiration(self) -> None:
-        pass
-
-
-def _expire(future: asyncio.Future[bool]) -> None:
+def expire(future: asyncio.Future[bool]) -> None:
+    """The ``call_at`` callback of a ``Future`` wait: no event came in time (False)."""
     if not future.done():
         future.set_result(False)
 
@@ -63,7 +71,7 @@ class Waits:
 
     async def _future_call_at(self, key: int, delay_ms: int) -> bool:
         future = self.futures[key] = self.loop.create_future()
-        handle = self.loop.call_at(self.loop.time() + delay_ms / 1000, _expire, future)
+        handle = self.loop.call_at(self.loop.time() + delay_ms / 1000, expire, future)
         try:
             answered: bool = await future
             return answered
