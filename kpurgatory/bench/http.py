@@ -27,6 +27,9 @@ import sys
 import time
 from typing import Any
 
+from kpurgatory.aio import AsyncPurgatory
+from kpurgatory.bench.waits import QuietOperation, expire
+
 __all__ = ["WAITS", "main", "measure"]
 
 WAITS: tuple[str, ...] = ("future+call_at", "aio")
@@ -37,76 +40,78 @@ EXPIRING_MS = 50
 ANSWERED_MS = 30_000
 
 
-def _server(wait: str) -> Any:
-    """The aiohttp application for ``wait`` (imported here: aiohttp is an extra)."""
-    from aiohttp import web
+class _Poll(QuietOperation):
+    """One ``aio`` poll: completes once its key was published after the poll began."""
 
-    from kpurgatory.aio import AsyncPurgatory, DelayedOperation
+    __slots__ = ("key", "published", "seen")
 
-    published: dict[str, int] = {}
-    started = [0]  # polls that reached their wait, ever; /ready?n=N waits for N
-    reached: list[tuple[int, asyncio.Future[None]]] = []
-    pending: dict[str, asyncio.Future[bool]] = {}
-    holder: dict[str, AsyncPurgatory[Any]] = {}
+    def __init__(self, key: str, timeout_ms: int, published: dict[str, int]) -> None:
+        super().__init__(timeout_ms)
+        self.key, self.published, self.seen = key, published, published.get(key, 0)
 
-    class Poll(DelayedOperation):
-        __slots__ = ("key", "seen")
+    def try_complete(self) -> bool:
+        return self.published.get(self.key, 0) > self.seen and self.force_complete()
 
-        def __init__(self, key: str, timeout_ms: int) -> None:
-            super().__init__(timeout_ms)
-            self.key, self.seen = key, published.get(key, 0)
 
-        def try_complete(self) -> bool:
-            return published.get(self.key, 0) > self.seen and self.force_complete()
+class _Board:
+    """One server's waits: publishes per key, the ``Future`` of each waiting poll (way
+    ``future+call_at``) or the purgatory (way ``aio``, set at the application's start)."""
 
-        def on_complete(self) -> None:
-            pass
+    def __init__(self, wait: str) -> None:
+        self.wait = wait
+        self.published: dict[str, int] = {}
+        self.pending: dict[str, asyncio.Future[bool]] = {}
+        self.purgatory: AsyncPurgatory[Any] | None = None
 
-        def on_expiration(self) -> None:
-            pass
-
-    def expire(future: asyncio.Future[bool]) -> None:
-        if not future.done():
-            future.set_result(False)
-
-    async def wait_future(key: str, timeout_ms: int) -> bool:
+    async def wait_for(self, key: str, timeout_ms: int) -> bool:
+        """Wait for the next publish on ``key`` or ``timeout_ms``; whether it came."""
+        if self.wait == "aio":
+            assert self.purgatory is not None
+            outcome = await self.purgatory.wait(_Poll(key, timeout_ms, self.published), (key,))
+            return outcome.name == "COMPLETED"
         loop = asyncio.get_running_loop()
-        future = pending[key] = loop.create_future()
+        future = self.pending[key] = loop.create_future()
         handle = loop.call_at(loop.time() + timeout_ms / 1000, expire, future)
         try:
             answered: bool = await future
             return answered
         finally:
             handle.cancel()
-            if pending.get(key) is future:
-                del pending[key]
+            if self.pending.get(key) is future:
+                del self.pending[key]
 
-    async def wait_aio(key: str, timeout_ms: int) -> bool:
-        outcome = await holder["p"].wait(Poll(key, timeout_ms), (key,))
-        return outcome.name == "COMPLETED"
+    def publish(self, key: str) -> int:
+        """Publish on ``key``; how many waiting polls it answered."""
+        self.published[key] = self.published.get(key, 0) + 1
+        if self.wait == "aio":
+            assert self.purgatory is not None
+            answered: int = self.purgatory.check_and_complete(key)
+            return answered
+        future = self.pending.pop(key, None)
+        if future is None or future.done():
+            return 0
+        future.set_result(True)
+        return 1
 
-    waiting = wait_aio if wait == "aio" else wait_future
+
+def _server(wait: str) -> Any:
+    """The aiohttp application for ``wait`` (imported here: aiohttp is an extra)."""
+    from aiohttp import web
+
+    board = _Board(wait)
+    started = [0]  # polls that reached their wait, ever; /ready?n=N waits for N
+    reached: list[tuple[int, asyncio.Future[None]]] = []
 
     async def poll(request: web.Request) -> web.Response:
         key = request.query["key"]
         started[0] += 1
         while reached and reached[0][0] <= started[0]:
             reached.pop(0)[1].set_result(None)  # runs after this step: the wait is in
-        answered = await waiting(key, int(request.query["timeout_ms"]))
+        answered = await board.wait_for(key, int(request.query["timeout_ms"]))
         return web.json_response({"answered": answered})
 
     async def publish(request: web.Request) -> web.Response:
-        key = request.query["key"]
-        published[key] = published.get(key, 0) + 1
-        if wait == "aio":
-            count = holder["p"].check_and_complete(key)
-        else:
-            future = pending.pop(key, None)
-            count = 0 if future is None or future.done() else 1
-            if count:
-                assert future is not None
-                future.set_result(True)
-        return web.json_response({"answered": count})
+        return web.json_response({"answered": board.publish(request.query["key"])})
 
     async def cpu(request: web.Request) -> web.Response:
         return web.json_response({"cpu_s": time.process_time()})
@@ -122,11 +127,11 @@ def _server(wait: str) -> Any:
 
     async def start(app: web.Application) -> None:
         if wait == "aio":
-            holder["p"] = AsyncPurgatory("http-bench")
+            board.purgatory = AsyncPurgatory("http-bench")
 
     async def stop(app: web.Application) -> None:
-        if wait == "aio":
-            holder["p"].shutdown()
+        if board.purgatory is not None:
+            board.purgatory.shutdown()
 
     app = web.Application()
     app.on_startup.append(start)

@@ -673,7 +673,8 @@ class DelayedOperationPurgatory(Generic[T]):
         """
         return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
-    # Deliberately alike the reference's and the timers' context manager (same API).
+    # Deliberately alike the optimized timer's and _lifecycle.StopOnExit's (the reference's)
+    # context manager: one API, and a mypyc-compiled class cannot derive from StopOnExit.
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
 

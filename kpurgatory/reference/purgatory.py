@@ -29,6 +29,7 @@ from kpurgatory._checks import (
 )
 from kpurgatory._lifecycle import (
     REAPER_STEP_MS,
+    StopOnExit,
     UndoLog,
     await_purgatory_termination,
     run_reaper,
@@ -48,7 +49,7 @@ T = TypeVar("T", bound=DelayedOperation, default=DelayedOperation)
 """The operations a purgatory holds; ``DelayedOperationPurgatory(...)`` alone means any."""
 
 
-class DelayedOperationPurgatory(Generic[T]):
+class DelayedOperationPurgatory(StopOnExit, Generic[T]):
     """Holds delayed operations until they complete or expire (Kafka's purgatory).
 
     ``timer`` defaults to ``SystemTimer(purgatory_name)``; the purgatory owns it and
@@ -416,6 +417,10 @@ class DelayedOperationPurgatory(Generic[T]):
         self._timer.advance_clock(timeout_ms)
         self._purge_if_due()
 
+    def _stop(self) -> None:
+        """How a ``with`` block ends (``StopOnExit``): ``shutdown``."""
+        self.shutdown()
+
     def shutdown(self) -> None:
         """Refuse new calls, stop the reaper and close the timer (R32, R39): idempotent.
 
@@ -450,15 +455,6 @@ class DelayedOperationPurgatory(Generic[T]):
         executor thread it cannot wait for that thread itself and returns False.
         """
         return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
-
-    # Deliberately alike the timers' and the optimized purgatory's context manager (same API).
-    def __enter__(self) -> DelayedOperationPurgatory[T]:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Shut down, then wait for the reaper and executor (``await_termination``)."""
-        self.shutdown()
-        self.await_termination()
 
     def __repr__(self) -> str:
         return (
