@@ -229,19 +229,27 @@ class TimerTaskList(EntryHolder):
         self.counter.value -= 1
         return True
 
-    def flush(self, f: Callable[[TimerTaskEntry], None]) -> None:
-        """Unlink every entry, head first, calling ``f`` on each; then reset the expiration.
+    def flush(self, f: Callable[[TimerTaskEntry], None], limit: int = -1) -> bool:
+        """Unlink entries, head first, calling ``f`` on each, until the list is empty or
+        ``limit`` entries were taken (-1: no limit); reset the expiration once empty.
 
-        ``f`` runs after its entry is unlinked and may touch this list (Kafka's
-        re-entrant ``flush``): an entry it adds here is flushed too. O(n + cost of f).
+        Returns whether the list was emptied. A bounded drain (R72) passes ``limit`` and
+        keeps a list it did not empty for its next call; the entries left stay linked
+        (cancel and re-add work on them as on any other). ``f`` runs after its entry is
+        unlinked and may touch this list (Kafka's re-entrant ``flush``): an entry it adds
+        here is flushed too. O(taken + cost of f).
         """
         root = self.root
         head = root._entry_next
         while head is not root:
+            if limit == 0:
+                return False
+            limit -= 1
             self.remove(head)
             f(head)
             head = root._entry_next
         self.expiration = NO_EXPIRATION
+        return True
 
     def entries(self) -> list[TimerTaskEntry]:
         """The linked entries, head to tail (a copy). O(n)."""
