@@ -628,9 +628,9 @@ class DelayedOperationPurgatory(Generic[T]):
 
         ``RuntimeError`` after ``shutdown``.
         """
-        require_at_least("timeout_ms", timeout_ms, 0)
         if max_entries is not None:
             require_at_least("max_entries", max_entries, 1)
+        require_at_least("timeout_ms", timeout_ms, 0)
         if self._is_shut_down:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
         if max_entries is None:
