@@ -47,6 +47,7 @@ import tracemalloc
 from typing import Any
 
 from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome
+from kpurgatory.aio.driver import DEFAULT_MAX_DRAIN_ENTRIES, DEFAULT_MAX_HAND_OVERS
 
 __all__ = [
     "MECHANISMS",
@@ -116,12 +117,13 @@ class _Setup:
         self.operations: dict[int, _Answer] = {}
         self.purgatory: AsyncPurgatory[Any] | None = None
         if mechanism.startswith("aio"):
-            options: dict[str, int] = {}
-            if max_hand_overs is not None:
-                options["max_hand_overs"] = max_hand_overs
-            if max_drain_entries is not None:
-                options["max_drain_entries"] = max_drain_entries
-            self.purgatory = AsyncPurgatory("bench", **options)
+            self.purgatory = AsyncPurgatory(
+                "bench",
+                max_hand_overs=DEFAULT_MAX_HAND_OVERS if max_hand_overs is None else max_hand_overs,
+                max_drain_entries=(
+                    DEFAULT_MAX_DRAIN_ENTRIES if max_drain_entries is None else max_drain_entries
+                ),
+            )
 
     async def _future_call_at(self, key: int, delay_ms: int) -> bool:
         future = self.futures[key] = self.loop.create_future()

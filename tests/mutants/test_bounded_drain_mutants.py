@@ -15,6 +15,7 @@ import pytest
 from hypothesis import settings
 
 from kpurgatory import reference as reference_package
+from kpurgatory.aio import PurgatoryImplementation
 from tests import test_bounded_drain as timer_tests
 from tests.aio import test_bounded_drain_driver as driver_tests
 from tests.machines import test_bounded_drain_machine as machine
@@ -40,11 +41,11 @@ def _machine(which: type[machine.BoundedDrainMachine]) -> Check:
     return lambda: machine.run_machine(which, budget)
 
 
-def _on(test: Callable[[PurgatoryName], None], implementation: PurgatoryName) -> Check:
+def _on(
+    test: Callable[[PurgatoryImplementation], None], implementation: PurgatoryImplementation
+) -> Check:
     return lambda: test(implementation)
 
-
-PurgatoryName = str
 
 BOUNDED_DRAIN_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
