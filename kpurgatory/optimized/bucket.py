@@ -1,7 +1,7 @@
 """Buckets of the timing wheel: Kafka's ``TimerTaskList``, and ``TimerTaskEntry`` folded
 into the task.
 
-Rules: R1, R10-R12.
+Rules: R1, R10-R12, R73.
 
 Kafka allocates a ``TimerTaskEntry`` per ``add`` and points the task at it. Here the
 task *is* its entry: ``TimerTask`` derives from ``TimerTaskEntry``, whose four slots
@@ -233,7 +233,7 @@ class TimerTaskList(EntryHolder):
         """Unlink entries, head first, calling ``f`` on each, until the list is empty or
         ``limit`` entries were taken (-1: no limit); reset the expiration once empty.
 
-        Returns whether the list was emptied. A bounded drain (R72) passes ``limit`` and
+        Returns whether the list was emptied. A bounded drain (R73) passes ``limit`` and
         keeps a list it did not empty for its next call; the entries left stay linked
         (cancel and re-add work on them as on any other). ``f`` runs after its entry is
         unlinked and may touch this list (Kafka's re-entrant ``flush``): an entry it adds

@@ -1,6 +1,6 @@
 """The delay queue of buckets (Kafka's ``DelayQueue<TimerTaskList>``).
 
-Rules: R7.
+Rules: R7, R73.
 
 A binary heap of the buckets that hold (or held) entries, keyed by bucket expiration
 (the start of the bucket's slot). The wheel offers a bucket only when its expiration
@@ -8,7 +8,7 @@ changes, and ``flush`` resets it after ``poll`` took it out, so a bucket is in t
 at most once and its key never changes while it is there. The heap holds at most
 ``levels * (wheel_size - 1)`` buckets whatever the number of tasks.
 
-A bounded drain (R72) that stops inside a bucket puts it back (``put_back``): it is kept
+A bounded drain (R73) that stops inside a bucket puts it back (``put_back``): it is kept
 apart as ``unfinished``, outside the heap, and ``poll`` returns it before any other, so
 the drain goes on exactly where it stopped.
 
@@ -82,7 +82,7 @@ class DelayQueue:
         self.polls = 0
         """Buckets taken out by ``poll`` so far; read through ``SystemTimer.stats``."""
         self.unfinished: TimerTaskList | None = None
-        """The bucket a bounded drain stopped inside (R72), if any: due, out of the heap,
+        """The bucket a bounded drain stopped inside (R73), if any: due, out of the heap,
         and the first ``poll`` returns it."""
 
     @property
@@ -120,7 +120,7 @@ class DelayQueue:
         return None
 
     def put_back(self, bucket: TimerTaskList) -> None:
-        """Keep ``bucket``, which a bounded drain stopped inside, for the next ``poll`` (R72)."""
+        """Keep ``bucket``, which a bounded drain stopped inside, for the next ``poll`` (R73)."""
         if self.unfinished is not None:
             raise AssertionError(f"put back {bucket!r} over unfinished {self.unfinished!r}")
         self.unfinished = bucket
@@ -147,7 +147,7 @@ class DelayQueue:
         indexes: pop the least, push its two children), so it costs O(k log k) for the
         k buckets it visits, plus the entries ``min_due`` reads in a coarse bucket. A
         non-empty bucket of the lowest wheel at the head answers at once: its entries
-        are all due at its expiration. An ``unfinished`` bucket (R72) counts too: its
+        are all due at its expiration. An ``unfinished`` bucket (R73) counts too: its
         entries are scheduled, and it expires before every queued one.
         """
         heap = self.heap
@@ -191,7 +191,7 @@ class DelayQueue:
 
     def _check(self) -> None:
         """Assert the heap invariants: heap order, keys equal expirations, no duplicates,
-        an unfinished bucket (R72) has an expiration and is not in the heap as well; and
+        an unfinished bucket (R73) has an expiration and is not in the heap as well; and
         the waiter bookkeeping: ``waiters`` >= 0, no target without a waiter."""
         if self.waiters < 0:
             raise AssertionError(f"negative waiters count {self.waiters}")

@@ -39,7 +39,7 @@ in later loop callbacks), and the candidates never overflow into a scan.
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
 
-Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R71, R72.
+Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R71, R73.
 """
 
 from __future__ import annotations
@@ -623,7 +623,7 @@ class DelayedOperationPurgatory(Generic[T]):
     def advance_clock(self, timeout_ms: IntArg, max_entries: IntArg | None = None) -> None:
         """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
 
-        ``max_entries``: a bounded drain (R72), ``timer.advance_clock(timeout_ms,
+        ``max_entries``: a bounded drain (R73), ``timer.advance_clock(timeout_ms,
         max_entries)``; the timer's ``drain_pending`` says whether it left work due.
 
         ``RuntimeError`` after ``shutdown``.

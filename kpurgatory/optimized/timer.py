@@ -1,6 +1,6 @@
 """The optimized timer: ``TimerTask`` and ``SystemTimer`` on a hierarchical timing wheel.
 
-Rules: R1-R12, R14, R15, R35, R37, R39, R43, R44, R53, R64, R65, R72.
+Rules: R1-R12, R14, R15, R35, R37, R39, R43, R44, R53, R64, R65, R73.
 
 Same API and observable behaviour as ``kpurgatory.reference.timer``; the
 schedule is Kafka's structure instead of one flat dict: a ``TimingWheel`` with lazily
@@ -44,7 +44,7 @@ each dequeued bucket's expiration during the drain; at the end of the drain the 
 advances to the drain reading and the timer publishes its current time, so no reader
 sees an intermediate value.
 
-A bounded drain (``advance_clock(timeout_ms, max_entries)``, R72) stops once it has
+A bounded drain (``advance_clock(timeout_ms, max_entries)``, R73) stops once it has
 taken ``max_entries`` entries (cascaded or collected), even inside a bucket: that bucket
 goes back to the delay queue as its ``unfinished`` one, first for the next drain, and
 the wheel stays at the expiration of the last bucket it took; only the published current
@@ -204,7 +204,7 @@ class Drain(HandOver):
     ``addTimerTaskEntry``: re-add the entry to the wheel (a cascade to a finer level)
     or, if it is due on the lowest wheel, collect it. A collected entry's holder is
     this ``Drain`` (a ``HandOver``) until its hand-over turn (R11). ``limit`` (-1: none)
-    bounds the entries taken, cascaded or collected, over all its flushes (R72).
+    bounds the entries taken, cascaded or collected, over all its flushes (R73).
 
     Reference equivalent: the list the reference drain pops due entries into. Cost:
     one object per drain; O(1) per entry taken.
@@ -341,7 +341,7 @@ class SystemTimer:
 
     @property
     def drain_pending(self) -> bool:
-        """Whether a bounded ``advance_clock`` stopped before the end of its drain (R72).
+        """Whether a bounded ``advance_clock`` stopped before the end of its drain (R73).
 
         True while the wheel has not caught up with the current time: a bucket is left
         half flushed, or a due one unflushed. Never True without a ``max_entries``
@@ -453,7 +453,7 @@ class SystemTimer:
         closed timer (R14). Cost: O(log B) per due bucket plus O(1) per entry drained or
         cascaded. Reference equivalent: scan, sort and pop every due entry.
 
-        ``max_entries`` (an int >= 1, or None: no bound) bounds the drain (R72): it takes
+        ``max_entries`` (an int >= 1, or None: no bound) bounds the drain (R73): it takes
         at most that many entries, cascaded or collected, and may stop inside a bucket;
         ``drain_pending`` then reads True and the next ``advance_clock`` goes on first
         with what this one left, in due order (R6).
@@ -507,7 +507,7 @@ class SystemTimer:
         order (R6). Returns the ``Drain``, or None if no bucket was due. Cost: O(log B)
         per due bucket plus O(1) per entry.
 
-        With ``limit`` >= 0 (R72) the drain stops once it has taken ``limit`` entries: a
+        With ``limit`` >= 0 (R73) the drain stops once it has taken ``limit`` entries: a
         bucket it stopped inside is put back as the queue's unfinished one, and while
         anything is left due the wheel stays at the last bucket's expiration (advancing it
         past a bucket still to flush would cascade that bucket's entries against a later
@@ -530,7 +530,7 @@ class SystemTimer:
             bucket = queue.poll(now)
         if drain is not None:
             self._cascades += drain.cascades
-        if queue.has_due(now):  # stopped early (R72): the wheel stays at its last bucket
+        if queue.has_due(now):  # stopped early (R73): the wheel stays at its last bucket
             self._current_time = advanced_time(self._current_time, now, self._tick_ms)
             return drain
         wheel.advance_clock(now)
@@ -657,7 +657,7 @@ class SystemTimer:
                 raise AssertionError(f"the task class cache holds non-tasks {strangers}")
 
     def _check_pending_drain(self) -> None:
-        """``_check`` of the current time against the wheel's (R2, R72).
+        """``_check`` of the current time against the wheel's (R2, R73).
 
         They are equal unless a bounded drain stopped before its end; then the wheel
         lags (or stands at an unfinished bucket's expiration) and work is due at the

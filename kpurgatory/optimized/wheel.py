@@ -1,6 +1,6 @@
 """The hierarchical timing wheel (Kafka's ``TimingWheel``), exact to the spec's arithmetic.
 
-Rules: R3.
+Rules: R3, R73.
 
 A wheel has ``wheel_size`` buckets of ``tick_ms`` each, spanning ``interval =
 tick_ms * wheel_size``. Its ``current_time`` is a multiple of its tick. An entry due at
@@ -241,7 +241,7 @@ class TimingWheel:
         queued bucket's expiration is its slot start, lies in the window
         ``(current_time, current_time + interval)`` and maps to its own slot; an
         unqueued bucket is empty with no expiration, except ``unfinished``: the bucket a
-        bounded drain stopped inside (R72), whose expiration is its level's current time
+        bounded drain stopped inside (R73), whose expiration is its level's current time
         (the drain moved the wheel there and no further); every entry lies in the slot its
         due time maps to. Returns the number of linked entries on all levels.
         """

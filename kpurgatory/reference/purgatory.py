@@ -7,7 +7,7 @@ map and the estimate; it is never held while an operation's ``try_complete`` run
 
 The submission reads as R22; its rollback is an undo log (R38).
 
-Rules: R22-R34, R36, R38-R41, R53-R56, R61, R64, R66, R67, R72.
+Rules: R22-R34, R36, R38-R41, R53-R56, R61, R64, R66, R67, R73.
 """
 
 from __future__ import annotations
@@ -396,7 +396,7 @@ class DelayedOperationPurgatory(Generic[T]):
     def advance_clock(self, timeout_ms: int, max_entries: int | None = None) -> None:
         """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
 
-        ``max_entries``: a bounded drain (R72), ``timer.advance_clock(timeout_ms,
+        ``max_entries``: a bounded drain (R73), ``timer.advance_clock(timeout_ms,
         max_entries)``; the timer's ``drain_pending`` says whether it left work due.
 
         ``RuntimeError`` after ``shutdown``.

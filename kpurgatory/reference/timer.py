@@ -6,7 +6,7 @@ process-wide re-entrant lock, so moving a task between timers, cancelling it, an
 draining are trivially atomic. The cost is O(n log n) per ``advance_clock``; the
 optimized package exists for speed and must behave exactly like this module.
 
-Rules: R1-R4, R7-R12, R14, R15, R39, R40, R43, R44, R53, R64, R65, R72.
+Rules: R1-R4, R7-R12, R14, R15, R39, R40, R43, R44, R53, R64, R65, R73.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class SystemTimer:
     @property
     def drain_pending(self) -> bool:
         """Whether a bounded ``advance_clock`` left a task due at the current time still
-        scheduled (R72): the next ``advance_clock`` hands it over first. O(n): a scan."""
+        scheduled (R73): the next ``advance_clock`` hands it over first. O(n): a scan."""
         with _STATE_LOCK:
             return any(is_due(entry.due, self._current_time) for entry in self._pending)
 
@@ -235,7 +235,7 @@ class SystemTimer:
         the drain reading rounded down (R2). Returns True iff at least one task was
         handed over. On a closed timer it does nothing and returns False (R14).
 
-        ``max_entries`` (an int >= 1, or None: no bound) bounds the drain (R72): only
+        ``max_entries`` (an int >= 1, or None: no bound) bounds the drain (R73): only
         the first ``max_entries`` due tasks in due order leave the schedule; the others
         stay scheduled (``drain_pending``) for the next ``advance_clock``.
         """
@@ -248,7 +248,7 @@ class SystemTimer:
             self._wake_requested = False
             if self._closed:
                 return False
-            # A bounded drain may have left tasks due by a later reading (R72): drain at
+            # A bounded drain may have left tasks due by a later reading (R73): drain at
             # the current time at least (without one, nothing scheduled is due by then).
             reading = max(now, self._current_time)
             due_entries = sorted(
