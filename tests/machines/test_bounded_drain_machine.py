@@ -26,7 +26,7 @@ from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory import optimized as optimized_package
 from kpurgatory import reference as reference_package
 
-LABELS = [f"t{index}" for index in range(10)]
+LABELS = [f"t{index}" for index in range(16)]
 
 DELAYS = st.one_of(
     st.integers(-5, 25),
@@ -108,6 +108,17 @@ class BoundedDrainMachine(RuleBasedStateMachine):
             assert self.ran[before:] == []
             self.scheduled[label] = due
 
+    @rule(
+        first=st.integers(0, len(LABELS) - 1),
+        count=st.integers(2, 12),
+        delay=st.sampled_from([7, 30, 450, 8_100]),
+    )
+    def many_at_once(self, first: int, count: int, delay: int) -> None:
+        """Several tasks into one bucket (one due time, or one higher-level slot), so a
+        piece has to stop inside it."""
+        for index in range(count):
+            self.add(LABELS[(first + index) % len(LABELS)], delay + index % 3)
+
     @rule(label=st.sampled_from(LABELS))
     def cancel(self, label: str) -> None:
         task = self.tasks.get(label)
@@ -119,7 +130,7 @@ class BoundedDrainMachine(RuleBasedStateMachine):
     def clock_moves(self, ms: int) -> None:
         self.clock.advance(ms)
 
-    @rule(limit=st.integers(1, 8))
+    @rule(limit=st.one_of(st.integers(1, 3), st.integers(1, 12)))
     def piece(self, limit: int) -> None:
         """One bounded drain (R73)."""
         before, cascades = len(self.ran), self._cascades()

@@ -185,3 +185,16 @@ def test_bounded_drain_mutant_is_caught(mutant: Mutant, check: Check) -> None:
     with applied(mutant), pytest.raises(BaseException) as caught:
         check()
     assert not isinstance(caught.value, KeyboardInterrupt)
+
+
+_TIMER_LEVEL = [m for m, _ in BOUNDED_DRAIN_MUTANTS if not m.module.startswith("kpurgatory.aio")]
+
+
+@pytest.mark.parametrize("mutant", _TIMER_LEVEL, ids=[m.name for m in _TIMER_LEVEL])
+def test_bounded_drain_machine_catches_timer_mutant(mutant: Mutant) -> None:
+    """The bounded-drain machine alone (derandomized budget) fails on every timer-level
+    mutant too: the model check finds each from scratch, not only its targeted test."""
+    reference = mutant.module == _REFERENCE_TIMER
+    which = machine.ReferenceBoundedDrain if reference else machine.OptimizedBoundedDrain
+    with applied(mutant), pytest.raises(AssertionError):
+        _machine(which)()
