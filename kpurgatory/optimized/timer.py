@@ -530,7 +530,8 @@ class SystemTimer:
             bucket = queue.poll(now)
         if drain is not None:
             self._cascades += drain.cascades
-        if queue.has_due(now):  # stopped early (R73): the wheel stays at its last bucket
+        if bucket is not None and queue.has_due(now):  # stopped early (R73): the wheel
+            # stays at its last bucket (a loop that ran out of due buckets ends on None)
             self._current_time = advanced_time(self._current_time, now, self._tick_ms)
             return drain
         wheel.advance_clock(now)
