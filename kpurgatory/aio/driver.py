@@ -22,6 +22,12 @@ the loop (I/O, other timers) runs before the next batch. The batches keep the dr
 due order and run nothing before its due time; no new drain starts until the backlog
 is empty, and ``stop`` drops what is left of it.
 
+Bounded drain (R72): a firing's ``advance`` drains the timer by at most
+``max_drain_entries`` entries of timer work (cascaded or collected, the timer's
+``advance_clock(0, max_entries)``); while the timer's ``drain_pending`` says work is left,
+the driver goes on with the next piece in a ``call_soon`` callback once the backlog of the
+last piece has run, so no callback does more than one bounded piece and one batch.
+
 Bounded let-go (R71): given the wrapped purgatory (``let_go``), the unlinking of
 finished operations that a let-go (R61) or a purge (R30) owes beyond its bound goes on
 in ``call_soon`` callbacks of its own, one bounded pass each, until none is owed.
@@ -37,13 +43,19 @@ from kpurgatory._checks import require_at_least
 from kpurgatory.aio.executor import LoopExecutor
 from kpurgatory.spec.protocols import Clock
 
-__all__ = ["DEFAULT_MAX_HAND_OVERS", "LoopTimerDriver"]
+__all__ = ["DEFAULT_MAX_DRAIN_ENTRIES", "DEFAULT_MAX_HAND_OVERS", "LoopTimerDriver"]
 
 DEFAULT_MAX_HAND_OVERS = 256
 """Hand-overs per firing by default: an expiry of an awaited operation with an empty
 ``on_expiration`` took a median 3.2 us of CPU in a batch (pure build, measured in
 docs/performance.md), so a batch holds the loop about 0.8 ms, plus what the users'
 ``on_expiration`` callbacks do."""
+
+DEFAULT_MAX_DRAIN_ENTRIES = 1024
+"""Timer entries one firing drains by default (R72): cascaded to a finer wheel level or
+collected for a hand-over. docs/performance.md measures the cost of an entry taken in a
+cascade; at that cost a piece holds the loop well under a millisecond, about as long as a
+batch of ``DEFAULT_MAX_HAND_OVERS`` hand-overs."""
 
 
 LET_GO_PER_HAND_OVER = 1
@@ -69,30 +81,36 @@ class _Timer(Protocol):
     @property
     def next_due_time(self) -> int | None: ...
 
+    @property
+    def drain_pending(self) -> bool: ...
+
 
 class LoopTimerDriver:
     """One ``call_at`` handle that runs ``advance`` when the timer's next task is due.
 
-    ``advance`` is the purgatory's ``advance_clock(0)`` (drain what is due, then purge
-    if due, R30). ``direct``: loop time is the clock's reading in seconds (see the
-    module docstring). ``executor``: the timer's ``LoopExecutor``, whose hand-overs a
-    firing then runs at most ``max_hand_overs`` at a time (R70); without it a firing runs
-    every hand-over of its drain. Costs: ``schedule`` O(1) (a ``call_at``, O(log n) in
-    the loop's heap, only when the due time is earlier than the armed one); a firing is
-    the drain, at most ``max_hand_overs`` hand-overs, then one ``next_due_time`` or one
-    ``call_soon``.
+    ``advance(max_entries)`` is the purgatory's ``advance_clock(0, max_entries)``
+    (drain what is due, at most ``max_drain_entries`` entries of it, R72, then purge if
+    due, R30). ``direct``: loop time is the clock's reading in seconds (see the module
+    docstring). ``executor``: the timer's ``LoopExecutor``, whose hand-overs a firing
+    then runs at most ``max_hand_overs`` at a time (R70); without it a firing runs every
+    hand-over of its piece. Costs: ``schedule`` O(1) (a ``call_at``, O(log n) in the
+    loop's heap, only when the due time is earlier than the armed one); a callback is at
+    most one piece of the drain and ``max_hand_overs`` hand-overs, then one
+    ``next_due_time`` or one ``call_soon``.
     """
 
     __slots__ = (
         "_advance",
         "_armed_due",
         "_clock",
+        "_continuing",
         "_direct",
         "_executor",
         "_handle",
         "_let_go",
         "_let_go_pending",
         "_loop",
+        "_max_drain_entries",
         "_max_hand_overs",
         "_stopped",
         "_timer",
@@ -103,18 +121,22 @@ class LoopTimerDriver:
         loop: asyncio.AbstractEventLoop,
         timer: _Timer,
         clock: Clock,
-        advance: Callable[[], None],
+        advance: Callable[[int], None],
         *,
         direct: bool,
         executor: LoopExecutor | None = None,
         max_hand_overs: int = DEFAULT_MAX_HAND_OVERS,
         let_go: _LetGo | None = None,
+        max_drain_entries: int = DEFAULT_MAX_DRAIN_ENTRIES,
     ) -> None:
         max_hand_overs = require_at_least("max_hand_overs", max_hand_overs, 1)
+        max_drain_entries = require_at_least("max_drain_entries", max_drain_entries, 1)
         if executor is not None and not isinstance(executor, LoopExecutor):
             raise TypeError(f"executor must be a LoopExecutor, not {type(executor).__name__}")
         self._executor = executor
         self._max_hand_overs = max_hand_overs
+        self._max_drain_entries = max_drain_entries
+        self._continuing = False
         self._loop = loop
         self._timer = timer
         self._clock = clock
@@ -139,6 +161,18 @@ class LoopTimerDriver:
         return self._max_hand_overs
 
     @property
+    def max_drain_entries(self) -> int:
+        """The most timer entries (cascaded or collected) one firing drains (R72)."""
+        return self._max_drain_entries
+
+    @property
+    def continuing(self) -> bool:
+        """Whether ``call_soon`` continuations are under way (the next batch of the
+        backlog, R70, or the next piece of the drain, R72): no handle is armed for a due
+        time until they are done; they re-arm then."""
+        return self._continuing
+
+    @property
     def backlog(self) -> int:
         """Hand-overs drained but not run yet: the next firing (a ``call_soon``) runs them."""
         executor = self._executor
@@ -153,8 +187,7 @@ class LoopTimerDriver:
         """Make sure the loop wakes by ``due``: re-arm if nothing is armed or it is later."""
         armed = self._armed_due
         if (armed is None or due < armed) and not self._stopped:
-            executor = self._executor
-            if executor is not None and executor.backlog:
+            if self._continuing:
                 return  # a call_soon continuation is pending; it re-arms when it is done
             handle = self._handle
             if handle is not None:
@@ -185,24 +218,30 @@ class LoopTimerDriver:
         self._armed_due = None
         if self._stopped:
             return
+        self._continuing = True
+        self._step()
+
+    def _step(self) -> None:
+        """One piece of the drain (R72), then the first batch of its hand-overs (R70)."""
+        self._handle = None
+        if self._stopped:
+            return
         executor = self._executor
         if executor is None:
             try:
-                self._advance()
+                self._advance(self._max_drain_entries)
             finally:
-                if not self._stopped:
-                    self.rearm()
-                    self.let_go_soon()
+                self._next()
             return
         executor.defer(True)
         try:
-            self._advance()
+            self._advance(self._max_drain_entries)
         finally:
             executor.defer(False)
             self._continue()
 
     def _continue(self) -> None:
-        """Run one batch of the backlog; then ``call_soon`` for the next, or re-arm (R70)."""
+        """Run one batch of the backlog, then go on (``_next``) (R70)."""
         self._handle = None
         if self._stopped:
             return
@@ -211,12 +250,23 @@ class LoopTimerDriver:
         try:
             executor.run_backlog(self._max_hand_overs)
         finally:
-            if not self._stopped:
-                if executor.backlog:
-                    self._handle = self._loop.call_soon(self._continue)
-                else:
-                    self.rearm()
-                self.let_go_soon()
+            self._next()
+
+    def _next(self) -> None:
+        """After a callback: ``call_soon`` the next batch (R70) while the backlog lasts,
+        then the next piece of the drain (R72) while the timer has one pending; else
+        re-arm for the next due time."""
+        if self._stopped:
+            return
+        executor = self._executor
+        if executor is not None and executor.backlog:
+            self._handle = self._loop.call_soon(self._continue)
+        elif self._timer.drain_pending:
+            self._handle = self._loop.call_soon(self._step)
+        else:
+            self._continuing = False
+            self.rearm()
+        self.let_go_soon()
 
     def let_go_soon(self) -> None:
         """If the purgatory owes a let-go (R71), continue it in a ``call_soon`` callback
@@ -251,6 +301,8 @@ class LoopTimerDriver:
             if self._stopped
             else f"backlog={backlog}"
             if backlog
+            else "continuing"
+            if self._continuing
             else f"armed_due={self._armed_due}"
         )
         return f"LoopTimerDriver({state})"

@@ -22,7 +22,11 @@ from kpurgatory import optimized, reference
 from kpurgatory._checks import require_at_least, require_str
 from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import TypeVar
-from kpurgatory.aio.driver import DEFAULT_MAX_HAND_OVERS, LoopTimerDriver
+from kpurgatory.aio.driver import (
+    DEFAULT_MAX_DRAIN_ENTRIES,
+    DEFAULT_MAX_HAND_OVERS,
+    LoopTimerDriver,
+)
 from kpurgatory.aio.executor import LoopExecutor
 from kpurgatory.aio.operation import (
     DelayedOperation,
@@ -67,6 +71,10 @@ class AsyncPurgatory(Generic[T]):
     to the loop (R70; default ``kpurgatory.aio.driver.DEFAULT_MAX_HAND_OVERS``); with the
     optimized implementation, times ``LET_GO_PER_HAND_OVER``, also the most finished
     operations one let-go or purge pass unlinks, the rest in later passes (R71).
+    ``max_drain_entries``: the most timer entries one firing drains, cascaded to a finer
+    wheel level or collected for expiry (R72; default
+    ``kpurgatory.aio.driver.DEFAULT_MAX_DRAIN_ENTRIES``); the rest of the drain goes on in
+    ``call_soon`` callbacks, in due order.
     ``implementation`` picks the wrapped purgatory: ``"optimized"`` (operations are
     ``kpurgatory.aio.DelayedOperation``) or ``"reference"`` (operations are
     ``kpurgatory.aio.ReferenceDelayedOperation``).
@@ -86,9 +94,11 @@ class AsyncPurgatory(Generic[T]):
         implementation: PurgatoryImplementation = "optimized",
         loop: asyncio.AbstractEventLoop | None = None,
         max_hand_overs: int = DEFAULT_MAX_HAND_OVERS,
+        max_drain_entries: int = DEFAULT_MAX_DRAIN_ENTRIES,
     ) -> None:
         name = require_str("purgatory_name", purgatory_name)
         max_hand_overs = require_at_least("max_hand_overs", max_hand_overs, 1)
+        max_drain_entries = require_at_least("max_drain_entries", max_drain_entries, 1)
         if implementation not in _OPERATION_TYPES:
             raise ValueError(
                 f"implementation must be 'optimized' or 'reference', not {implementation!r}"
@@ -138,6 +148,7 @@ class AsyncPurgatory(Generic[T]):
             direct=direct,
             executor=executor,
             max_hand_overs=max_hand_overs,
+            max_drain_entries=max_drain_entries,
             let_go=self._purgatory if implementation == "optimized" else None,
         )
         self._waiting: dict[int, Waiter] = {}
@@ -471,8 +482,9 @@ class AsyncPurgatory(Generic[T]):
                 }
             )
 
-    def _advance(self) -> None:
-        """One firing of the driver: drain what is due, then purge if due (R30, R45).
+    def _advance(self, max_entries: int) -> None:
+        """One firing of the driver: drain what is due, at most ``max_entries`` timer
+        entries of it (R72), then purge if due (R30, R45).
 
         A wrapped purgatory shut down directly shuts this one down instead (R58): its
         closed timer still reports its tasks as due, and re-arming for them would spin."""
@@ -481,4 +493,4 @@ class AsyncPurgatory(Generic[T]):
         if self._timer.closed:
             self.shutdown()
             return
-        self._purgatory.advance_clock(0)
+        self._purgatory.advance_clock(0, max_entries)

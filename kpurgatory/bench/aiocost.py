@@ -147,10 +147,15 @@ async def _setup_seconds(setup: Waits, n: int) -> float:
 
 
 async def _heartbeat(
-    mechanism: str, n: int, seconds: float, seed: int, offset_s: float | None
+    mechanism: str,
+    n: int,
+    seconds: float,
+    seed: int,
+    offset_s: float | None,
+    max_drain_entries: int | None = None,
 ) -> dict[str, float]:
     rng = random.Random(seed)
-    setup = Waits(mechanism)
+    setup = Waits(mechanism, max_drain_entries=max_drain_entries)
     loop = setup.loop
     offset_ms = int(1000 * (await _setup_seconds(setup, n) if offset_s is None else offset_s))
     answers: list[tuple[float, int]] = []
@@ -216,15 +221,21 @@ async def _heartbeat(
 
 
 def heartbeat_lag(
-    mechanism: str, n: int, seconds: float, seed: int = 1, offset_s: float | None = None
+    mechanism: str,
+    n: int,
+    seconds: float,
+    seed: int = 1,
+    offset_s: float | None = None,
+    max_drain_entries: int | None = None,
 ) -> dict[str, float]:
     """Heartbeat lag (max, 99.9th and 99th percentile, ms) with ``n`` waits pending.
 
     The waits fall due ``offset_s`` + 1-20 s after they start (default offset: three
     times the set-up time measured on 1,000 waits, scaled to ``n``, plus 1 s, so the
     set-up ends first however loaded the machine); the heartbeat runs from the offset
-    on, for ``seconds``."""
-    return asyncio.run(_heartbeat(mechanism, n, seconds, seed, offset_s))
+    on, for ``seconds``. ``max_drain_entries``: the aio purgatory's drain bound (R72;
+    None: its default)."""
+    return asyncio.run(_heartbeat(mechanism, n, seconds, seed, offset_s, max_drain_entries))
 
 
 class _GcTimer:
@@ -249,10 +260,14 @@ class _GcTimer:
 
 
 async def _pause(
-    mechanism: str, n: int, max_hand_overs: int | None, due_s: float
+    mechanism: str,
+    n: int,
+    max_hand_overs: int | None,
+    due_s: float,
+    max_drain_entries: int | None = None,
 ) -> dict[str, float]:
     rng = random.Random(1)
-    setup = Waits(mechanism, max_hand_overs)
+    setup = Waits(mechanism, max_hand_overs, max_drain_entries)
     loop = setup.loop
     due_s = max(due_s, await _setup_seconds(setup, n))
     began = loop.time()
@@ -303,17 +318,23 @@ async def _pause(
 
 
 def lag_after_pause(
-    mechanism: str, n: int, max_hand_overs: int | None = None, due_s: float = 5.0
+    mechanism: str,
+    n: int,
+    max_hand_overs: int | None = None,
+    due_s: float = 5.0,
+    max_drain_entries: int | None = None,
 ) -> dict[str, float]:
     """The heartbeat's worst lag (ms) while ``n`` waits, due ``due_s`` to ``due_s`` +
     0.1 s after they start, all expire at once after a pause until ``due_s`` + 0.2 s
     (``due_s`` is raised to the set-up time measured as for ``heartbeat_lag``)."""
-    return asyncio.run(_pause(mechanism, n, max_hand_overs, due_s))
+    return asyncio.run(_pause(mechanism, n, max_hand_overs, due_s, max_drain_entries))
 
 
 def _child(args: argparse.Namespace) -> dict[str, Any]:
     if args.what == "pause":
-        return lag_after_pause(args.mechanism, args.n, args.max_hand_overs, args.due_s)
+        return lag_after_pause(
+            args.mechanism, args.n, args.max_hand_overs, args.due_s, args.max_drain_entries
+        )
     if args.what == "cpu":
         return {
             outcome: cpu_per_wait(args.mechanism, args.n, outcome, args.rounds)
@@ -322,7 +343,13 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     if args.what == "memory":
         size, objects = memory_per_wait(args.mechanism, args.n)
         return {"bytes": size, "objects": objects}
-    return heartbeat_lag(args.mechanism, args.n, args.seconds, offset_s=args.offset_s)
+    return heartbeat_lag(
+        args.mechanism,
+        args.n,
+        args.seconds,
+        offset_s=args.offset_s,
+        max_drain_entries=args.max_drain_entries,
+    )
 
 
 def _run_child(what: str, mechanism: str, n: int, options: list[str]) -> dict[str, Any]:
@@ -378,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--max-hand-overs", type=int, default=None)
+    parser.add_argument(
+        "--max-drain-entries", type=int, default=None, help="lag, pause: the aio drain bound (R72)"
+    )
     parser.add_argument("--offset-s", type=float, default=None, help="lag: set-up time")
     parser.add_argument("--due-s", type=float, default=5.0, help="pause: when waits fall due")
     parser.add_argument("--mode", choices=sorted(SIZES), help="with --out: collect's figures")
@@ -411,8 +441,11 @@ def main(argv: list[str] | None = None) -> int:
                 options.append(f"--offset-s={args.offset_s}")
             if args.max_hand_overs is not None:
                 options.append(f"--max-hand-overs={args.max_hand_overs}")
+            if args.max_drain_entries is not None:
+                options.append(f"--max-drain-entries={args.max_drain_entries}")
             row = _run_child(what, mechanism, n, options)
             row["max_hand_overs"] = args.max_hand_overs
+            row["max_drain_entries"] = args.max_drain_entries
             print(json.dumps(row), flush=True)
     return 0
 

@@ -70,9 +70,11 @@ class SystemTimer(_timer.SystemTimer):
                 return
         self._hand_over(task)
 
-    def advance_clock(self, timeout_ms: int) -> bool:
-        """Wait up to ``timeout_ms``, then hand over every due operation."""
-        return self.expire(require_at_least("timeout_ms", timeout_ms, 0), None)
+    def advance_clock(self, timeout_ms: int, max_entries: int | None = None) -> bool:
+        """Wait up to ``timeout_ms``, then hand over every due operation (at most
+        ``max_entries`` of them, R73)."""
+        limit = None if max_entries is None else require_at_least("max_entries", max_entries, 1)
+        return self.expire(require_at_least("timeout_ms", timeout_ms, 0), limit)
 
     def expire(self, timeout_ms: int, limit: int | None) -> bool:
         """Wait up to ``timeout_ms``, then hand over at most ``limit`` due operations."""

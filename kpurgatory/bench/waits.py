@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from kpurgatory.aio import AsyncPurgatory, DelayedOperation
+from kpurgatory.aio.driver import DEFAULT_MAX_DRAIN_ENTRIES, DEFAULT_MAX_HAND_OVERS
 
 __all__ = ["MECHANISMS", "QuietOperation", "Waits", "expire"]
 
@@ -52,9 +53,15 @@ def expire(future: asyncio.Future[bool]) -> None:
 
 class Waits:
     """Waits of one mechanism on the running loop: ``start`` one, ``answer`` its event,
-    ``close`` (shut the purgatory of an aio mechanism down)."""
+    ``close`` (shut the purgatory of an aio mechanism down). An aio mechanism's purgatory
+    has the given bounds per firing (R70, R72; None: the defaults)."""
 
-    def __init__(self, mechanism: str, max_hand_overs: int | None = None) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        max_hand_overs: int | None = None,
+        max_drain_entries: int | None = None,
+    ) -> None:
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, not {mechanism!r}")
         self.mechanism = mechanism
@@ -63,10 +70,12 @@ class Waits:
         self.operations: dict[int, _Answer] = {}
         self.purgatory: AsyncPurgatory[Any] | None = None
         if mechanism.startswith("aio"):
-            self.purgatory = (
-                AsyncPurgatory("bench")
-                if max_hand_overs is None
-                else AsyncPurgatory("bench", max_hand_overs=max_hand_overs)
+            self.purgatory = AsyncPurgatory(
+                "bench",
+                max_hand_overs=DEFAULT_MAX_HAND_OVERS if max_hand_overs is None else max_hand_overs,
+                max_drain_entries=(
+                    DEFAULT_MAX_DRAIN_ENTRIES if max_drain_entries is None else max_drain_entries
+                ),
             )
 
     async def _future_call_at(self, key: int, delay_ms: int) -> bool:

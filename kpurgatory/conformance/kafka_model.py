@@ -213,7 +213,9 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
                 raise RuntimeError(f"executor is shut down; cannot run {task!r}")
             self._hand_over(task)
 
-        def advance_clock(self, timeout_ms: int) -> bool:
+        def advance_clock(self, timeout_ms: int, max_entries: int | None = None) -> bool:
+            if max_entries is not None:  # Kafka's advanceClock has no bounded form (R73)
+                raise TypeError("the Kafka model has no bounded drain: max_entries must be None")
             if "kafka-negative-timeout" in on and isinstance(timeout_ms, int) and timeout_ms < 0:
                 timeout_ms = 0
             if self.closed and "kafka-after-close" not in on:
@@ -335,7 +337,9 @@ def kafka_model(on: frozenset[str]) -> types.ModuleType:
             if "kafka-after-shutdown" not in on:  # Kafka refuses nothing after shutdown
                 super()._refuse_if_shut_down()
 
-        def advance_clock(self, timeout_ms: int) -> None:
+        def advance_clock(self, timeout_ms: int, max_entries: int | None = None) -> None:
+            if max_entries is not None:  # Kafka's advanceClock has no bounded form (R73)
+                raise TypeError("the Kafka model has no bounded drain: max_entries must be None")
             negative = isinstance(timeout_ms, int) and timeout_ms < 0
             if negative and "kafka-negative-timeout" in on:
                 timeout_ms = 0

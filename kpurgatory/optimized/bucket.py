@@ -1,7 +1,7 @@
 """Buckets of the timing wheel: Kafka's ``TimerTaskList``, and ``TimerTaskEntry`` folded
 into the task.
 
-Rules: R1, R10-R12.
+Rules: R1, R10-R12, R73.
 
 Kafka allocates a ``TimerTaskEntry`` per ``add`` and points the task at it. Here the
 task *is* its entry: ``TimerTask`` derives from ``TimerTaskEntry``, whose four slots
@@ -237,19 +237,27 @@ class TimerTaskList(EntryHolder):
         self.counter.value -= 1
         return True
 
-    def flush(self, f: Callable[[TimerTaskEntry], None]) -> None:
-        """Unlink every entry, head first, calling ``f`` on each; then reset the expiration.
+    def flush(self, f: Callable[[TimerTaskEntry], None], limit: int = -1) -> bool:
+        """Unlink entries, head first, calling ``f`` on each, until the list is empty or
+        ``limit`` entries were taken (-1: no limit); reset the expiration once empty.
 
-        ``f`` runs after its entry is unlinked and may touch this list (Kafka's
-        re-entrant ``flush``): an entry it adds here is flushed too. O(n + cost of f).
+        Returns whether the list was emptied. A bounded drain (R73) passes ``limit`` and
+        keeps a list it did not empty for its next call; the entries left stay linked
+        (cancel and re-add work on them as on any other). ``f`` runs after its entry is
+        unlinked and may touch this list (Kafka's re-entrant ``flush``): an entry it adds
+        here is flushed too. O(taken + cost of f).
         """
         root = self.root
         head = root._entry_next
         while head is not root:
+            if limit == 0:
+                return False
+            limit -= 1
             self.remove(head)
             f(head)
             head = root._entry_next
         self.expiration = NO_EXPIRATION
+        return True
 
     def entries(self) -> list[TimerTaskEntry]:
         """The linked entries, head to tail (a copy). O(n)."""

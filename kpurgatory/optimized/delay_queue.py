@@ -1,12 +1,16 @@
 """The delay queue of buckets (Kafka's ``DelayQueue<TimerTaskList>``).
 
-Rules: R7.
+Rules: R7, R73.
 
 A binary heap of the buckets that hold (or held) entries, keyed by bucket expiration
 (the start of the bucket's slot). The wheel offers a bucket only when its expiration
 changes, and ``flush`` resets it after ``poll`` took it out, so a bucket is in the heap
 at most once and its key never changes while it is there. The heap holds at most
 ``levels * (wheel_size - 1)`` buckets whatever the number of tasks.
+
+A bounded drain (R73) that stops inside a bucket puts it back (``put_back``): it is kept
+apart as ``unfinished``, outside the heap, and ``poll`` returns it before any other, so
+the drain goes on exactly where it stopped.
 
 Waiting: on a real clock, ``advance_clock`` lets time pass through
 ``clock.wait(condition, timeout_ms, next_due)`` exactly as the reference timer does
@@ -58,6 +62,7 @@ class DelayQueue:
         "offers",
         "polls",
         "target",
+        "unfinished",
         "waiters",
     )
 
@@ -76,6 +81,9 @@ class DelayQueue:
         """Buckets offered so far (each ``offer``); read through ``SystemTimer.stats``."""
         self.polls = 0
         """Buckets taken out by ``poll`` so far; read through ``SystemTimer.stats``."""
+        self.unfinished: TimerTaskList | None = None
+        """The bucket a bounded drain stopped inside (R73), if any: due, out of the heap,
+        and the first ``poll`` returns it."""
 
     @property
     def condition(self) -> threading.Condition:
@@ -97,13 +105,31 @@ class DelayQueue:
     def poll(self, now: int) -> TimerTaskList | None:
         """Take out the bucket with the least expiration if that is <= ``now``, else None.
 
+        An ``unfinished`` bucket comes first, whatever ``now`` (it was due when its drain
+        began, and every queued bucket expires after it; not counted in ``polls`` again).
         O(log B). Kafka's ``delayQueue.poll()`` with the drain reading as "now".
         """
+        unfinished = self.unfinished
+        if unfinished is not None:
+            self.unfinished = None
+            return unfinished
         heap = self.heap
         if heap and heap[0][0] <= now:
             self.polls += 1
             return heapq.heappop(heap)[2]
         return None
+
+    def put_back(self, bucket: TimerTaskList) -> None:
+        """Keep ``bucket``, which a bounded drain stopped inside, for the next ``poll`` (R73)."""
+        if self.unfinished is not None:
+            raise AssertionError(f"put back {bucket!r} over unfinished {self.unfinished!r}")
+        self.unfinished = bucket
+
+    def has_due(self, now: int) -> bool:
+        """Whether a drain at ``now`` has a bucket to take: an unfinished one, or a queued
+        one expiring at or before ``now``. O(1)."""
+        heap = self.heap
+        return self.unfinished is not None or bool(heap and heap[0][0] <= now)
 
     def buckets(self) -> list[TimerTaskList]:
         """The queued buckets in heap order (a copy)."""
@@ -121,10 +147,12 @@ class DelayQueue:
         indexes: pop the least, push its two children), so it costs O(k log k) for the
         k buckets it visits, plus the entries ``min_due`` reads in a coarse bucket. A
         non-empty bucket of the lowest wheel at the head answers at once: its entries
-        are all due at its expiration.
+        are all due at its expiration. An ``unfinished`` bucket (R73) counts too: its
+        entries are scheduled, and it expires before every queued one.
         """
         heap = self.heap
-        best: int | None = None
+        unfinished = self.unfinished
+        best: int | None = None if unfinished is None else unfinished.min_due()
         frontier: list[tuple[int, int, int]] = [(heap[0][0], heap[0][1], 0)] if heap else []
         size = len(heap)
         while frontier:
@@ -162,17 +190,23 @@ class DelayQueue:
         self._condition.notify_all()
 
     def _check(self) -> None:
-        """Assert the heap invariants: heap order, keys equal expirations, no duplicates;
-        and the waiter bookkeeping: ``waiters`` >= 0, no target without a waiter."""
+        """Assert the heap invariants: heap order, keys equal expirations, no duplicates,
+        an unfinished bucket (R73) has an expiration and is not in the heap as well; and
+        the waiter bookkeeping: ``waiters`` >= 0, no target without a waiter."""
         if self.waiters < 0:
             raise AssertionError(f"negative waiters count {self.waiters}")
         if not self.waiters and self.target is not None:
             raise AssertionError(f"target {self.target} kept with no waiter")
         heap = self.heap
         seen: set[int] = set()
+        unfinished = self.unfinished
+        if unfinished is not None:
+            if unfinished.expiration is None:
+                raise AssertionError(f"unfinished {unfinished!r} has no expiration")
+            seen.add(id(unfinished))  # so it is never in the heap as well
         for index, (key, _, bucket) in enumerate(heap):
             if id(bucket) in seen:
-                raise AssertionError(f"{bucket!r} is queued twice")
+                raise AssertionError(f"{bucket!r} is queued twice (or queued and unfinished)")
             seen.add(id(bucket))
             if key != bucket.expiration:
                 raise AssertionError(

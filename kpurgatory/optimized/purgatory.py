@@ -39,7 +39,7 @@ in later loop callbacks), and the candidates never overflow into a scan.
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
 
-Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R71.
+Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R71, R73.
 """
 
 from __future__ import annotations
@@ -626,15 +626,23 @@ class DelayedOperationPurgatory(Generic[T]):
                 self._left_watching(operation)
         return True
 
-    def advance_clock(self, timeout_ms: IntArg) -> None:
+    def advance_clock(self, timeout_ms: IntArg, max_entries: IntArg | None = None) -> None:
         """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
+
+        ``max_entries``: a bounded drain (R73), ``timer.advance_clock(timeout_ms,
+        max_entries)``; the timer's ``drain_pending`` says whether it left work due.
 
         ``RuntimeError`` after ``shutdown``.
         """
+        if max_entries is not None:
+            require_at_least("max_entries", max_entries, 1)
         require_at_least("timeout_ms", timeout_ms, 0)
         if self._is_shut_down:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        self._timer.advance_clock(timeout_ms)
+        if max_entries is None:
+            self._timer.advance_clock(timeout_ms)
+        else:
+            self._timer.advance_clock(timeout_ms, max_entries)
         self._purge_if_due()
 
     def shutdown(self) -> None:

@@ -1,6 +1,6 @@
 """The optimized timer: ``TimerTask`` and ``SystemTimer`` on a hierarchical timing wheel.
 
-Rules: R1-R12, R14, R15, R35, R37, R39, R43, R44, R53, R64, R65.
+Rules: R1-R12, R14, R15, R35, R37, R39, R43, R44, R53, R64, R65, R73.
 
 Same API and observable behaviour as ``kpurgatory.reference.timer``; the
 schedule is Kafka's structure instead of one flat dict: a ``TimingWheel`` with lazily
@@ -43,6 +43,12 @@ The current time (R2) is kept separately from the wheel's lowest level, which mo
 each dequeued bucket's expiration during the drain; at the end of the drain the wheel
 advances to the drain reading and the timer publishes its current time, so no reader
 sees an intermediate value.
+
+A bounded drain (``advance_clock(timeout_ms, max_entries)``, R73) stops once it has
+taken ``max_entries`` entries (cascaded or collected), even inside a bucket: that bucket
+goes back to the delay queue as its ``unfinished`` one, first for the next drain, and
+the wheel stays at the expiration of the last bucket it took; only the published current
+time moves to the reading. ``drain_pending`` says so until a later drain catches up.
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ from kpurgatory.optimized.bucket import (
     TimerTaskList,
 )
 from kpurgatory.optimized.delay_queue import DelayQueue
-from kpurgatory.optimized.wheel import TimingWheel
+from kpurgatory.optimized.wheel import TimingWheel, advanced_time
 from kpurgatory.spec.arithmetic import round_down
 from kpurgatory.spec.protocols import AbstractLock, Clock
 
@@ -203,22 +209,25 @@ class Drain(HandOver):
     to the bucket's expiration and flush the bucket through ``take``, Kafka's
     ``addTimerTaskEntry``: re-add the entry to the wheel (a cascade to a finer level)
     or, if it is due on the lowest wheel, collect it. A collected entry's holder is
-    this ``Drain`` (a ``HandOver``) until its hand-over turn (R11).
+    this ``Drain`` (a ``HandOver``) until its hand-over turn (R11). ``limit`` (-1: none)
+    bounds the entries taken, cascaded or collected, over all its flushes (R73).
 
     Reference equivalent: the list the reference drain pops due entries into. Cost:
     one object per drain; O(1) per entry taken.
     """
 
-    __slots__ = ("cascades", "collected", "wheel")
+    __slots__ = ("cascades", "collected", "limit", "wheel")
 
-    def __init__(self, lock: AbstractLock, wheel: TimingWheel) -> None:
+    def __init__(self, lock: AbstractLock, wheel: TimingWheel, limit: int = -1) -> None:
         super().__init__(lock)
         self.wheel = wheel
         self.collected: list[TimerTaskEntry] = []
         self.cascades = 0
+        self.limit = limit
 
-    def flush(self, bucket: TimerTaskList) -> None:
-        """Advance the wheel to ``bucket``'s expiration, then flush it through ``take``."""
+    def flush(self, bucket: TimerTaskList) -> bool:
+        """Advance the wheel to ``bucket``'s expiration, then flush it through ``take``
+        until the bucket is empty or the limit is spent; return whether it was emptied."""
         expiration = bucket.expiration
         if expiration is None:
             raise AssertionError(f"drain: {bucket!r} was queued without an expiration")
@@ -226,7 +235,14 @@ class Drain(HandOver):
         wheel.advance_clock(expiration)
         if wheel.current_time != expiration:  # else a cascade would re-link here forever
             raise AssertionError(f"drain: the wheel is at {wheel.current_time}, not {expiration}")
-        bucket.flush(self.take)
+        left = self.limit
+        if left >= 0:
+            left -= self.cascades + len(self.collected)
+        return bucket.flush(self.take, left)
+
+    def spent(self) -> bool:
+        """Whether the limit is spent (never, without one)."""
+        return 0 <= self.limit <= self.cascades + len(self.collected)
 
     def take(self, entry: TimerTaskEntry) -> None:
         """Re-add ``entry`` to the wheel, or collect it if it is due there (R5)."""
@@ -325,6 +341,21 @@ class SystemTimer:
             return self._queue.earliest_due()
 
     @property
+    def drain_pending(self) -> bool:
+        """Whether a bounded ``advance_clock`` stopped before the end of its drain (R73).
+
+        True while the wheel has not caught up with the current time: a bucket is left
+        half flushed, or a due one unflushed. Never True without a ``max_entries``
+        (the sync API is unchanged). O(1). Reference equivalent: ``drain_pending``
+        (a task due at the current time is still scheduled), which implies this one; this
+        one may also be True when only cascades, or buckets emptied by cancels, are left.
+        """
+        with self._lock:
+            return (
+                self._queue.unfinished is not None or self._wheel.current_time != self._current_time
+            )
+
+    @property
     def clock(self) -> Clock:
         """The clock this timer reads."""
         return self._clock
@@ -413,7 +444,7 @@ class SystemTimer:
         if error is not None:
             raise error
 
-    def advance_clock(self, timeout_ms: IntArg) -> bool:
+    def advance_clock(self, timeout_ms: IntArg, max_entries: IntArg | None = None) -> bool:
         """Let up to ``timeout_ms`` pass, then hand over every task due (R4-R8, R11).
 
         Under the timer lock: wait through the clock (R7, ``_wait``), then drain at the
@@ -422,12 +453,18 @@ class SystemTimer:
         meanwhile (R11). Returns True iff a task was handed over (R8); False at once on a
         closed timer (R14). Cost: O(log B) per due bucket plus O(1) per entry drained or
         cascaded. Reference equivalent: scan, sort and pop every due entry.
+
+        ``max_entries`` (an int >= 1, or None: no bound) bounds the drain (R73): it takes
+        at most that many entries, cascaded or collected, and may stop inside a bucket;
+        ``drain_pending`` then reads True and the next ``advance_clock`` goes on first
+        with what this one left, in due order (R6).
         """
         timeout = (
             timeout_ms
             if type(timeout_ms) is int and timeout_ms >= 0
             else require_at_least("timeout_ms", timeout_ms, 0)
         )
+        limit = -1 if max_entries is None else require_at_least("max_entries", max_entries, 1)
         lock = self._lock
         lock.acquire()  # acquire/release: half the cost of a ``with`` block on an RLock
         try:
@@ -436,7 +473,7 @@ class SystemTimer:
             now = self._wait(timeout)
             if self._closed:
                 return False
-            drain = self._drain(now)
+            drain = self._drain(now, limit)
         finally:
             lock.release()
         return drain is not None and self._hand_over_collected(drain)
@@ -459,7 +496,7 @@ class SystemTimer:
         self._wake_requested = False
         return now
 
-    def _drain(self, now: int) -> Drain | None:
+    def _drain(self, now: int, limit: int = -1) -> Drain | None:
         """Take every due task out of the schedule at reading ``now``; under the timer lock.
 
         docs/algorithm.md's drain: each bucket whose expiration is at or before ``now``
@@ -470,19 +507,36 @@ class SystemTimer:
         time is its bucket's expiration, so the collected list is in non-decreasing due
         order (R6). Returns the ``Drain``, or None if no bucket was due. Cost: O(log B)
         per due bucket plus O(1) per entry.
+
+        With ``limit`` >= 0 (R73) the drain stops once it has taken ``limit`` entries: a
+        bucket it stopped inside is put back as the queue's unfinished one, and while
+        anything is left due the wheel stays at the last bucket's expiration (advancing it
+        past a bucket still to flush would cascade that bucket's entries against a later
+        time); only the published current time moves to the reading (R2). The next drain
+        polls the unfinished bucket first, so the order of R6 holds across the pieces.
         """
+        if now < self._current_time:  # no earlier than a reading a bounded drain stopped at
+            now = self._current_time
         queue, wheel = self._queue, self._wheel
         drain: Drain | None = None  # none allocated while nothing is due (most steps)
         bucket = queue.poll(now)
         while bucket is not None:
             if drain is None:
-                drain = Drain(self._lock, wheel)
-            drain.flush(bucket)
+                drain = Drain(self._lock, wheel, limit)
+            if not drain.flush(bucket):  # stopped inside it: it is the first next time
+                queue.put_back(bucket)
+                break
+            if drain.spent():
+                break
             bucket = queue.poll(now)
-        wheel.advance_clock(now)
-        self._current_time = wheel.current_time
         if drain is not None:
             self._cascades += drain.cascades
+        if bucket is not None and queue.has_due(now):  # stopped early (R73): the wheel
+            # stays at its last bucket (a loop that ran out of due buckets ends on None)
+            self._current_time = advanced_time(self._current_time, now, self._tick_ms)
+            return drain
+        wheel.advance_clock(now)
+        self._current_time = wheel.current_time
         return drain
 
     def _hand_over_collected(self, drain: Drain) -> bool:
@@ -590,21 +644,43 @@ class SystemTimer:
         """
         with self._lock:
             wheel = self._wheel
-            if self._current_time != wheel.current_time:
-                raise AssertionError(
-                    f"current time {self._current_time} != wheel time {wheel.current_time}"
-                )
+            self._check_pending_drain()
             if self._current_time % self._tick_ms != 0:
                 raise AssertionError(f"current time {self._current_time} not a tick multiple")
             self._queue._check()
             queued = {id(bucket) for bucket in self._queue.buckets()}
             own = {id(bucket) for level in wheel.levels() for bucket in level.buckets}
+            unfinished = self._queue.unfinished
+            if unfinished is not None:
+                queued.add(id(unfinished))  # for the subset test only
             if not queued <= own:
                 raise AssertionError("the delay queue holds a bucket of another timer")
-            wheel._check(queued)
+            queued.discard(id(unfinished))
+            wheel._check(queued, unfinished)
             strangers = [cls for cls in list(_TASK_TYPES) if not issubclass(cls, TimerTask)]
             if strangers:
                 raise AssertionError(f"the task class cache holds non-tasks {strangers}")
+
+    def _check_pending_drain(self) -> None:
+        """``_check`` of the current time against the wheel's (R2, R73).
+
+        They are equal unless a bounded drain stopped before its end; then the wheel
+        lags (or stands at an unfinished bucket's expiration) and work is due at the
+        current time: the unfinished bucket, whose expiration is the wheel's time, or a
+        queued bucket expiring by the current time."""
+        wheel, queue = self._wheel, self._queue
+        current, unfinished = self._current_time, queue.unfinished
+        if wheel.current_time > current:
+            raise AssertionError(f"wheel time {wheel.current_time} > current time {current}")
+        if unfinished is not None and unfinished.expiration != wheel.current_time:
+            raise AssertionError(
+                f"unfinished {unfinished!r} expires at {unfinished.expiration}, not at the "
+                f"wheel's time {wheel.current_time}"
+            )
+        if wheel.current_time != current and not queue.has_due(current):
+            raise AssertionError(
+                f"current time {current} != wheel time {wheel.current_time} with nothing due"
+            )
 
     # -- internals -------------------------------------------------------------------
 

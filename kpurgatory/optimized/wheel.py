@@ -1,6 +1,6 @@
 """The hierarchical timing wheel (Kafka's ``TimingWheel``), exact to the spec's arithmetic.
 
-Rules: R3.
+Rules: R3, R73.
 
 A wheel has ``wheel_size`` buckets of ``tick_ms`` each, spanning ``interval =
 tick_ms * wheel_size``. Its ``current_time`` is a multiple of its tick. An entry due at
@@ -228,7 +228,9 @@ class TimingWheel:
             wheel = wheel.overflow
         return found
 
-    def _check(self, queued: set[int] | None = None) -> int:
+    def _check(
+        self, queued: set[int] | None = None, unfinished: TimerTaskList | None = None
+    ) -> int:
         """Assert the wheel's invariants on this level and every level above it.
 
         Per level: the current time is a multiple of the tick; the interval is
@@ -238,8 +240,10 @@ class TimingWheel:
         non-empty bucket is queued (``queued``: ids of queued buckets, when given); a
         queued bucket's expiration is its slot start, lies in the window
         ``(current_time, current_time + interval)`` and maps to its own slot; an
-        unqueued bucket is empty with no expiration; every entry lies in the slot its due
-        time maps to. Returns the number of linked entries on all levels.
+        unqueued bucket is empty with no expiration, except ``unfinished``: the bucket a
+        bounded drain stopped inside (R73), whose expiration is its level's current time
+        (the drain moved the wheel there and no further); every entry lies in the slot its
+        due time maps to. Returns the number of linked entries on all levels.
         """
         total = 0
         for level, wheel in enumerate(self.levels()):
@@ -252,7 +256,7 @@ class TimingWheel:
             if len(wheel.buckets) != size:
                 raise AssertionError(f"{where}: {len(wheel.buckets)} buckets, not {size}")
             wheel._check_overflow(where)
-            total += wheel._check_buckets(where, queued)
+            total += wheel._check_buckets(where, queued, unfinished)
         if total != self.counter.value:
             raise AssertionError(
                 f"task counter {self.counter.value} != {total} entries linked on all levels"
@@ -283,7 +287,9 @@ class TimingWheel:
                     f"{current} rounded down to {overflow.tick_ms}"
                 )
 
-    def _check_buckets(self, where: str, queued: set[int] | None) -> int:
+    def _check_buckets(
+        self, where: str, queued: set[int] | None, unfinished: TimerTaskList | None = None
+    ) -> int:
         """``_check`` of this level's buckets; returns the entries linked in them."""
         tick, size, current = self.tick_ms, self.wheel_size, self.current_time
         total = 0
@@ -302,7 +308,13 @@ class TimingWheel:
                 if queued is not None and is_queued:
                     raise AssertionError(f"{where}: bucket {slot} queued, no expiration")
                 continue
-            if not is_queued:
+            if bucket is unfinished:
+                if expiration != current:
+                    raise AssertionError(
+                        f"{where}: unfinished bucket {slot} expires at {expiration}, not at "
+                        f"the level's current time {current}"
+                    )
+            elif not is_queued:
                 raise AssertionError(
                     f"{where}: bucket {slot} has expiration {expiration} but is not queued"
                 )
@@ -310,7 +322,7 @@ class TimingWheel:
                 raise AssertionError(
                     f"{where}: bucket {slot} expiration {expiration} is not its slot start"
                 )
-            if not current < expiration < current + self.interval:
+            if bucket is not unfinished and not current < expiration < current + self.interval:
                 raise AssertionError(
                     f"{where}: bucket {slot} expiration {expiration} outside the window "
                     f"({current}, {current + self.interval})"

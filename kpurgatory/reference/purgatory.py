@@ -7,7 +7,7 @@ map and the estimate; it is never held while an operation's ``try_complete`` run
 
 The submission reads as R22; its rollback is an undo log (R38).
 
-Rules: R22-R34, R36, R38-R41, R53-R56, R61, R64, R66, R67.
+Rules: R22-R34, R36, R38-R41, R53-R56, R61, R64, R66, R67, R73.
 """
 
 from __future__ import annotations
@@ -406,15 +406,23 @@ class DelayedOperationPurgatory(StopOnExit, Generic[T]):
             self._left_watching(operation)  # uncounts it if it was counted (R61)
         return True
 
-    def advance_clock(self, timeout_ms: int) -> None:
+    def advance_clock(self, timeout_ms: int, max_entries: int | None = None) -> None:
         """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
+
+        ``max_entries``: a bounded drain (R73), ``timer.advance_clock(timeout_ms,
+        max_entries)``; the timer's ``drain_pending`` says whether it left work due.
 
         ``RuntimeError`` after ``shutdown``.
         """
+        if max_entries is not None:
+            require_at_least("max_entries", max_entries, 1)
         require_at_least("timeout_ms", timeout_ms, 0)
         if self._is_shut_down:
             raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        self._timer.advance_clock(timeout_ms)
+        if max_entries is None:
+            self._timer.advance_clock(timeout_ms)
+        else:
+            self._timer.advance_clock(timeout_ms, max_entries)
         self._purge_if_due()
 
     def _stop(self) -> None:

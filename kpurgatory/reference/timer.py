@@ -6,7 +6,7 @@ process-wide re-entrant lock, so moving a task between timers, cancelling it, an
 draining are trivially atomic. The cost is O(n log n) per ``advance_clock``; the
 optimized package exists for speed and must behave exactly like this module.
 
-Rules: R1-R4, R7-R12, R14, R15, R39, R40, R43, R44, R53, R64, R65.
+Rules: R1-R4, R7-R12, R14, R15, R39, R40, R43, R44, R53, R64, R65, R73.
 """
 
 from __future__ import annotations
@@ -179,6 +179,13 @@ class SystemTimer(StopOnExit):
             return min((entry.due for entry in self._pending), default=None)
 
     @property
+    def drain_pending(self) -> bool:
+        """Whether a bounded ``advance_clock`` left a task due at the current time still
+        scheduled (R73): the next ``advance_clock`` hands it over first. O(n): a scan."""
+        with _STATE_LOCK:
+            return any(is_due(entry.due, self._current_time) for entry in self._pending)
+
+    @property
     def clock(self) -> Clock:
         """The clock this timer reads."""
         return self._clock
@@ -221,7 +228,7 @@ class SystemTimer(StopOnExit):
                 return
         self._hand_over(task)
 
-    def advance_clock(self, timeout_ms: int) -> bool:
+    def advance_clock(self, timeout_ms: int, max_entries: int | None = None) -> bool:
         """Let up to ``timeout_ms`` pass, then hand over every task due (R4-R8, R11).
 
         On a virtual clock time moves by exactly ``timeout_ms``; on a real clock the
@@ -229,16 +236,26 @@ class SystemTimer(StopOnExit):
         leave the schedule in non-decreasing due order and the current time becomes
         the drain reading rounded down (R2). Returns True iff at least one task was
         handed over. On a closed timer it does nothing and returns False (R14).
+
+        ``max_entries`` (an int >= 1, or None: no bound) bounds the drain (R73): only
+        the first ``max_entries`` due tasks in due order leave the schedule; the others
+        stay scheduled (``drain_pending``) for the next ``advance_clock``.
         """
         timeout = require_at_least("timeout_ms", timeout_ms, 0)
+        limit = None if max_entries is None else require_at_least("max_entries", max_entries, 1)
         with _STATE_LOCK:
             now = self._wait(timeout)
             if now is None:
                 return False
+            # A bounded drain may have left tasks due by a later reading (R73): drain at
+            # the current time at least (without one, nothing scheduled is due by then).
+            reading = max(now, self._current_time)
             due_entries = sorted(
-                (entry for entry in self._pending if is_due(entry.due, now)),
+                (entry for entry in self._pending if is_due(entry.due, reading)),
                 key=lambda entry: entry.due,
             )
+            if limit is not None:
+                del due_entries[limit:]
             for entry in due_entries:
                 del self._pending[entry]
             self._current_time = next_current_time(self._current_time, now, self._tick_ms)

@@ -122,6 +122,8 @@ RULES: tuple[Rule, ...] = (
     Rule("R69", "lifecycle", "Calls from callbacks"),
     Rule("R70", "aio", "Bounded firings"),
     Rule("R71", "aio", "Bounded let-go on the loop"),
+    Rule("R72", "aio", "Bounded drain on the loop"),
+    Rule("R73", "timer", "Bounded drain"),
 )
 
 _BY_ID = {r.id: r for r in RULES}

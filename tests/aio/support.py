@@ -86,3 +86,4 @@ class NoTimer:
     """A timer with nothing scheduled (the driver does not re-arm after a firing)."""
 
     next_due_time = None
+    drain_pending = False

@@ -274,7 +274,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
         Mutant(
             "driver-continues-later",
             _DRIVER,
-            "LoopTimerDriver._continue",
+            "LoopTimerDriver._next",
             "self._handle = self._loop.call_soon(self._continue)",
             "self._handle = self._loop.call_later(0.001, self._continue)",
             "R70: the next batch waits for a later timer instead of running at once.",

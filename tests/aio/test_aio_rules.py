@@ -1076,7 +1076,11 @@ def test_r45_a_users_clock_fires_never_early_at_long_delays(delay_ms: int) -> No
     readings: list[int] = []
     try:
         driver = LoopTimerDriver(
-            loop, NoTimer(), user_clock, lambda: readings.append(user_clock.now_ms()), direct=False
+            loop,
+            NoTimer(),
+            user_clock,
+            lambda _: readings.append(user_clock.now_ms()),
+            direct=False,
         )
         due = user_clock.now_ms() + delay_ms
         driver.schedule(due)
@@ -1100,7 +1104,7 @@ def test_r44_a_later_schedule_keeps_the_earlier_arming_and_stopped_reads_true_af
     fired: list[int] = []
     try:
         driver = LoopTimerDriver(
-            loop, NoTimer(), clock, lambda: fired.append(clock.now_ms()), direct=True
+            loop, NoTimer(), clock, lambda _: fired.append(clock.now_ms()), direct=True
         )
         assert driver.stopped is False
         driver.schedule(10)

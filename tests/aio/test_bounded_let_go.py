@@ -40,13 +40,20 @@ async def _overdue_at_once(
     count: int, max_hand_overs: int, purge_interval: int = 1000
 ) -> tuple[_Watcher, Any, list[Any]]:
     """``count`` operations on their own keys, all overdue after a pause; returns the
-    watcher (stopped once nothing is watched or owed), the purgatory and the log."""
+    watcher (stopped once nothing is watched or owed), the purgatory and the log.
+
+    The drain is left in one piece (R72's bound above ``count``): a later piece is a
+    driver callback that purges (R30) in the same loop iteration as a let-go pass, and
+    the watcher reads once per iteration, so it would see two bounded passes as one."""
     operation = recording_operation("optimized")
     loop = asyncio.get_running_loop()
     clock: ManualClock = loop.clock  # type: ignore[attr-defined]
     log: list[Event] = []
     purgatory: AsyncPurgatory[Any] = AsyncPurgatory(
-        "let-go", max_hand_overs=max_hand_overs, purge_interval=purge_interval
+        "let-go",
+        max_hand_overs=max_hand_overs,
+        purge_interval=purge_interval,
+        max_drain_entries=count + 1,
     )
     waiters = [
         purgatory.submit(operation(10 + i % 7, f"op{i}", log, clock), [f"k{i}"])

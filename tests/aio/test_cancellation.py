@@ -344,11 +344,11 @@ def test_r58_the_wrapped_purgatory_shut_down_directly_ends_the_driver_and_the_wa
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any]("p", implementation=implementation)
         original = purgatory._advance
 
-        def counting() -> None:
+        def counting(max_entries: int) -> None:
             firings.append(clock.now_ms())
             if len(firings) > 100:  # spinning: stop it so the test ends (and fails)
                 purgatory.driver.stop()
-            original()
+            original(max_entries)
 
         purgatory.driver._advance = counting
         waiter = purgatory.submit(op(50, "a", log, clock), ["k"])
@@ -463,7 +463,7 @@ def test_r45_the_driver_maps_a_users_clock_to_loop_time() -> None:
     fired: list[float] = []
     try:
         driver = LoopTimerDriver(
-            loop, NoTimer(), user_clock, lambda: fired.append(loop.time()), direct=False
+            loop, NoTimer(), user_clock, lambda _: fired.append(loop.time()), direct=False
         )
         driver.schedule(user_clock.now_ms() + 30)
         assert driver.armed_due == 5_030

@@ -1,7 +1,8 @@
 """Every ``_check()`` assertion fires on a deliberately corrupted structure.
 
 One case per ``raise AssertionError`` in ``TimerTaskList._check``, ``TimingWheel._check``,
-``DelayQueue._check`` and ``SystemTimer._check`` (a meta-test counts them in the
+``DelayQueue._check`` and ``SystemTimer._check``, a few of them on a timer a bounded drain
+left half done (R72) (a meta-test counts them in the
 source, so a new check without a case fails here). Each case builds a healthy timer
 with tasks on four levels, checks that it passes, corrupts exactly one thing and
 asserts that the structure's own ``_check()`` raises with the expected message.
@@ -71,7 +72,7 @@ def bucket_check(timer: SystemTimer) -> None:
 
 
 def wheel_check(timer: SystemTimer) -> None:
-    timer._wheel._check(queued_ids(timer))
+    timer._wheel._check(queued_ids(timer), timer._queue.unfinished)
 
 
 def queue_check(timer: SystemTimer) -> None:
@@ -124,6 +125,25 @@ def _overflow(timer: SystemTimer) -> TimingWheel:
 def _time_off_tick(timer: SystemTimer) -> None:
     timer._current_time = 1
     timer._wheel.current_time = 1
+
+
+def _stopped_inside_a_bucket(timer: SystemTimer) -> TimerTaskList:
+    """A bounded drain (R72) at 20 that takes both tasks due at 5, then one of the two
+    on level 2 (bucket 20: due 30 and 31), and stops there; the bucket it left."""
+    clock = timer.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(20)
+    timer.advance_clock(0, 3)
+    unfinished = timer._queue.unfinished
+    assert unfinished is not None and unfinished.expiration == 20
+    timer._check()
+    return unfinished
+
+
+def _unfinished_in_another_round(timer: SystemTimer) -> None:
+    """The unfinished bucket's expiration moved a whole round on: still its slot's start."""
+    unfinished = _stopped_inside_a_bucket(timer)
+    unfinished.expiration = 20 + timer._wheel.interval * timer.wheel_size
 
 
 def _cache_stranger(timer: SystemTimer) -> None:
@@ -190,6 +210,9 @@ CASES: dict[str, Case] = {
         lambda t: _set(first_bucket(t, 1).entries()[0], "_entry_due", 10**6),
     ),
     "counter-total": Case("wheel", "task counter", lambda t: _set(t._counter, "value", 99)),
+    "unfinished-off-level-time": Case(
+        "wheel", "not at the level's current time", _unfinished_in_another_round
+    ),
     # DelayQueue._check
     "negative-waiters": Case("queue", "negative waiters", lambda t: _set(t._queue, "waiters", -1)),
     "target-without-waiter": Case("queue", "no waiter", lambda t: _set(t._queue, "target", 5)),
@@ -204,6 +227,9 @@ CASES: dict[str, Case] = {
         lambda t: _set(t._queue.heap[0][2], "expiration", (t._queue.heap[0][0]) + 1),
     ),
     "not-a-heap": Case("queue", "not a heap", _swap_heap),
+    "unfinished-no-expiration": Case(
+        "queue", "has no expiration", lambda t: _set(t._queue, "unfinished", empty_bucket(t))
+    ),
     # SystemTimer._check
     "timer-time-differs": Case(
         "timer", "wheel time", lambda t: _set(t, "_current_time", t._current_time + 1)
@@ -215,6 +241,12 @@ CASES: dict[str, Case] = {
         tick_ms=2,
     ),
     "foreign-bucket-queued": Case("timer", "another timer", _queue_foreign_bucket),
+    "timer-time-behind-wheel": Case(
+        "timer", "> current time", lambda t: _set(t, "_current_time", t._current_time - 1)
+    ),
+    "timer-unfinished-off-wheel": Case(
+        "timer", "not at the wheel's time", _unfinished_in_another_round
+    ),
     "task-cache-stranger": Case("timer", "class cache", _cache_stranger),
 }
 
@@ -242,7 +274,7 @@ SOURCES: dict[str, tuple[Callable[..., object], ...]] = {
     "bucket": (TimerTaskList._check,),
     "wheel": (TimingWheel._check, TimingWheel._check_overflow, TimingWheel._check_buckets),
     "queue": (DelayQueue._check,),
-    "timer": (SystemTimer._check,),
+    "timer": (SystemTimer._check, SystemTimer._check_pending_drain),
 }
 """Each structure's ``_check`` and the helpers it delegates to."""
 

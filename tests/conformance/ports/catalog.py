@@ -153,16 +153,18 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             _TIMER,
             "Drain.flush",
-            "        bucket.flush(self.take)\n",
+            "        return bucket.flush(self.take, left)\n",
             "        stranded: list[TimerTaskEntry] = []\n"
             "        bucket.flush(\n"
             "            lambda entry: stranded.append(entry)\n"
             "            if entry._entry_due >= wheel.current_time + wheel.tick_ms\n"
-            "            else self.take(entry)\n"
+            "            else self.take(entry),\n"
+            "            left,\n"
             "        )\n"
             "        for entry in stranded:\n"
             "            bucket.add(entry)\n"
-            "        bucket.expiration = None\n",
+            "        bucket.expiration = None\n"
+            "        return True\n",
         ),
     ),
     _new(
