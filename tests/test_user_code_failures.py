@@ -450,3 +450,20 @@ def test_r41_safe_try_complete_or_else_makes_the_attempt_a_knocker_left(
     assert operation.try_calls == 3
     operation.ready = True
     assert operation.safe_try_complete_or_else(knock) is True
+
+
+def test_r41_a_stale_knock_is_cleared_by_safe_try_complete_or_else(
+    impl: ModuleType, recorder: Recorder
+) -> None:
+    """R41, R19: a knock nobody took leaves the pending flag set; safe_try_complete_or_else
+    clears it before its first try, so with no knock while it holds the lock it makes
+    exactly its two tries and returns False, and leaves the flag clear (a path that kept
+    the stale flag would make a third try after releasing the lock)."""
+    operation = failing_operation(impl)(100, "a", recorder, KnockStagingLock())
+    operation.lock.acquire()
+    assert operation.maybe_try_complete() is False  # lock held: the flag stays set
+    operation.lock.release()
+    ran: list[str] = []
+    assert operation.safe_try_complete_or_else(lambda: ran.append("f")) is False
+    assert ran == ["f"] and operation.try_calls == 2
+    assert operation.safe_try_complete() is False and operation.try_calls == 3
