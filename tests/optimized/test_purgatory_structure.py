@@ -198,3 +198,31 @@ def test_check_detects_a_key_in_the_wrong_shard(purgatory: DelayedOperationPurga
     source.watchers.clear()
     with pytest.raises(AssertionError, match="not its own"):
         purgatory._check()
+
+
+class SelfUnequalKey:
+    """A hashable key that is not equal even to itself (as a NaN is not): a dict still
+    finds it, by identity."""
+
+    def __hash__(self) -> int:
+        return 5
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+
+def test_r22_check_accepts_a_key_not_equal_to_itself(
+    purgatory: DelayedOperationPurgatory[Op],
+) -> None:
+    """R22, R25: keys are looked up as a dict does, identity first, so a key unequal to
+    itself (a NaN, or this one) is watched and checked like any other; ``_check`` must
+    accept the list mapped for it (its ``key`` is that very object)."""
+    log: list[str] = []
+    for key in (SelfUnequalKey(), float("nan")):
+        op = Op(10**6, "o", log)
+        assert purgatory.try_complete_else_watch(op, [key]) is False
+        purgatory._check()
+        op.ready = True
+        assert purgatory.check_and_complete(key) == 1
+        purgatory._check()
+    assert log == ["complete o", "complete o"] and purgatory.watched == 0
