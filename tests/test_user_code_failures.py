@@ -279,6 +279,31 @@ def test_r55_a_knock_during_cancel_for_key_is_honoured(
     assert purgatory.num_delayed == 0
 
 
+def test_r53_cancel_for_key_makes_every_knock_attempt_then_raises(
+    impl: ModuleType, clock: ManualClock, recorder: Recorder
+) -> None:
+    """R53, R55: two operations on the key, each knocked while cancel_for_key holds its
+    lock; the first one's attempt raises. cancel_for_key still makes the second one's
+    attempt (which completes it), takes both out of the timer, and then raises the one
+    error as it is."""
+    first = failing_operation(impl)(100, "a", recorder, HookLock())
+    second = failing_operation(impl)(100, "b", recorder, HookLock())
+    purgatory = make_purgatory(impl, clock)
+    for operation in (first, second):
+        purgatory.try_complete_else_watch(operation, ["k", "j"])
+        operation.ready = True
+
+        def knock(operation: Any = operation) -> None:
+            assert operation.maybe_try_complete() is False  # lock held: left to the holder
+
+        operation.lock.on_acquire = knock
+    first.raises["try_complete"] = ValueError("first's try_complete")
+    with pytest.raises(ValueError, match="first's try_complete"):
+        purgatory.cancel_for_key("k")
+    assert not first.is_completed and second.is_completed
+    assert purgatory.num_delayed == 0 and purgatory.cancel_for_key("k") == []
+
+
 def test_r29_without_a_knock_cancel_for_key_runs_no_callback(
     impl: ModuleType, clock: ManualClock, recorder: Recorder
 ) -> None:
