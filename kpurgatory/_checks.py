@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable, Iterable
+from concurrent.futures import Executor
 
-from kpurgatory.spec.protocols import AbstractLock
+from kpurgatory.spec.protocols import AbstractLock, Clock
 
 _NOT_REENTRANT = (type(threading.Lock()), threading.Semaphore)
 """Lock types whose holder cannot take them again (``BoundedSemaphore`` is a ``Semaphore``)."""
@@ -43,6 +44,17 @@ def require_str(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     return value
+
+
+def require_clock_and_executor(clock: object, executor: object) -> None:
+    """Raise ``TypeError`` unless ``clock`` and ``executor`` (a timer's) are each None or
+    a real one: a ``Clock`` (``now_ms`` and ``wait``), a ``concurrent.futures.Executor``."""
+    if clock is not None and not isinstance(clock, Clock):
+        raise TypeError(f"clock must provide now_ms() and wait(), not {type(clock).__name__}")
+    if executor is not None and not isinstance(executor, Executor):
+        raise TypeError(
+            f"executor must be a concurrent.futures.Executor, not {type(executor).__name__}"
+        )
 
 
 def require_operation_lock(lock: object) -> AbstractLock:

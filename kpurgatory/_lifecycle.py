@@ -1,5 +1,6 @@
-"""The purgatory lifecycle steps both implementations share: the reaper loop, the wait for
-termination (R31, R39, R52) and the undo log of a submission (R38, R54).
+"""The lifecycle steps the implementations share: the reaper loop, the wait for
+termination (R31, R39, R52), the undo log of a submission (R38, R54) and the reference's
+``with`` block.
 
 They were written twice, once per implementation, so the equivalence machines (which
 compare the two) could not see a bug in them; they now have this one home, and the
@@ -14,12 +15,43 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, Self
 
-__all__ = ["REAPER_STEP_MS", "UndoLog", "await_purgatory_termination", "run_reaper"]
+__all__ = [
+    "REAPER_STEP_MS",
+    "StopOnExit",
+    "UndoLog",
+    "await_purgatory_termination",
+    "run_reaper",
+]
 
 REAPER_STEP_MS = 200
 """How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
+
+
+class StopOnExit:
+    """A timer's or purgatory's ``with`` block: on exit, stop it (``_stop``: ``close`` or
+    ``shutdown``), then wait for what it handed over (``await_termination``, R39).
+
+    The reference timer and purgatory derive from it. The optimized ones spell the same
+    two methods out: a mypyc-compiled class cannot derive from a pure-Python one.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Stop, then wait (``_stop`` + ``await_termination``)."""
+        self._stop()
+        self.await_termination()
+
+    def _stop(self) -> None:
+        raise NotImplementedError
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        raise NotImplementedError
 
 
 class UndoLog:

@@ -15,6 +15,9 @@ from kpurgatory._checks import require_at_least, require_int
 
 __all__ = ["ManualClock", "MonotonicClock", "deadline_reader"]
 
+_NextDue = Callable[[], "int | None"]
+"""The ``next_due`` a timer passes to ``wait`` (the Clock protocol's parameter)."""
+
 
 class MonotonicClock:
     """Milliseconds from ``time.monotonic_ns()``: Kafka's ``hiResClockMs`` in Python."""
@@ -35,13 +38,7 @@ class MonotonicClock:
         really passed."""
         return -(-time.monotonic_ns() // 1_000_000)
 
-    # Both clocks implement the Clock protocol's ``wait``: the signature repeats deliberately.
-    def wait(
-        self,
-        condition: threading.Condition,
-        timeout_ms: int,
-        next_due: Callable[[], int | None],
-    ) -> int:
+    def wait(self, condition: threading.Condition, timeout_ms: int, next_due: _NextDue) -> int:
         """Block on ``condition`` until ``next_due()`` is reached or ``timeout_ms`` passes.
 
         Called with ``condition`` held. Re-reads ``next_due`` after every wake-up, so a
@@ -93,13 +90,7 @@ class ManualClock:
         finally:
             lock.release()
 
-    # The Clock protocol's ``wait``, as SystemClock's: the signature repeats deliberately.
-    def wait(
-        self,
-        condition: threading.Condition,
-        timeout_ms: int,
-        next_due: Callable[[], int | None],
-    ) -> int:
+    def wait(self, condition: threading.Condition, timeout_ms: int, next_due: _NextDue) -> int:
         """Advance by exactly ``timeout_ms`` without blocking; return the new reading.
 
         A timer calls this once per ``advance_clock``, so it is ``advance`` written out

@@ -556,6 +556,41 @@ def test_r30_estimate_is_reset_to_num_delayed_and_pending_ops_stay(
         assert purg.check_and_complete("z") == 1
 
 
+def test_r30_a_rollback_after_a_purge_it_started_leaves_the_estimate_as_the_purge_set_it(
+    impl: ModuleType, clock: ManualClock, ops: Callable[..., Any], recorder: Recorder
+) -> None:
+    """R30, R38: a submission's second ``try_complete`` advances the clock, which expires
+    another operation and purges (estimate := num_delayed, which leaves the submission
+    out), then raises. The rollback takes nothing back from the estimate: the purge set
+    it since the submission counted it (found by the lifecycle machine: both
+    implementations and the model went to -1)."""
+    with make_purgatory(impl, clock, purge_interval=0) as purg:
+        keep_busy(purg, impl, recorder)  # never idle: R61's let-go stays out of this
+        expiring = ops(1, "expiring")
+        purg.try_complete_else_watch(expiring, ["a"])
+        base = operation_class(impl)
+
+        class AdvancesThenRaises(base):  # type: ignore[misc,valid-type]
+            def try_complete(self) -> bool:
+                super().try_complete()
+                if self.try_calls == 2:
+                    clock.advance(1)
+                    purg.advance_clock(0)  # expires ``expiring``, then the purge (R30)
+                    raise ValueError("second try")
+                return False
+
+        failing = AdvancesThenRaises(100, "failing", recorder)
+        with pytest.raises(ValueError, match="second try"):
+            purg.try_complete_else_watch(failing, ["b"])
+        assert recorder.names(OperationExpired) == ["expiring"]
+        assert purg.num_delayed == 1  # the keeper
+        assert purg.estimated_total_operations == 1  # as the purge set it, not 0
+        assert (purg.watched, purg.watched_keys) == (1, 1)
+        check = getattr(purg, "_check", None)
+        if check is not None:
+            check()
+
+
 def test_r30_purge_runs_after_the_timer_step(
     impl: ModuleType, clock: ManualClock, ops: Callable[..., Any]
 ) -> None:

@@ -72,6 +72,8 @@ class AsyncPurgatory(Generic[T]):
     ``kpurgatory.aio.ReferenceDelayedOperation``).
     """
 
+    # The wrapped purgatories' parameters, deliberately (one API), with the timer's own
+    # (clock, tick, wheel size) instead of a timer object.
     def __init__(
         self,
         purgatory_name: str,
@@ -226,6 +228,10 @@ class AsyncPurgatory(Generic[T]):
         return self._submit(operation, watch_keys, "submit")
 
     def _submit(self, operation: T, watch_keys: Iterable[Hashable], method: str) -> Waiter:
+        # Deliberate repeats: this test stands again in try_complete_else_watch, and
+        # check_and_complete, cancel_for_key and abandon each write out one check, call,
+        # let-go wrapper; as a shared method either would cost a Python call more on a wait's
+        # submission or completion.
         if (
             type(operation) not in self._known_types
             or running_loop() is not self._loop

@@ -46,6 +46,8 @@ class _ReadOnly:
         raise AttributeError(f"AsyncPurgatory.{self._name} is read-only")
 
 
+# WrappedPurgatory and WrappedTimer share a shape deliberately: each spells out its own
+# overloads, the types a user's checker gives per implementation.
 class WrappedPurgatory(_ReadOnly):
     """The wrapped ``DelayedOperationPurgatory`` (for its counters and metrics)."""
 

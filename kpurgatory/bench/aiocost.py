@@ -4,10 +4,11 @@ Three questions, each answered side by side in one process per mechanism:
 
 - **CPU per wait** (process CPU, median of rounds): ``n`` tasks each wait for an event
   with a deadline; either every event comes first (``completed``) or none does
-  (``expired``). Mechanisms: ``future+call_at`` (a ``Future`` and a ``loop.call_at``
-  that resolves it, cancelled when the event wins), ``timeout_at`` (``asyncio.timeout_at``
-  around the ``Future``), ``aio wait`` (``await purgatory.wait(op, [key])``) and
-  ``aio submit`` (``purgatory.submit``, no task per wait).
+  (``expired``). Mechanisms (``kpurgatory.bench.waits``): ``future+call_at`` (a
+  ``Future`` and a ``loop.call_at`` that resolves it, cancelled when the event wins),
+  ``timeout_at`` (``asyncio.timeout_at`` around the ``Future``), ``aio wait`` (``await
+  purgatory.wait(op, [key])``) and ``aio submit`` (``purgatory.submit``, no task per
+  wait).
 - **Memory per pending wait**: ``tracemalloc`` bytes and ``gc``-tracked objects per wait
   while ``n`` waits are pending (each mechanism with its task and everything it needs).
 - **Heartbeat lag at scale**: ``n`` pending waits, delays uniform over 1-20 s, 90 %
@@ -46,7 +47,8 @@ import time
 import tracemalloc
 from typing import Any
 
-from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome
+from kpurgatory.aio import Outcome
+from kpurgatory.bench.waits import MECHANISMS, Waits
 
 __all__ = [
     "MECHANISMS",
@@ -61,8 +63,6 @@ __all__ = [
     "wait_cpu_time",
 ]
 
-MECHANISMS: tuple[str, ...] = ("future+call_at", "timeout_at", "aio wait", "aio submit")
-
 OUTCOMES: tuple[str, ...] = ("completed", "expired")
 
 SIZES: dict[str, dict[str, float]] = {
@@ -75,102 +75,8 @@ waits of the heartbeat at scale and its seconds of beats, waits overdue at once 
 the pause and when they fall due."""
 
 
-class _Answer(DelayedOperation):
-    """A wait for one event: completes once ``ready`` is set (the event came)."""
-
-    __slots__ = ("ready",)
-
-    def __init__(self, delay_ms: int) -> None:
-        super().__init__(delay_ms)
-        self.ready = False
-
-    def try_complete(self) -> bool:
-        return self.ready and self.force_complete()
-
-    def on_complete(self) -> None:
-        pass
-
-    def on_expiration(self) -> None:
-        pass
-
-
-def _expire(future: asyncio.Future[bool]) -> None:
-    if not future.done():
-        future.set_result(False)
-
-
-class _Setup:
-    """One mechanism's wait and answer, on the running loop."""
-
-    def __init__(self, mechanism: str, max_hand_overs: int | None = None) -> None:
-        if mechanism not in MECHANISMS:
-            raise ValueError(f"mechanism must be one of {MECHANISMS}, not {mechanism!r}")
-        self.mechanism = mechanism
-        self.loop = asyncio.get_running_loop()
-        self.futures: dict[int, asyncio.Future[bool]] = {}
-        self.operations: dict[int, _Answer] = {}
-        self.purgatory: AsyncPurgatory[Any] | None = None
-        if mechanism.startswith("aio"):
-            self.purgatory = (
-                AsyncPurgatory("bench")
-                if max_hand_overs is None
-                else AsyncPurgatory("bench", max_hand_overs=max_hand_overs)
-            )
-
-    async def _future_call_at(self, key: int, delay_ms: int) -> bool:
-        future = self.futures[key] = self.loop.create_future()
-        handle = self.loop.call_at(self.loop.time() + delay_ms / 1000, _expire, future)
-        try:
-            answered: bool = await future
-            return answered
-        finally:
-            handle.cancel()
-            del self.futures[key]
-
-    async def _timeout_at(self, key: int, delay_ms: int) -> bool:
-        future = self.futures[key] = self.loop.create_future()
-        try:
-            async with asyncio.timeout_at(self.loop.time() + delay_ms / 1000):
-                answered: bool = await future
-                return answered
-        except TimeoutError:
-            return False
-        finally:
-            del self.futures[key]
-
-    def start(self, key: int, delay_ms: int) -> asyncio.Future[Any]:
-        """Start one wait; return what to gather."""
-        mechanism = self.mechanism
-        if mechanism == "future+call_at":
-            return self.loop.create_task(self._future_call_at(key, delay_ms))
-        if mechanism == "timeout_at":
-            return self.loop.create_task(self._timeout_at(key, delay_ms))
-        purgatory = self.purgatory
-        assert purgatory is not None
-        operation = self.operations[key] = _Answer(delay_ms)
-        if mechanism == "aio wait":
-            return self.loop.create_task(purgatory.wait(operation, (key,)))
-        return purgatory.submit(operation, (key,))
-
-    def answer(self, key: int) -> None:
-        """The event for ``key`` comes (a no-op if its wait is over)."""
-        if self.purgatory is None:
-            future = self.futures.get(key)
-            if future is not None and not future.done():
-                future.set_result(True)
-            return
-        operation = self.operations.pop(key, None)
-        if operation is not None:
-            operation.ready = True
-            self.purgatory.check_and_complete(key)
-
-    def close(self) -> None:
-        if self.purgatory is not None:
-            self.purgatory.shutdown()
-
-
 async def _cpu_round(mechanism: str, n: int, outcome: str) -> float:
-    setup = _Setup(mechanism)
+    setup = Waits(mechanism)
     delay_ms = 5 if outcome == "expired" else 60_000
     await asyncio.sleep(0)
     started = time.process_time()
@@ -204,7 +110,7 @@ def cpu_per_wait(mechanism: str, n: int, outcome: str, rounds: int) -> float:
 
 
 async def _memory(mechanism: str, n: int) -> tuple[float, float]:
-    setup = _Setup(mechanism)
+    setup = Waits(mechanism)
     gc.collect()
     objects_before = len(gc.get_objects())
     tracemalloc.start()
@@ -226,7 +132,7 @@ def memory_per_wait(mechanism: str, n: int) -> tuple[float, float]:
     return asyncio.run(_memory(mechanism, n))
 
 
-async def _setup_seconds(setup: _Setup, n: int) -> float:
+async def _setup_seconds(setup: Waits, n: int) -> float:
     """How long starting ``n`` waits takes on this machine now: 1,000 throwaway waits
     timed (then cancelled), scaled to ``n``, times 3 for a load that changes, plus 1 s."""
     sample = max(1, min(n, 1_000))
@@ -244,7 +150,7 @@ async def _heartbeat(
     mechanism: str, n: int, seconds: float, seed: int, offset_s: float | None
 ) -> dict[str, float]:
     rng = random.Random(seed)
-    setup = _Setup(mechanism)
+    setup = Waits(mechanism)
     loop = setup.loop
     offset_ms = int(1000 * (await _setup_seconds(setup, n) if offset_s is None else offset_s))
     answers: list[tuple[float, int]] = []
@@ -346,7 +252,7 @@ async def _pause(
     mechanism: str, n: int, max_hand_overs: int | None, due_s: float
 ) -> dict[str, float]:
     rng = random.Random(1)
-    setup = _Setup(mechanism, max_hand_overs)
+    setup = Waits(mechanism, max_hand_overs)
     loop = setup.loop
     due_s = max(due_s, await _setup_seconds(setup, n))
     began = loop.time()

@@ -54,8 +54,6 @@ class SystemTimer(_timer.SystemTimer):
         it at every add)."""
         if not isinstance(task, TimerTask):
             raise TypeError(f"task must be a reference TimerTask, not {type(task).__name__}")
-        # Deliberately the reference timer's wait-then-drain (the same clock protocol); only the
-        # structure drained differs.
         with _timer._STATE_LOCK:
             if self._closed:
                 raise RuntimeError(f"timer {self._name!r} is closed; cannot add {task!r}")
@@ -79,11 +77,8 @@ class SystemTimer(_timer.SystemTimer):
     def expire(self, timeout_ms: int, limit: int | None) -> bool:
         """Wait up to ``timeout_ms``, then hand over at most ``limit`` due operations."""
         with _timer._STATE_LOCK:
-            if self._closed:
-                return False
-            now = self._clock.wait(self._condition, timeout_ms, self._next_due)
-            self._wake_requested = False
-            if self._closed:
+            now = self._wait(timeout_ms)  # the reference timer's wait; only the drain differs
+            if now is None:
                 return False
             due: list[Any] = []
             while self._heap and self._heap[0][0] <= now and (limit is None or len(due) < limit):

@@ -20,6 +20,7 @@ ANALYSIS_START, ANALYSIS_END = "<!-- analysis -->", "<!-- /analysis -->"
 
 _RATIO = re.compile(r"^(\d+\.\d+)")
 
+# A table: its rows share a shape deliberately (one goal a row).
 GOALS: tuple[tuple[str, str, str, str, float, bool], ...] = (
     ("Timer add+cancel", "optimized / asyncio", "pure", "<=", 0.6, False),
     ("Timer add+cancel", "optimized / asyncio", "compiled", "<=", 0.2, False),

@@ -34,6 +34,23 @@ SIZES: dict[str, dict[str, tuple[int, ...]]] = {
 LONG_POLL = {"waits": 10_000, "keys": 2_500, "timeout_ms": 50}
 """The long-poll pattern, the same in every mode."""
 
+
+def _measuring(many: int, few: int) -> dict[str, tuple[str, ...]]:
+    """The options of a measuring mode: ``many`` worker processes for the short
+    benchmarks (pyperf calibrates their loops), ``few`` for those that take one loop per
+    value (the large lifecycles); 3 values after 1 warm-up in each process."""
+    runs = ("-n", "3", "-w", "1")
+    short = ("-p", str(many), *runs)
+    long = ("-p", str(few), *runs, "-l", "1")
+    return {
+        "add-cancel": short,
+        "lifecycle": long,
+        "memory": _ONCE,
+        "long-poll": short,
+        "asyncio-wait": long,
+    }
+
+
 _QUICK = ("-p", "1", "-n", "3", "-w", "1", "--min-time", "0.02")
 _ONCE = ("-p", "1", "-n", "1", "-w", "0", "-l", "1", "--tracemalloc")
 GROUP_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -44,20 +61,8 @@ GROUP_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "long-poll": _QUICK,
         "asyncio-wait": ("-p", "1", "-n", "2", "-w", "1", "-l", "1"),
     },
-    "reduced": {
-        "add-cancel": ("-p", "4", "-n", "3", "-w", "1"),
-        "lifecycle": ("-p", "3", "-n", "3", "-w", "1", "-l", "1"),
-        "memory": _ONCE,
-        "long-poll": ("-p", "4", "-n", "3", "-w", "1"),
-        "asyncio-wait": ("-p", "3", "-n", "3", "-w", "1", "-l", "1"),
-    },
-    "full": {
-        "add-cancel": ("-p", "10", "-n", "3", "-w", "1"),
-        "lifecycle": ("-p", "5", "-n", "3", "-w", "1", "-l", "1"),
-        "memory": _ONCE,
-        "long-poll": ("-p", "10", "-n", "3", "-w", "1"),
-        "asyncio-wait": ("-p", "5", "-n", "3", "-w", "1", "-l", "1"),
-    },
+    "reduced": _measuring(4, 3),
+    "full": _measuring(10, 5),
 }
 """pyperf's options per mode and group: processes, values per process, warm-ups, loops.
 ``quick`` is a smoke run; the large lifecycles take one loop per value."""

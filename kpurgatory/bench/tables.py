@@ -403,6 +403,26 @@ def wait_memory_table(results: dict[str, Any]) -> Table:
     )
 
 
+_HEARTBEAT_TEXTS: dict[str, tuple[str, str]] = {
+    "lag": (
+        "Heartbeat lag with many asyncio waits pending",
+        "n waits pending, due 1-20 s after they start, 90 % answered at a random "
+        "time before their deadline, 10 % expiring; a 1 ms heartbeat records the "
+        "longest the loop's thread ran (CPU time) between two of its wake-ups: the "
+        "stall the loop itself causes, whatever else the machine runs; in "
+        "brackets the worst wall-clock lag, which a loaded machine inflates.",
+    ),
+    "pause": (
+        "Heartbeat lag after a pause left every wait overdue",
+        "n waits fall due within 100 ms, and the process blocks (a long collection, "
+        "a blocking call) until all are overdue; the longest CPU time of the loop's "
+        "thread between two 1 ms heartbeats until the last has expired (wall-clock "
+        "lag in brackets).",
+    ),
+}
+"""The title and note of ``heartbeat_table`` per question (``lag``, ``pause``)."""
+
+
 def heartbeat_table(results: dict[str, Any], what: str) -> Table:
     """The loop's worst stall with many waits pending (``lag``) or after a pause that left
     them all overdue (``pause``): kpurgatory.aio against asyncio's own timers."""
@@ -436,23 +456,7 @@ def heartbeat_table(results: dict[str, Any], what: str) -> Table:
                 f"{max(row['load'] for row in got.values()):.1f}",
             )
         )
-    if what == "lag":
-        title = "Heartbeat lag with many asyncio waits pending"
-        note = (
-            "n waits pending, due 1-20 s after they start, 90 % answered at a random "
-            "time before their deadline, 10 % expiring; a 1 ms heartbeat records the "
-            "longest the loop's thread ran (CPU time) between two of its wake-ups: the "
-            "stall the loop itself causes, whatever else the machine runs; in "
-            "brackets the worst wall-clock lag, which a loaded machine inflates."
-        )
-    else:
-        title = "Heartbeat lag after a pause left every wait overdue"
-        note = (
-            "n waits fall due within 100 ms, and the process blocks (a long collection, "
-            "a blocking call) until all are overdue; the longest CPU time of the loop's "
-            "thread between two 1 ms heartbeats until the last has expired (wall-clock "
-            "lag in brackets)."
-        )
+    title, note = _HEARTBEAT_TEXTS[what]
     return Table(
         title,
         note,

@@ -173,6 +173,8 @@ def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResu
             result.before = [step_to_json(earlier) for earlier in steps[:index]]
             shown = judge.expected if judge.expected is not None else expect
             result.expected = report_json(shown, timer_only=judge.timer_only)
-            result.actual = report_json(actual, timer_only=judge.timer_only)
+            result.actual = report_json(
+                actual, timer_only=judge.timer_only, absent=adapter.last_absent
+            )
             return result
     return result

@@ -64,18 +64,29 @@ MAX_COMBINED = 2
 """How many differences the judge adds at once to a candidate before trying all of them."""
 
 
-def report_json(observation: Observation, *, timer_only: bool = False) -> dict[str, object]:
+def report_json(
+    observation: Observation,
+    *,
+    timer_only: bool = False,
+    absent: Iterable[str] = (),
+) -> dict[str, object]:
     """``observation`` as a report prints it: its JSON, without the purgatory's state
-    fields under ``--timer-only`` (a timer port does not answer them, and zeros beside
-    the expected values would read as a difference)."""
+    fields under ``--timer-only`` (a timer port does not answer them), and with each
+    field of ``absent`` (``state.<name>``, declared absent by the port) shown as the null
+    it answered. A parsed answer reads both as 0, and zeros beside the expected values
+    would read as a difference the kit never compared."""
     data = observation.to_json()
     state = data.get("state")
-    if timer_only and isinstance(state, dict):
-        data["state"] = {
-            name: value
-            for name, value in state.items()
-            if f"state.{name}" not in PURGATORY_STATE_FIELDS
-        }
+    if isinstance(state, dict):
+        for name in absent:
+            if name.removeprefix("state.") in state:
+                state[name.removeprefix("state.")] = None
+        if timer_only:
+            data["state"] = {
+                name: value
+                for name, value in state.items()
+                if f"state.{name}" not in PURGATORY_STATE_FIELDS
+            }
     return data
 
 

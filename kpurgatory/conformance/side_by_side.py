@@ -150,7 +150,7 @@ def compare_step(
         list(steps),
         message,
         report_json(shown, timer_only=judge.timer_only),
-        report_json(actual, timer_only=judge.timer_only),
+        report_json(actual, timer_only=judge.timer_only, absent=absent),
     )
 
 

@@ -34,6 +34,7 @@ as Kafka's re-entrant monitors allow. See ``kpurgatory.optimized.timer``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.spec.protocols import AbstractLock
@@ -48,7 +49,7 @@ __all__ = [
     "TimerTaskList",
 ]
 
-NO_EXPIRATION: None = None
+NO_EXPIRATION: Final = None
 """A bucket's expiration while it is not in the delay queue.
 
 Kafka uses ``-1``; here clock readings may be negative (floor semantics, R1), so -1 is a
@@ -101,10 +102,12 @@ class TimerTaskEntry:
         return f"{type(self).__name__}(due={self._entry_due}, {where})"
 
 
-UNLINKED = TimerTaskEntry()
+UNLINKED: Final = TimerTaskEntry()
 """Where an unlinked entry's links point (never followed: an entry with no bucket holder
 is never traversed). Not the entry itself: a self-link would make every finished task
-cyclic garbage, freed only by the cyclic collector instead of at once by its refcount."""
+cyclic garbage, freed only by the cyclic collector instead of at once by its refcount.
+``Final``, as ``NO_EXPIRATION``: the compiled build reads it from a C static instead of
+looking it up in the module's dict on every unlink."""
 
 
 class EntryHolder:
@@ -182,8 +185,11 @@ class TimerTaskList(EntryHolder):
 
         The wheel offers the bucket to the delay queue only when this returns True, so
         a bucket is never queued twice (Kafka's ``setExpiration``'s ``getAndSet``). O(1).
+        (Compared as ints once the stored value is known not to be None: the compiled build
+        then boxes no int for the comparison.)
         """
-        if self.expiration == expiration_ms:
+        current = self.expiration
+        if current is not None and current == expiration_ms:
             return False
         self.expiration = expiration_ms
         return True
@@ -193,6 +199,8 @@ class TimerTaskList(EntryHolder):
         root = self.root
         return root._entry_next is root
 
+    # add and remove are alike in shape only (six link assignments each: linking at the
+    # tail and unlinking are different operations on the same four slots).
     def add(self, entry: TimerTaskEntry) -> None:
         """Append ``entry`` at the tail and count it. O(1).
 

@@ -199,6 +199,8 @@ class DelayedOperation(TimerTask):
             raise
         waiter._completed(self._expiring == get_ident())
 
+    # The reference operation's abstract methods, deliberately (one contract, documented
+    # where each implementation's users read it; a mypyc class cannot share a Python base).
     @abc.abstractmethod
     def try_complete(self) -> bool:
         """Check the condition; if it holds, return ``self.force_complete()``, else False."""

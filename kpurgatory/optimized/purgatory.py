@@ -240,6 +240,7 @@ class DelayedOperationPurgatory(Generic[T]):
         self._shards: tuple[_Shard[T], ...] = tuple(_Shard() for _ in range(self._num_shards))
         self._counters_lock = sync.new_lock()
         self._estimated_total_operations = 0
+        self._estimate_resets = 0  # purges and let-gos that set the estimate (R30)
         self._unfinished = 0  # reached the watching step, not finished (R61)
         self._purge_when_idle = True  # R61 (False: Kafka's lazy purge only)
         self._num_purged = 0
@@ -378,7 +379,8 @@ class DelayedOperationPurgatory(Generic[T]):
         estimate), so a submission allocates no log, and the reference's two context
         managers are written out as ``try`` blocks. Cost: O(1) per key plus the timer add."""
         watched = 0
-        entered = estimated = False
+        entered = False
+        estimated = -1  # the estimate's resets when it counted the operation (R30)
         lock = operation._lock
         try:
             lock.acquire()
@@ -397,7 +399,7 @@ class DelayedOperationPurgatory(Generic[T]):
             watched = self._watch(operation, keys)
             with self._counters_lock:
                 self._estimated_total_operations += 1
-            estimated = True
+                estimated = self._estimate_resets
             if operation.try_complete():
                 return True
             self._time(operation)
@@ -424,18 +426,21 @@ class DelayedOperationPurgatory(Generic[T]):
         operation: T,
         exc: BaseException,
         watched: tuple[Hashable, ...],
-        estimated: bool,
+        estimated: int,
         entered: bool,
     ) -> None:
         """A step of the submission raised ``exc``; the operation's lock is held. Roll it
         back unless the operation finished (its ``on_complete`` ran, R38) or is no longer
         submitted here; a refusal caused by a shutdown meanwhile says so (R64).
+        ``estimated``: the estimate's resets when the submission counted the operation
+        (-1: not counted); its one is taken back only if no reset came since (R30).
         Reference equivalent: ``_undone_on_error`` unwinding the ``UndoLog``."""
         if not operation._completed and operation._owner is self:
             self._unwatch_keys(operation, watched)
-            if estimated:
+            if estimated >= 0:
                 with self._counters_lock:
-                    self._estimated_total_operations -= 1
+                    if self._estimate_resets == estimated:
+                        self._estimated_total_operations -= 1
             TimerTask.cancel(operation)
             operation._release_submission()
             if entered:
@@ -509,6 +514,7 @@ class DelayedOperationPurgatory(Generic[T]):
             if self._unfinished or not self._purge_when_idle:
                 return
             self._estimated_total_operations = self._timer.size
+            self._estimate_resets += 1
         purged = self._purge_pass()
         if purged:
             with self._counters_lock:
@@ -667,7 +673,8 @@ class DelayedOperationPurgatory(Generic[T]):
         """
         return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
-    # Deliberately alike the reference's and the timers' context manager (same API).
+    # Deliberately alike the optimized timer's and _lifecycle.StopOnExit's (the reference's)
+    # context manager: one API, and a mypyc-compiled class cannot derive from StopOnExit.
     def __enter__(self) -> DelayedOperationPurgatory[T]:
         return self
 
@@ -773,6 +780,7 @@ class DelayedOperationPurgatory(Generic[T]):
             if self._estimated_total_operations - delayed <= self._purge_interval:
                 return
             self._estimated_total_operations = delayed
+            self._estimate_resets += 1
         purged = self._purge_pass()
         if purged:
             with self._counters_lock:

@@ -59,6 +59,7 @@ from kpurgatory._checks import (
     declared,
     refuse_override,
     require_at_least,
+    require_clock_and_executor,
     require_int,
     require_str,
     unimplemented,
@@ -92,14 +93,15 @@ timer at construction; controlled-schedule tests may rebind this module attribut
 instrumented lock before building timers."""
 
 
-_TASK_TYPES: set[type] = set()
+_TASK_TYPES: Final[set[type]] = set()
 """Classes already checked to be ``TimerTask`` subclasses (``add``'s fast type check).
 
 ``isinstance`` against an ``ABCMeta`` class runs ``ABCMeta.__instancecheck__``, a Python
 frame (about 130 ns, measured); a set lookup of the exact class costs a sixth of that.
-Bounded: cleared when it reaches ``_TASK_TYPES_MAX`` classes."""
+Bounded: cleared when it reaches ``_TASK_TYPES_MAX`` classes. ``Final`` (never rebound):
+the compiled build reads it from a C static, not from the module's dict on every add."""
 
-_TASK_TYPES_MAX = 256
+_TASK_TYPES_MAX: Final = 256
 
 
 def _require_task(task: object) -> None:
@@ -147,7 +149,11 @@ class TimerTask(TimerTaskEntry, metaclass=abc.ABCMeta):
         self._entry_list = None
         self._entry_next = UNLINKED
         self._entry_prev = UNLINKED
-        self._delay_ms = delay_ms if type(delay_ms) is int else require_int("delay_ms", delay_ms)
+        # Declared int: the compiled build stores it unboxed and adds it to the clock
+        # reading natively in ``SystemTimer.add`` (as ``object`` it would box both).
+        self._delay_ms: int = (
+            delay_ms if type(delay_ms) is int else require_int("delay_ms", delay_ms)
+        )
 
     @property
     def delay_ms(self) -> int:
@@ -263,12 +269,7 @@ class SystemTimer:
         self._name = require_str("executor_name", executor_name)
         self._tick_ms = require_at_least("tick_ms", tick_ms, 1)
         self._wheel_size = require_at_least("wheel_size", wheel_size, 2)
-        if clock is not None and not isinstance(clock, Clock):
-            raise TypeError(f"clock must provide now_ms() and wait(), not {type(clock).__name__}")
-        if executor is not None and not isinstance(executor, Executor):
-            raise TypeError(
-                f"executor must be a concurrent.futures.Executor, not {type(executor).__name__}"
-            )
+        require_clock_and_executor(clock, executor)
         self._clock: Clock = MonotonicClock() if clock is None else clock
         self._deadline_base: Callable[[], int] = deadline_reader(self._clock)
         start = self._clock.now_ms() if start_ms is None else require_int("start_ms", start_ms)
@@ -520,9 +521,9 @@ class SystemTimer:
             self._wake_requested = True
             self._queue.wake_all()
 
-    # close, await_termination, __enter__ and __exit__ repeat the reference timer's on
-    # purpose: the optimized package imports nothing from the reference, and a mypyc
-    # class cannot derive from a pure-Python mixin the two could share.
+    # close and await_termination repeat the reference timer's on purpose (one API; close
+    # wakes its waiter through the delay queue): the optimized package imports nothing
+    # from the reference, and a mypyc class cannot derive from a pure-Python one.
 
     def close(self) -> None:
         """Stop the timer (R14): idempotent; scheduled tasks will never run.
@@ -551,6 +552,9 @@ class SystemTimer:
             return False
         return not self._owns_executor or await_termination(self._executor, timeout)
 
+    # Deliberately kpurgatory._lifecycle.StopOnExit's two methods, which the reference timer and
+    # purgatory inherit: a mypyc-compiled class cannot derive from a pure-Python one, and this
+    # purgatory's are alike for the same reason (one API).
     def __enter__(self) -> SystemTimer:
         return self
 

@@ -29,6 +29,7 @@ from kpurgatory._checks import (
 )
 from kpurgatory._lifecycle import (
     REAPER_STEP_MS,
+    StopOnExit,
     UndoLog,
     await_purgatory_termination,
     run_reaper,
@@ -48,7 +49,7 @@ T = TypeVar("T", bound=DelayedOperation, default=DelayedOperation)
 """The operations a purgatory holds; ``DelayedOperationPurgatory(...)`` alone means any."""
 
 
-class DelayedOperationPurgatory(Generic[T]):
+class DelayedOperationPurgatory(StopOnExit, Generic[T]):
     """Holds delayed operations until they complete or expire (Kafka's purgatory).
 
     ``timer`` defaults to ``SystemTimer(purgatory_name)``; the purgatory owns it and
@@ -94,6 +95,9 @@ class DelayedOperationPurgatory(Generic[T]):
         self._lock = sync.new_lock()
         self._watchers: dict[Hashable, list[T]] = {}
         self._estimated_total_operations = 0
+        self._estimate_resets = 0
+        """How many times a purge (R30) or a let-go (R61) set the estimate: a rollback
+        takes its one back only if none did since it was added (R30)."""
         self._unfinished = 0
         """Operations that reached the watching step and have not finished (R61)."""
         self._purge_when_idle = True
@@ -198,8 +202,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 return True
             self._enter(operation, undo)
             self._watch(operation, keys, undo)
-            self._add_to_estimate(1)
-            undo.push(self._add_to_estimate, -1)
+            undo.push(self._take_back_estimate, self._add_to_estimate())
             if operation.try_complete():
                 return True
             self._time(operation, undo)
@@ -275,9 +278,18 @@ class DelayedOperationPurgatory(Generic[T]):
                 self._watchers.setdefault(key, []).append(operation)
             undo.push(self._unwatch, key, operation)
 
-    def _add_to_estimate(self, change: int) -> None:
+    def _add_to_estimate(self) -> int:
+        """Count the operation in the estimate (R30); return the resets so far."""
         with self._lock:
-            self._estimated_total_operations += change
+            self._estimated_total_operations += 1
+            return self._estimate_resets
+
+    def _take_back_estimate(self, resets: int) -> None:
+        """A rollback's undo of ``_add_to_estimate``: only if no purge or let-go has set
+        the estimate since (R30); that reset left the operation out already."""
+        with self._lock:
+            if self._estimate_resets == resets:
+                self._estimated_total_operations -= 1
 
     def _time(self, operation: T, undo: UndoLog) -> None:
         """Add the operation to the timer unless it finished, timers are off (R33), or a
@@ -304,6 +316,7 @@ class DelayedOperationPurgatory(Generic[T]):
             if self._unfinished or not self._purge_when_idle:
                 return
             self._estimated_total_operations = self._timer.size
+            self._estimate_resets += 1
             purged = self._purge_watchers()
         if purged:
             logger.debug("purgatory %r purged %d finished operations when idle", self._name, purged)
@@ -404,6 +417,10 @@ class DelayedOperationPurgatory(Generic[T]):
         self._timer.advance_clock(timeout_ms)
         self._purge_if_due()
 
+    def _stop(self) -> None:
+        """How a ``with`` block ends (``StopOnExit``): ``shutdown``."""
+        self.shutdown()
+
     def shutdown(self) -> None:
         """Refuse new calls, stop the reaper and close the timer (R32, R39): idempotent.
 
@@ -439,15 +456,6 @@ class DelayedOperationPurgatory(Generic[T]):
         """
         return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
 
-    # Deliberately alike the timers' and the optimized purgatory's context manager (same API).
-    def __enter__(self) -> DelayedOperationPurgatory[T]:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Shut down, then wait for the reaper and executor (``await_termination``)."""
-        self.shutdown()
-        self.await_termination()
-
     def __repr__(self) -> str:
         return (
             f"DelayedOperationPurgatory({self._name!r}, watched={self.watched}, "
@@ -474,6 +482,7 @@ class DelayedOperationPurgatory(Generic[T]):
             if self._estimated_total_operations - delayed <= self._purge_interval:
                 return
             self._estimated_total_operations = delayed
+            self._estimate_resets += 1
             purged = self._purge_watchers()
         if purged:
             logger.debug("purgatory %r purged %d completed operations", self._name, purged)

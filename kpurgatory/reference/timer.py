@@ -17,7 +17,14 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from kpurgatory import sync
-from kpurgatory._checks import refuse_override, require_at_least, require_int, require_str
+from kpurgatory._checks import (
+    refuse_override,
+    require_at_least,
+    require_clock_and_executor,
+    require_int,
+    require_str,
+)
+from kpurgatory._lifecycle import StopOnExit
 from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory.clock import MonotonicClock, deadline_reader
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
@@ -101,7 +108,7 @@ class TimerTask(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__}.run is abstract")
 
 
-class SystemTimer:
+class SystemTimer(StopOnExit):
     """A timer that hands tasks to an executor when they are due (Kafka's ``SystemTimer``).
 
     ``tick_ms`` is the resolution (due times are multiples of it, R1); ``wheel_size``
@@ -125,12 +132,7 @@ class SystemTimer:
         self._name = require_str("executor_name", executor_name)
         self._tick_ms = require_at_least("tick_ms", tick_ms, 1)
         self._wheel_size = require_at_least("wheel_size", wheel_size, 2)
-        if clock is not None and not isinstance(clock, Clock):
-            raise TypeError(f"clock must provide now_ms() and wait(), not {type(clock).__name__}")
-        if executor is not None and not isinstance(executor, Executor):
-            raise TypeError(
-                f"executor must be a concurrent.futures.Executor, not {type(executor).__name__}"
-            )
+        require_clock_and_executor(clock, executor)
         self._clock: Clock = MonotonicClock() if clock is None else clock
         self._deadline_base: Callable[[], int] = deadline_reader(self._clock)
         start = self._clock.now_ms() if start_ms is None else require_int("start_ms", start_ms)
@@ -230,11 +232,8 @@ class SystemTimer:
         """
         timeout = require_at_least("timeout_ms", timeout_ms, 0)
         with _STATE_LOCK:
-            if self._closed:
-                return False
-            now = self._clock.wait(self._condition, timeout, self._next_due)
-            self._wake_requested = False
-            if self._closed:
+            now = self._wait(timeout)
+            if now is None:
                 return False
             due_entries = sorted(
                 (entry for entry in self._pending if is_due(entry.due, now)),
@@ -266,6 +265,11 @@ class SystemTimer:
             self._wake_requested = True
             self._condition.notify_all()
 
+    def _stop(self) -> None:
+        """How a ``with`` block ends (``StopOnExit``): ``close``."""
+        self.close()
+
+    # close and await_termination stand again in kpurgatory.optimized.timer, deliberately.
     def close(self) -> None:
         """Stop the timer (R14): idempotent; scheduled tasks will never run.
 
@@ -293,16 +297,6 @@ class SystemTimer:
             return False
         return not self._owns_executor or await_termination(self._executor, timeout)
 
-    # close, __enter__ and __exit__ repeat in kpurgatory.optimized.timer and in both purgatories
-    # deliberately: the same API on classes that share no base.
-    def __enter__(self) -> SystemTimer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Close, then wait for the owned executor (``close`` + ``await_termination``)."""
-        self.close()
-        self.await_termination()
-
     def __repr__(self) -> str:
         return (
             f"SystemTimer({self._name!r}, tick_ms={self._tick_ms}, size={self.size}, "
@@ -310,6 +304,16 @@ class SystemTimer:
         )
 
     # -- internals -------------------------------------------------------------------
+
+    def _wait(self, timeout: int) -> int | None:
+        """Let up to ``timeout`` ms pass through the clock (R7); return the drain reading,
+        or None on a closed timer (R14), before or after the wait. Called with
+        ``_STATE_LOCK`` held (a real clock's wait releases it)."""
+        if self._closed:
+            return None
+        now = self._clock.wait(self._condition, timeout, self._next_due)
+        self._wake_requested = False
+        return None if self._closed else now
 
     def _next_due(self) -> int | None:
         if self._closed or self._wake_requested:

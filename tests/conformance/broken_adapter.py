@@ -18,6 +18,8 @@
 - ``async-lossy``: ``async-run`` that also loses one task of every step that ran two;
 - ``unexposed``: the reference answering null for ``watched_keys``, ``num_purged`` and
   ``estimated_total_operations`` (a port whose API hides them, like upstream Kafka's);
+- ``late-unexposed``: ``late`` answering like ``unexposed``: a wrong port whose failure
+  report must show the hidden fields as the nulls it answered;
 - ``crash``: answers correctly, then exits with code 3 in the middle of its fourth run;
 - ``silent``: reads steps and never answers;
 - ``stall``: answers correctly, then stops answering at the third step of its third run
@@ -61,6 +63,7 @@ BUGS = (
     "async-run",
     "async-lossy",
     "unexposed",
+    "late-unexposed",
     "crash",
     "silent",
     "stall",
@@ -278,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         stdin = _FilteredInput("timer-port", sys.stdin, sys.stdout)
         serve(mutant("late"), stdin, _StateRewriter(sys.stdout, _timer_state_only))  # type: ignore[arg-type]
         return 0
-    if args.bug == "unexposed":
+    if args.bug in ("unexposed", "late-unexposed"):
+        impl = mutant("late") if args.bug == "late-unexposed" else impl
         serve(impl, sys.stdin, _StateRewriter(sys.stdout, _declare_absent))  # type: ignore[arg-type]
         return 0
     if args.bug in ("async-run", "async-lossy"):

@@ -495,6 +495,24 @@ def test_unexposed_state_fields_answered_null_are_listed_not_compared(
     assert "declared absent" not in out
 
 
+def test_a_failure_report_shows_fields_declared_absent_as_null(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A port that hides num_purged (and the other two) and fires late fails; its
+    "actual" line shows the nulls it answered, never zeros the kit did not compare."""
+    stateful = ["--stateful", "--max-examples", "30", "--steps", "15", "--seed", "1"]
+    for extra in ([], stateful):
+        code, out = conformance(capsys, "--adapter", broken_adapter("late-unexposed"), *extra)
+        assert code == 1, out
+        actual = [line for line in out.splitlines() if line.strip().startswith("actual:")]
+        states = [json.loads(line.split("actual:", 1)[1]).get("state") for line in actual]
+        assert [state for state in states if state], out
+        for state in filter(None, states):
+            assert state["num_purged"] is None and state["watched_keys"] is None, state
+            assert state["estimated_total_operations"] is None, state
+            assert isinstance(state["watched"], int), state
+
+
 def test_only_the_unexposed_state_fields_may_be_null() -> None:
     answer: dict[str, object] = {"result": None, "raised": None, "events": [], "tries": {}}
     state: dict[str, object] = {"clock_ms": 0, "timer_sizes": {"main": 0}, "watched": 0}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,9 +32,12 @@ pytestmark = pytest.mark.realtime
 ROOT = Path(__file__).resolve().parents[2]
 LONG_WAIT_MS = 30_000
 """A max_wait no test waits for: a fetch answered before it was answered by data."""
+GUARD_S = 60.0
+"""How long a test waits for what must happen before it fails: a bound for a broken run
+only (a loaded machine, one of whose runs started a script in over 10 s, never meets it)."""
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = GUARD_S) -> None:
     """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -94,7 +98,7 @@ class RunningServer(Generic[S]):
 
     def start(self) -> None:
         self.thread.start()
-        assert self._ready.wait(10), "server did not start"
+        assert self._ready.wait(GUARD_S), "server did not start"
         if self._error is not None:
             raise self._error
 
@@ -138,7 +142,11 @@ def test_fetch_is_answered_by_data_before_its_timeout(
         wait_until(lambda: purgatory.num_delayed == 1, "the fetch to wait in the purgatory")
         assert purgatory.watched == 1
         assert running.produce("orders", "hello") == 0
-        assert answer.result(10) == {"records": ["hello"], "next_offset": 1, "timed_out": False}
+        assert answer.result(GUARD_S) == {
+            "records": ["hello"],
+            "next_offset": 1,
+            "timed_out": False,
+        }
     assert purgatory.num_delayed == 0  # force_complete cancelled its timer entry (R28)
     assert purgatory.watched == 0  # check_and_complete unlinked it, dropping the key (R26)
 
@@ -177,7 +185,7 @@ def test_min_bytes_holds_the_fetch_until_enough_arrived(
         assert purgatory.num_delayed == 1  # 5 bytes are not enough: still waiting
         assert not answer.done()
         running.produce("t", "678901")
-        assert answer.result(10) == {
+        assert answer.result(GUARD_S) == {
             "records": ["12345", "678901"],
             "next_offset": 2,
             "timed_out": False,
@@ -193,9 +201,13 @@ def test_concurrent_clients_on_two_topics(running: Running) -> None:
         expiring = [pool.submit(running.fetch, "cold", max_wait_ms=150) for _ in range(4)]
         running.produce("hot", "news")
         for future in served:
-            assert future.result(10) == {"records": ["news"], "next_offset": 1, "timed_out": False}
+            assert future.result(GUARD_S) == {
+                "records": ["news"],
+                "next_offset": 1,
+                "timed_out": False,
+            }
         for future in expiring:
-            assert future.result(10) == {"records": [], "next_offset": 0, "timed_out": True}
+            assert future.result(GUARD_S) == {"records": [], "next_offset": 0, "timed_out": True}
     wait_until(lambda: purgatory.num_delayed == 0, "the timer to be empty")
     assert purgatory.num_completed >= 8  # the eight counted by check_and_complete
 
@@ -207,7 +219,7 @@ def test_close_answers_waiting_fetches(running: Running) -> None:
         wait_until(lambda: running.server.fetches.num_delayed == 2, "two fetches to wait")
         running.stop()
         for future in waiting:
-            assert future.result(10) == {"records": [], "next_offset": 0, "timed_out": True}
+            assert future.result(GUARD_S) == {"records": [], "next_offset": 0, "timed_out": True}
     assert running.server.fetches.num_delayed == 0
 
 
@@ -226,32 +238,43 @@ def test_bad_parameters_are_refused_with_their_name(
         running.fetch("x", **query)
 
 
-def test_the_script_serves_and_stops_on_ctrl_c() -> None:
-    """``python examples/long_poll_server.py --port 0`` serves, and exits 0 on SIGINT."""
+def serves_and_stops_on_ctrl_c(command: list[str], banner: str, use: Callable[[str], None]) -> None:
+    """Run ``command`` (from the repository root), read its first line (it must contain
+    ``banner`` and the URL it serves on 127.0.0.1), call ``use(url)``, then send SIGINT
+    and require exit code 0. Every wait is bounded by ``GUARD_S``."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "examples" / "long_poll_server.py"), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
     )
     try:
         assert process.stdout is not None
-        banner = process.stdout.readline()
-        assert banner.startswith("long-poll server on http://127.0.0.1:"), banner
-        port = int(banner.split(":")[2].split("/")[0])
-        with ThreadPoolExecutor(1) as pool:
-            answer = pool.submit(fetch, "127.0.0.1", port, "cli", max_wait_ms=LONG_WAIT_MS)
-            assert produce("127.0.0.1", port, "cli", "via the script") == 0
-            assert answer.result(10)["records"] == ["via the script"]
+        first = process.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:\d+", first)
+        assert banner in first and found is not None, first
+        use(found.group(0))
         process.send_signal(signal.SIGINT)
-        assert process.wait(10) == 0
+        assert process.wait(GUARD_S) == 0
     finally:
         if process.poll() is None:
             process.kill()
-            process.wait(10)
-        if process.stdout is not None:
-            process.stdout.close()
-        if process.stderr is not None:
-            process.stderr.close()
+            process.wait(GUARD_S)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def fetch_produced_through(url: str) -> None:
+    """A long fetch on the server at ``url`` is answered by a produce (both scripts)."""
+    port = int(url.rsplit(":", 1)[1])
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(fetch, "127.0.0.1", port, "cli", max_wait_ms=LONG_WAIT_MS)
+        assert produce("127.0.0.1", port, "cli", "via the script") == 0
+        assert answer.result(GUARD_S)["records"] == ["via the script"]
+
+
+def test_the_script_serves_and_stops_on_ctrl_c() -> None:
+    """``python examples/long_poll_server.py --port 0`` serves, and exits 0 on SIGINT."""
+    script = str(ROOT / "examples" / "long_poll_server.py")
+    serves_and_stops_on_ctrl_c(
+        [sys.executable, script, "--port", "0"], "long-poll server on ", fetch_produced_through
+    )

@@ -9,10 +9,7 @@ asserts a duration.
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -22,8 +19,14 @@ from pathlib import Path
 import pytest
 
 from examples.long_poll_aio_server import AioLongPollServer
-from examples.long_poll_client import fetch, produce
-from tests.examples.test_long_poll import LONG_WAIT_MS, RunningServer, wait_until
+from tests.examples.test_long_poll import (
+    GUARD_S,
+    LONG_WAIT_MS,
+    RunningServer,
+    fetch_produced_through,
+    serves_and_stops_on_ctrl_c,
+    wait_until,
+)
 
 pytestmark = pytest.mark.realtime
 
@@ -68,7 +71,11 @@ def test_r45_no_thread_but_the_loop_while_fetches_wait(running: RunningAioServer
         assert server_threads <= {running.thread}
         running.produce("t", "x")
         for answer in answers:
-            assert answer.result(10) == {"records": ["x"], "next_offset": 1, "timed_out": False}
+            assert answer.result(GUARD_S) == {
+                "records": ["x"],
+                "next_offset": 1,
+                "timed_out": False,
+            }
 
 
 def test_r46_fetch_answered_by_data_and_counters_drop(running: RunningAioServer) -> None:
@@ -77,7 +84,11 @@ def test_r46_fetch_answered_by_data_and_counters_drop(running: RunningAioServer)
         answer = pool.submit(running.fetch, "orders", max_wait_ms=LONG_WAIT_MS)
         wait_until(lambda: running.delayed == 1, "the fetch to wait")
         assert running.produce("orders", "hello") == 0
-        assert answer.result(10) == {"records": ["hello"], "next_offset": 1, "timed_out": False}
+        assert answer.result(GUARD_S) == {
+            "records": ["hello"],
+            "next_offset": 1,
+            "timed_out": False,
+        }
     assert (running.delayed, running.watched) == (0, 0)
 
 
@@ -97,14 +108,14 @@ def test_r47_a_client_hanging_up_mid_wait_abandons_its_fetch(running: RunningAio
     with ThreadPoolExecutor(1) as pool:
         staying = pool.submit(running.fetch, "gone", max_wait_ms=LONG_WAIT_MS)
         for _ in range(3):
-            client = socket.create_connection(running.address, timeout=10)
+            client = socket.create_connection(running.address, timeout=GUARD_S)
             client.sendall(request)
             wait_until(lambda: running.delayed == 2, "the raw fetch to wait")
             client.close()  # hang up mid-wait
             wait_until(lambda: running.delayed == 1, "the hung-up fetch to be abandoned")
             assert running.watched == 1
         assert running.produce("gone", "late") == 0  # completes only the client still there
-        assert staying.result(10)["records"] == ["late"]
+        assert staying.result(GUARD_S)["records"] == ["late"]
     assert (running.delayed, running.watched) == (0, 0)
     assert running.server.fetches.waiting == 0
 
@@ -118,8 +129,8 @@ def test_r49_shutdown_answers_every_waiting_fetch(running: RunningAioServer) -> 
         wait_until(lambda: running.delayed == 3, "three fetches to wait")
         running.stop()
         for answer in idle:
-            assert answer.result(10) == {"records": [], "next_offset": 0, "timed_out": True}
-        assert short.result(10) == {"records": ["abc"], "next_offset": 1, "timed_out": True}
+            assert answer.result(GUARD_S) == {"records": [], "next_offset": 0, "timed_out": True}
+        assert short.result(GUARD_S) == {"records": ["abc"], "next_offset": 1, "timed_out": True}
     assert running.delayed == 0
 
 
@@ -131,39 +142,20 @@ def test_r46_concurrent_clients_on_two_topics(running: RunningAioServer) -> None
         expiring = [pool.submit(running.fetch, "cold", max_wait_ms=150) for _ in range(4)]
         running.produce("hot", "news")
         for future in served:
-            assert future.result(10) == {"records": ["news"], "next_offset": 1, "timed_out": False}
+            assert future.result(GUARD_S) == {
+                "records": ["news"],
+                "next_offset": 1,
+                "timed_out": False,
+            }
         for future in expiring:
-            assert future.result(10) == {"records": [], "next_offset": 0, "timed_out": True}
+            assert future.result(GUARD_S) == {"records": [], "next_offset": 0, "timed_out": True}
     wait_until(lambda: running.delayed == 0, "the timer to be empty")
 
 
 def test_the_aio_script_serves_and_stops_on_ctrl_c() -> None:
     """``python -m examples.long_poll_aio_server --port 0`` serves, and exits 0 on SIGINT."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(
+    serves_and_stops_on_ctrl_c(
         [sys.executable, "-m", "examples.long_poll_aio_server", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
+        "long-poll server (asyncio) on ",
+        fetch_produced_through,
     )
-    try:
-        assert process.stdout is not None
-        banner = process.stdout.readline()
-        assert banner.startswith("long-poll server (asyncio) on http://127.0.0.1:"), banner
-        port = int(banner.split(":")[2].split("/")[0])
-        with ThreadPoolExecutor(1) as pool:
-            answer = pool.submit(fetch, "127.0.0.1", port, "cli", max_wait_ms=LONG_WAIT_MS)
-            assert produce("127.0.0.1", port, "cli", "via the script") == 0
-            assert answer.result(10)["records"] == ["via the script"]
-        process.send_signal(signal.SIGINT)
-        assert process.wait(10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-        if process.stdout is not None:
-            process.stdout.close()
-        if process.stderr is not None:
-            process.stderr.close()

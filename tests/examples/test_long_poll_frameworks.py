@@ -14,21 +14,18 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from examples.long_poll_service import PollBoard, RunningService
+from tests.examples.test_long_poll import GUARD_S, serves_and_stops_on_ctrl_c
 
 aiohttp = pytest.importorskip("aiohttp", reason="the dev extra installs aiohttp")
 
@@ -289,28 +286,11 @@ def test_uvicorn_does_not_cancel_a_hung_up_starlette_handler() -> None:
 def test_the_recipe_scripts_serve_and_stop_on_ctrl_c(name: str) -> None:
     """``python -m examples.<recipe> --port 0`` serves on 127.0.0.1 and exits 0 on SIGINT."""
     recipe(name)  # skipped here, not in the child, if the framework is missing
-    root = Path(__file__).resolve().parents[2]
-    process = subprocess.Popen(
-        [sys.executable, "-m", f"examples.{name}", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(root)),
-        cwd=root,
-    )
-    try:
-        assert process.stdout is not None
-        banner = process.stdout.readline()
-        assert " at http://127.0.0.1:" in banner, banner
-        url = banner.rsplit(" at ", 1)[1].strip()
-        with urllib.request.urlopen(f"{url}/stats", timeout=10) as response:
+
+    def idle_stats(url: str) -> None:
+        with urllib.request.urlopen(f"{url}/stats", timeout=GUARD_S) as response:
             assert json.load(response) == IDLE
-        process.send_signal(signal.SIGINT)
-        assert process.wait(10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+
+    serves_and_stops_on_ctrl_c(
+        [sys.executable, "-m", f"examples.{name}", "--port", "0"], " at http://", idle_stats
+    )

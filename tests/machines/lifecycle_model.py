@@ -161,6 +161,7 @@ class LifecycleModel:
         self.current = 0
         self.watchers: dict[str, list[Op]] = {}
         self.estimate = 0
+        self.estimate_resets = 0  # purges and let-gos that set the estimate (R30)
         self.num_purged = 0
         self.unfinished = 0
         self.shut_down = False
@@ -397,11 +398,13 @@ class LifecycleModel:
             if not ops:
                 del self.watchers[key]
 
-    def _roll_back(self, op: Op, watched: list[str], counted: bool) -> None:
-        """R38/R54: unwatch, lower the estimate, no timer entry, release the claim."""
+    def _roll_back(self, op: Op, watched: list[str], counted: int | None) -> None:
+        """R38/R54: unwatch, lower the estimate (R30: unless a reset came since it was
+        raised at reset number ``counted``), no timer entry, release the claim."""
         for key in watched:
             self._unwatch(key, op)
-        self.estimate -= counted
+        if counted is not None and counted == self.estimate_resets:
+            self.estimate -= 1
         self._untime(op)
         op.submitted, op.keys, op.untimed = False, (), False
         self._let_go(op)
@@ -415,6 +418,7 @@ class LifecycleModel:
         self.unfinished -= 1
         if not self.unfinished:
             self.estimate = self.num_delayed
+            self.estimate_resets += 1
             self._unlink_finished()
 
     def submit(self, op: Op, keys: list[str], *, lock_fails: str | None = None) -> bool:
@@ -428,7 +432,7 @@ class LifecycleModel:
             raise CallError([lock_fails])  # R54: before anything changed
         op.submitted = True
         watched: list[str] = []
-        counted = False
+        counted: int | None = None
         try:
             op.pending_flag = False
             if self._try_complete(op):
@@ -443,7 +447,7 @@ class LifecycleModel:
                 self.watchers.setdefault(key, []).append(op)
                 watched.append(key)
             self.estimate += 1
-            counted = True
+            counted = self.estimate_resets
             if self._try_complete(op):
                 return True
             if self.shut_down and not op.finished:
@@ -576,6 +580,7 @@ class LifecycleModel:
         if self.estimate - delayed <= self.purge_interval:
             return
         self.estimate = delayed
+        self.estimate_resets += 1
         self._unlink_finished()
 
     def _unlink_finished(self) -> None:

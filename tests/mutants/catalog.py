@@ -332,7 +332,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "expiration-always-changed",
         _BUCKET,
         "TimerTaskList.set_expiration",
-        "if self.expiration == expiration_ms:",
+        "if current is not None and current == expiration_ms:",
         "if False:",
         "Every add re-offers its bucket: a bucket is queued twice (caught by the delay "
         "queue's _check()).",
