@@ -108,6 +108,23 @@ def test_a_hot_list_drained_after_a_burst_is_rebuilt() -> None:
         purgatory._check()
 
 
+def test_r25_a_one_key_operation_unlinked_while_others_wait_leaves_the_candidates() -> None:
+    """R25, R61: with another operation unfinished (no idle purge to clear them), a
+    completed one-key operation that check_and_complete unlinks leaves the candidates at
+    once; a two-key one stays a candidate until a purge (its other key still holds it)."""
+    log: list[str] = []
+    with make(purge_interval=1000) as purgatory:
+        keeper = Op(10**6, "keeper", log)
+        assert purgatory.try_complete_else_watch(keeper, ["busy"]) is False
+        one, two = Op(100, "one", log), Op(100, "two", log)
+        assert purgatory.try_complete_else_watch(one, ["k"]) is False
+        assert purgatory.try_complete_else_watch(two, ["k", "j"]) is False
+        one.ready = two.ready = True
+        assert purgatory.check_and_complete("k") == 2
+        assert id(one) not in purgatory._candidates
+        assert purgatory._candidates == {id(two): two} and purgatory.watched == 2
+
+
 def test_r25_check_accepts_a_list_unlinked_up_to_its_rebuild_bound() -> None:
     """R25: ``check_and_complete`` unlinks 66 of a key's 67 operations one by one; the
     list is rebuilt only past ``2 * len + 64`` pops, and 66 is exactly that bound for the
