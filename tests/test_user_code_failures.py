@@ -304,6 +304,38 @@ def test_r53_cancel_for_key_makes_every_knock_attempt_then_raises(
     assert purgatory.num_delayed == 0 and purgatory.cancel_for_key("k") == []
 
 
+class HashCountingKey:
+    """A key that counts the calls of its ``__hash__`` (user code the purgatory runs)."""
+
+    def __init__(self) -> None:
+        self.hashes = 0
+
+    def __hash__(self) -> int:
+        self.hashes += 1
+        return 3
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+
+def test_r38_a_submission_failing_before_it_watched_touches_no_key_again(
+    impl: ModuleType, clock: ManualClock, recorder: Recorder
+) -> None:
+    """R38, R54: the first ``try_complete`` raises, before any key is watched; the
+    rollback has nothing to unwatch, so it hashes no key again (a key's hash is user
+    code), the error reaches the caller as it is and nothing is left behind."""
+    purgatory = make_purgatory(impl, clock)
+    key = HashCountingKey()
+    operation = failing_operation(impl)(100, "a", recorder)
+    seen: list[int] = []
+    operation.hook = lambda call: seen.append(key.hashes)
+    operation.raises["try_complete"] = ValueError("first try")
+    with pytest.raises(ValueError, match="first try"):
+        purgatory.try_complete_else_watch(operation, [key, "last"])
+    assert seen and key.hashes == seen[0]  # none after the first try began
+    assert (purgatory.watched, purgatory.estimated_total_operations) == (0, 0)
+
+
 def test_r29_without_a_knock_cancel_for_key_runs_no_callback(
     impl: ModuleType, clock: ManualClock, recorder: Recorder
 ) -> None:
