@@ -16,7 +16,7 @@ import pytest
 
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.spec.events import OperationCompleted, OperationExpired
-from tests.support import Recorder, TrackingLock, operation_class
+from tests.support import KnockStagingLock, Recorder, TrackingLock, operation_class
 
 WAIT_S = 5.0
 """Upper bound for any wait on a helper thread; a healthy run needs milliseconds."""
@@ -321,6 +321,41 @@ def test_r20_busy_lock_returns_false_and_holder_retries(impl: ModuleType) -> Non
     assert not holder.is_alive()
     assert callers == ["holder", "holder"]  # the pending flag made the holder retry
     assert holder_result == [True] and op.is_completed
+
+
+class RefusalCountingLock(KnockStagingLock):
+    """Counts the non-blocking acquires refused while the lock is held; past 10 it
+    raises, so a knocker that goes round and round fails instead of hanging."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = super().acquire(blocking, timeout)
+        if not got:
+            self.refused += 1
+            if self.refused > 10:
+                raise AssertionError("maybe_try_complete keeps knocking on a held lock")
+        return got
+
+
+def test_r20_only_the_first_knocker_retries_itself(impl: ModuleType) -> None:
+    """R20: while the lock is held, the first ``maybe_try_complete`` finds the pending
+    flag clear, sets it and goes round once more itself (a second refused acquire);
+    a later one finds it set and leaves its attempt to the holder at once (one refused
+    acquire). Neither calls ``try_complete`` nor waits."""
+    recorder = Recorder(ManualClock(0))
+    lock = RefusalCountingLock()
+    op = operation_class(impl)(10, "op", recorder, lock)
+    op.ready = True
+    with lock:
+        assert op.maybe_try_complete() is False
+        assert lock.refused == 2
+        assert op.maybe_try_complete() is False
+        assert lock.refused == 3
+    assert op.try_calls == 0 and not op.is_completed
+    assert op.safe_try_complete() is True  # the holder's side: the knock is honoured
 
 
 def test_r20_lock_held_by_other_code_never_blocks(impl: ModuleType) -> None:

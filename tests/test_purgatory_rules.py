@@ -510,6 +510,27 @@ def test_r30_purge_needs_strictly_more_than_purge_interval(
         assert purg.estimated_total_operations == 1
 
 
+def test_r30_the_default_purge_interval_is_kafkas_1000(
+    impl: ModuleType, clock: ManualClock, ops: Callable[..., Any]
+) -> None:
+    """R30 with ``purge_interval`` left at its default, Kafka's ``purgeInterval`` of
+    1000: an estimate 1000 over ``num_delayed`` does not purge, 1001 over does."""
+    timer = impl.SystemTimer("p", clock=clock, executor=InlineExecutor())
+    with impl.DelayedOperationPurgatory("p", timer, reaper_enabled=False) as purg:
+        keep_busy(purg, impl, Recorder(clock))  # never idle: finished ones linger (R61)
+        for index in range(1000):
+            op = ops(100, f"o{index}")
+            purg.try_complete_else_watch(op, ["k"])
+            op.force_complete()
+        purg.advance_clock(0)  # 1001 - 1 == 1000: no purge
+        assert (purg.num_purged, purg.watched) == (0, 1001)
+        last = ops(100, "last")
+        purg.try_complete_else_watch(last, ["k"])
+        last.force_complete()
+        purg.advance_clock(0)  # 1002 - 1 > 1000: purge
+        assert (purg.num_purged, purg.watched, purg.estimated_total_operations) == (1001, 1, 1)
+
+
 def test_r30_estimate_is_reset_to_num_delayed_and_pending_ops_stay(
     impl: ModuleType, clock: ManualClock, ops: Callable[..., Any], recorder: Recorder
 ) -> None:

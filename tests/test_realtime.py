@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import logging
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -235,6 +236,23 @@ class FlakyClock(MonotonicClock):
             self.failures_left -= 1
             raise OSError("flaky clock")
         return super().wait(condition, timeout_ms, next_due)
+
+
+def test_r31_a_purgatory_never_shut_down_does_not_keep_the_process_alive(
+    impl: ModuleType,
+) -> None:
+    """R31, R32: the reaper runs until shutdown; a program that forgets to call
+    ``shutdown`` still exits when its main thread ends (the reaper does not hold the
+    interpreter open)."""
+    program = (
+        f"import {impl.__name__} as impl\n"
+        "purgatory = impl.DelayedOperationPurgatory('forgotten')\n"
+        "print('started')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "started\n"), done.stderr
 
 
 def test_r31_reaper_logs_a_failed_step_and_carries_on(

@@ -326,6 +326,46 @@ def test_r67_a_key_failing_in_the_idle_purge_does_not_escape_another_completion(
     assert purgatory.watched == 0
 
 
+def test_r61_a_keyboard_interrupt_from_a_key_in_the_idle_purge_comes_after_on_complete(
+    impl: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R61, R67: the last unfinished operation's ``force_complete`` runs the idle purge;
+    a key whose ``__hash__`` raises ``KeyboardInterrupt`` there does not cost the
+    operation its ``on_complete``: it runs exactly once, then the interrupt reaches the
+    caller, and the operation is completed with nothing left unfinished."""
+    purgatory = inline_purgatory(impl, ManualClock(0))
+    cls = hooked_operation(impl)
+    flaky = InterruptingKey()
+    done, other = cls(100), cls(100)
+    purgatory.try_complete_else_watch(done, [flaky, "x"])
+    purgatory.try_complete_else_watch(other, ["y"])  # unfinished: ``done`` will linger
+    done.ready = True
+    assert purgatory.check_and_complete("x") == 1  # finished, still linked on ``flaky``
+    flaky.interrupt = True
+    with caplog.at_level(logging.ERROR), pytest.raises(KeyboardInterrupt):
+        other.force_complete()  # the last unfinished one: the idle purge meets ``flaky``
+    assert other.log[-1] == "on_complete" and other.log.count("on_complete") == 1
+    assert other.is_completed and purgatory.num_delayed == 0
+    assert other.force_complete() is False and other.log.count("on_complete") == 1
+    flaky.interrupt = False
+    assert purgatory.watched == 1  # ``done`` is still linked on the key that failed
+
+
+class InterruptingKey:
+    """A key whose ``__hash__`` raises ``KeyboardInterrupt`` while ``interrupt`` is set."""
+
+    def __init__(self) -> None:
+        self.interrupt = False
+
+    def __hash__(self) -> int:
+        if self.interrupt:
+            raise KeyboardInterrupt
+        return 11
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+
 # -- R68: the lifecycle ------------------------------------------------------------------------
 
 

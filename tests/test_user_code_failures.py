@@ -279,6 +279,63 @@ def test_r55_a_knock_during_cancel_for_key_is_honoured(
     assert purgatory.num_delayed == 0
 
 
+def test_r53_cancel_for_key_makes_every_knock_attempt_then_raises(
+    impl: ModuleType, clock: ManualClock, recorder: Recorder
+) -> None:
+    """R53, R55: two operations on the key, each knocked while cancel_for_key holds its
+    lock; the first one's attempt raises. cancel_for_key still makes the second one's
+    attempt (which completes it), takes both out of the timer, and then raises the one
+    error as it is."""
+    first = failing_operation(impl)(100, "a", recorder, HookLock())
+    second = failing_operation(impl)(100, "b", recorder, HookLock())
+    purgatory = make_purgatory(impl, clock)
+    for operation in (first, second):
+        purgatory.try_complete_else_watch(operation, ["k", "j"])
+        operation.ready = True
+
+        def knock(operation: Any = operation) -> None:
+            assert operation.maybe_try_complete() is False  # lock held: left to the holder
+
+        operation.lock.on_acquire = knock
+    first.raises["try_complete"] = ValueError("first's try_complete")
+    with pytest.raises(ValueError, match="first's try_complete"):
+        purgatory.cancel_for_key("k")
+    assert not first.is_completed and second.is_completed
+    assert purgatory.num_delayed == 0 and purgatory.cancel_for_key("k") == []
+
+
+class HashCountingKey:
+    """A key that counts the calls of its ``__hash__`` (user code the purgatory runs)."""
+
+    def __init__(self) -> None:
+        self.hashes = 0
+
+    def __hash__(self) -> int:
+        self.hashes += 1
+        return 3
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+
+def test_r38_a_submission_failing_before_it_watched_touches_no_key_again(
+    impl: ModuleType, clock: ManualClock, recorder: Recorder
+) -> None:
+    """R38, R54: the first ``try_complete`` raises, before any key is watched; the
+    rollback has nothing to unwatch, so it hashes no key again (a key's hash is user
+    code), the error reaches the caller as it is and nothing is left behind."""
+    purgatory = make_purgatory(impl, clock)
+    key = HashCountingKey()
+    operation = failing_operation(impl)(100, "a", recorder)
+    seen: list[int] = []
+    operation.hook = lambda call: seen.append(key.hashes)
+    operation.raises["try_complete"] = ValueError("first try")
+    with pytest.raises(ValueError, match="first try"):
+        purgatory.try_complete_else_watch(operation, [key, "last"])
+    assert seen and key.hashes == seen[0]  # none after the first try began
+    assert (purgatory.watched, purgatory.estimated_total_operations) == (0, 0)
+
+
 def test_r29_without_a_knock_cancel_for_key_runs_no_callback(
     impl: ModuleType, clock: ManualClock, recorder: Recorder
 ) -> None:
@@ -450,3 +507,20 @@ def test_r41_safe_try_complete_or_else_makes_the_attempt_a_knocker_left(
     assert operation.try_calls == 3
     operation.ready = True
     assert operation.safe_try_complete_or_else(knock) is True
+
+
+def test_r41_a_stale_knock_is_cleared_by_safe_try_complete_or_else(
+    impl: ModuleType, recorder: Recorder
+) -> None:
+    """R41, R19: a knock nobody took leaves the pending flag set; safe_try_complete_or_else
+    clears it before its first try, so with no knock while it holds the lock it makes
+    exactly its two tries and returns False, and leaves the flag clear (a path that kept
+    the stale flag would make a third try after releasing the lock)."""
+    operation = failing_operation(impl)(100, "a", recorder, KnockStagingLock())
+    operation.lock.acquire()
+    assert operation.maybe_try_complete() is False  # lock held: the flag stays set
+    operation.lock.release()
+    ran: list[str] = []
+    assert operation.safe_try_complete_or_else(lambda: ran.append("f")) is False
+    assert ran == ["f"] and operation.try_calls == 2
+    assert operation.safe_try_complete() is False and operation.try_calls == 3

@@ -357,6 +357,9 @@ def test_r31_r32_real_clock_reaper_end_to_end(impl: ModuleType) -> None:
             time.sleep(0.01)  # the executor thread may still be running expiries
     finally:
         purgatory.shutdown()
+    # shutdown does not join the reaper (R39): wait for it, so that it cannot still be
+    # writing the timer's state when a later test instruments the timer's classes
+    assert purgatory.await_termination(JOIN_TIMEOUT), "the reaper or executor is still running"
     assert submitted
     for op in submitted:
         assert ledger.completed.get(op.name, 0) == 1, f"{op.name}: {ledger.completed.get(op.name)}"

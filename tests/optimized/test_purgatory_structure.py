@@ -9,6 +9,7 @@ import pytest
 
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.optimized import DelayedOperation, DelayedOperationPurgatory, SystemTimer
+from kpurgatory.optimized import purgatory as purgatory_module
 
 
 class Op(DelayedOperation):
@@ -198,3 +199,66 @@ def test_check_detects_a_key_in_the_wrong_shard(purgatory: DelayedOperationPurga
     source.watchers.clear()
     with pytest.raises(AssertionError, match="not its own"):
         purgatory._check()
+
+
+class SelfUnequalKey:
+    """A hashable key that is not equal even to itself (as a NaN is not): a dict still
+    finds it, by identity."""
+
+    def __hash__(self) -> int:
+        return 5
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+
+def test_r22_check_accepts_a_key_not_equal_to_itself(
+    purgatory: DelayedOperationPurgatory[Op],
+) -> None:
+    """R22, R25: keys are looked up as a dict does, identity first, so a key unequal to
+    itself (a NaN, or this one) is watched and checked like any other; ``_check`` must
+    accept the list mapped for it (its ``key`` is that very object)."""
+    log: list[str] = []
+    for key in (SelfUnequalKey(), float("nan")):
+        op = Op(10**6, "o", log)
+        assert purgatory.try_complete_else_watch(op, [key]) is False
+        purgatory._check()
+        op.ready = True
+        assert purgatory.check_and_complete(key) == 1
+        purgatory._check()
+    assert log == ["complete o", "complete o"] and purgatory.watched == 0
+
+
+def test_r35_operation_classes_checked_once_are_remembered_up_to_a_bound(
+    purgatory: DelayedOperationPurgatory[Op],
+) -> None:
+    """R35's type check (an optimized ``DelayedOperation``, else ``TypeError``) is made
+    once per class: a class that passed is remembered, so its next submission skips
+    the ABC ``isinstance``. At most ``_KNOWN_TYPES_LIMIT`` classes are remembered
+    (classes made on the fly would grow the set for ever); past that a class is still
+    checked, and accepted or refused, each time."""
+    known = purgatory_module._KNOWN_OPERATION_TYPES
+    limit = purgatory_module._KNOWN_TYPES_LIMIT
+    saved = set(known)
+    log: list[str] = []
+
+    class First(Op):
+        pass
+
+    class Second(Op):
+        pass
+
+    try:
+        known.clear()
+        assert purgatory.try_complete_else_watch(First(10, "a", log), ["k"]) is False
+        assert known == {First}
+        known.update(type(f"Filler{index}", (), {}) for index in range(limit - 1))
+        assert len(known) == limit
+        assert purgatory.try_complete_else_watch(Second(10, "b", log), ["k"]) is False
+        assert Second not in known and len(known) == limit
+        with pytest.raises(TypeError, match="operation"):
+            purgatory.try_complete_else_watch(object(), ["k"])  # type: ignore[call-overload]
+        assert purgatory.watched == 2
+    finally:
+        known.clear()
+        known.update(saved)

@@ -108,6 +108,43 @@ def test_a_hot_list_drained_after_a_burst_is_rebuilt() -> None:
         purgatory._check()
 
 
+def test_r25_a_one_key_operation_unlinked_while_others_wait_leaves_the_candidates() -> None:
+    """R25, R61: with another operation unfinished (no idle purge to clear them), a
+    completed one-key operation that check_and_complete unlinks leaves the candidates at
+    once; a two-key one stays a candidate until a purge (its other key still holds it)."""
+    log: list[str] = []
+    with make(purge_interval=1000) as purgatory:
+        keeper = Op(10**6, "keeper", log)
+        assert purgatory.try_complete_else_watch(keeper, ["busy"]) is False
+        one, two = Op(100, "one", log), Op(100, "two", log)
+        assert purgatory.try_complete_else_watch(one, ["k"]) is False
+        assert purgatory.try_complete_else_watch(two, ["k", "j"]) is False
+        one.ready = two.ready = True
+        assert purgatory.check_and_complete("k") == 2
+        assert id(one) not in purgatory._candidates
+        assert purgatory._candidates == {id(two): two} and purgatory.watched == 2
+
+
+def test_r25_check_accepts_a_list_unlinked_up_to_its_rebuild_bound() -> None:
+    """R25: ``check_and_complete`` unlinks 66 of a key's 67 operations one by one; the
+    list is rebuilt only past ``2 * len + 64`` pops, and 66 is exactly that bound for the
+    one operation left: no rebuild yet, and ``_check`` accepts it (its bound is the
+    rebuild's, not one less)."""
+    log: list[str] = []
+    with make(purge_interval=10**6) as purgatory:
+        keeper = Op(10**6, "keeper", log)
+        assert purgatory.try_complete_else_watch(keeper, ["k"]) is False
+        done = [Op(10**6, f"d{index}", log) for index in range(66)]
+        for op in done:
+            assert purgatory.try_complete_else_watch(op, ["k"]) is False
+            op.ready = True
+        assert purgatory.check_and_complete("k") == 66
+        shard = purgatory._shards[abs(hash("k")) % purgatory.shards]
+        assert list(shard.watchers["k"].ops.values()) == [keeper]
+        assert shard.watchers["k"].unlinked == 2 * 1 + 64
+        purgatory._check()
+
+
 def test_check_fails_on_a_list_not_rebuilt() -> None:
     """``_check`` asserts the bound, so a lost ``note_unlinked`` shows in every machine."""
     log: list[str] = []
