@@ -195,9 +195,9 @@ LOCK_PATCHES: tuple[Mutant, ...] = (
         "ref-purge-without-lock",
         f"{_R}.purgatory",
         "DelayedOperationPurgatory._purge_if_due",
-        "        self._estimated_total_operations = delayed\n"
+        "        self._estimate_resets += 1\n"
         "        purged = self._purge_watchers()",
-        "        self._estimated_total_operations = delayed\n    purged = self._purge_watchers()",
+        "        self._estimate_resets += 1\n    purged = self._purge_watchers()",
         "(a) the purge walks and rewrites the watcher map after releasing the purgatory lock.",
     ),
     Mutant(
