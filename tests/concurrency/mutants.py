@@ -195,8 +195,7 @@ LOCK_PATCHES: tuple[Mutant, ...] = (
         "ref-purge-without-lock",
         f"{_R}.purgatory",
         "DelayedOperationPurgatory._purge_if_due",
-        "        self._estimate_resets += 1\n"
-        "        purged = self._purge_watchers()",
+        "        self._estimate_resets += 1\n        purged = self._purge_watchers()",
         "        self._estimate_resets += 1\n    purged = self._purge_watchers()",
         "(a) the purge walks and rewrites the watcher map after releasing the purgatory lock.",
     ),
