@@ -54,6 +54,10 @@ _RULES = (
 )
 _TIMER = (
     "tests/test_timer_rules.py",
+    # the timer's argument checks (R35) and its executor's refusals in a drain (R53, R65)
+    "tests/test_inputs.py",
+    "tests/test_user_code_failures.py",
+    "tests/test_bounded_drain.py",
     "tests/test_realtime.py",
     "tests/optimized",
     "tests/machines/test_timer_model.py",

@@ -92,6 +92,23 @@ def test_r35_timer_wrong_kinds_are_type_errors(impl: ModuleType, name: str, valu
         impl.SystemTimer(**timer_kwargs(**{name: value}))
 
 
+class Millis(int):
+    """An ``int`` subclass: R35 takes it as the int it is (only ``bool`` is refused)."""
+
+
+def test_r35_advance_clock_takes_an_int_subclass_and_names_its_bound(impl: ModuleType) -> None:
+    """R35: ``advance_clock(Millis(0))`` is a zero timeout (it leaves the fast path for an
+    exact ``int`` and is checked in full); ``Millis(-1)`` is refused naming the bound 0."""
+    recorder = Recorder(ManualClock(0))
+    clock = recorder.clock
+    with impl.SystemTimer(**timer_kwargs(clock=clock)) as timer:
+        timer.add(task_class(impl)(5, "due", recorder))
+        clock.advance(5)
+        assert timer.advance_clock(Millis(0)) is True and clock.now_ms() == 5
+        with pytest.raises(ValueError, match=r"timeout_ms must be >= 0, got -1"):
+            timer.advance_clock(Millis(-1))
+
+
 @pytest.mark.parametrize("value", NOT_INTS)
 def test_r35_advance_clock_non_int_is_type_error(impl: ModuleType, value: object) -> None:
     """R35: advance_clock(non-int) raises TypeError naming timeout_ms; the clock is untouched."""
