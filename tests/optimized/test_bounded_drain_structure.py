@@ -132,3 +132,29 @@ def test_r73_a_plain_advance_finishes_a_pending_drain() -> None:
     timer._check()
     assert not timer.drain_pending and timer.size == 0 and len(log) == 300
     assert [int(name[1:]) for name in log] == sorted(int(name[1:]) for name in log)
+
+
+def test_r73_r44_next_due_time_visits_the_queue_below_the_unfinished_bucket() -> None:
+    """R44, R73: a piece stopped inside a second-level bucket (expiration 20) that still
+    holds an entry due 39; a first-level bucket queued behind it holds a task due 21, and the heap's
+    last bucket expires at 39 or later. ``next_due_time`` is 21: the walk starts at the
+    queue's root with the root's own expiration (a walk keyed by another bucket's would
+    stop at the unfinished bucket's 39)."""
+    timer = manual_timer()
+    log: list[str] = []
+    for name in ("b", "c"):
+        timer.add(Task(39, name, log))  # level 2 at 0: the bucket [20, 40), expiration 20
+    timer.add(Task(65, "d", log))  # level 2: the bucket [60, 80)
+    _advance_to(timer, 5)
+    assert timer.advance_clock(0) is False and timer.current_time == 5
+    timer.add(Task(16, "a", log))  # due 21: level 1 at 5, its own bucket
+    assert timer.next_due_time == 21
+    _advance_to(timer, 40)
+    timer.advance_clock(0, 1)  # one entry: b or c cascades to the bucket at 39, then stop
+    timer._check()
+    unfinished = timer._queue.unfinished
+    assert unfinished is not None and unfinished.expiration == 20 and unfinished.min_due() == 39
+    assert timer._queue.heap[0][0] == 21 and timer._queue.heap[-1][0] >= 39
+    assert timer.next_due_time == 21 and log == []
+    assert timer.advance_clock(0) is True
+    assert log in (["a", "b", "c"], ["a", "c", "b"])
