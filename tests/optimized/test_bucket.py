@@ -19,6 +19,7 @@ from kpurgatory.optimized.bucket import (
 )
 from kpurgatory.optimized.operation import DelayedOperation
 from kpurgatory.optimized.timer import TimerTask
+from tests.optimized.helpers import Task, locate, manual_timer
 
 
 class Noop(TimerTask):
@@ -272,3 +273,33 @@ def test_finished_tasks_are_freed_by_refcount_not_by_the_cycle_collector() -> No
         assert ref() is None
     finally:
         gc.enable()
+
+
+class _AllEqual(Task):
+    """A task equal to whatever has its priority, read with a default of 0: every task of
+    this class, and the bucket's root entry too. The timer must link, unlink and check
+    entries by identity, whatever a task's ``__eq__`` says."""
+
+    priority = 0
+
+    def __eq__(self, other: object) -> bool:
+        return bool(getattr(other, "priority", 0) == self.priority)
+
+    __hash__ = Task.__hash__
+
+
+def test_r9_r12_tasks_that_compare_equal_are_linked_and_checked_by_identity() -> None:
+    """R9, R12: three tasks equal to each other (and to the bucket's root, an entry too) in
+    one bucket: ``_check()`` walks the whole ring (a walk that stopped at an equal entry
+    would count one), and cancelling the middle one unlinks that one only."""
+    timer = manual_timer()
+    log: list[str] = []
+    tasks = [_AllEqual(5, name, log) for name in ("a", "b", "c")]
+    for task in tasks:
+        timer.add(task)
+    timer._check()
+    assert timer.size == 3
+    tasks[1].cancel()
+    timer._check()
+    assert timer.size == 2 and locate(timer, tasks[1]) is None
+    assert locate(timer, tasks[0]) == locate(timer, tasks[2]) is not None
