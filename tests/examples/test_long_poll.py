@@ -238,13 +238,27 @@ def test_bad_parameters_are_refused_with_their_name(
         running.fetch("x", **query)
 
 
+def _default_ctrl_c() -> None:
+    """In the child, before ``exec``: SIGINT back to its default. A shell starts a
+    background job with SIGINT ignored, the child inherits that, and Python then installs
+    no KeyboardInterrupt handler: the script would ignore the test's Ctrl-C (it did under
+    a backgrounded mutation run, hanging to the guard)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def serves_and_stops_on_ctrl_c(command: list[str], banner: str, use: Callable[[str], None]) -> None:
     """Run ``command`` (from the repository root), read its first line (it must contain
     ``banner`` and the URL it serves on 127.0.0.1), call ``use(url)``, then send SIGINT
     and require exit code 0. Every wait is bounded by ``GUARD_S``."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        preexec_fn=_default_ctrl_c,
     )
     try:
         assert process.stdout is not None
