@@ -75,6 +75,8 @@ _AIO = (
     "tests/aio/test_aio_rules.py",
     "tests/aio/test_cancellation.py",
     "tests/aio/test_bounded_driver.py",
+    "tests/aio/test_bounded_drain_driver.py",
+    "tests/aio/test_bounded_let_go.py",
     "tests/aio/test_loop_executor.py",
     "tests/aio/test_reentrant_shutdown.py",
     "tests/aio/test_typing.py",
