@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from kpurgatory.aio import AsyncPurgatory, Outcome, PurgatoryImplementation, run
-from kpurgatory.aio.driver import DEFAULT_MAX_DRAIN_ENTRIES
+from kpurgatory.aio.driver import DEFAULT_MAX_DRAIN_ENTRIES, LoopTimerDriver
+from kpurgatory.aio.virtual import VirtualTimeLoop
 from kpurgatory.clock import ManualClock
-from tests.aio.support import Event, recording_operation
+from tests.aio.support import Event, NoTimer, recording_operation
 
 _BOUND = 16
 
@@ -250,3 +251,19 @@ def test_r72_the_bound_is_checked(implementation: PurgatoryImplementation) -> No
         purgatory.shutdown()
 
     run(main())
+
+
+@pytest.mark.parametrize("bound", [0, -1])
+def test_r72_the_driver_refuses_a_drain_bound_below_one_naming_it(bound: int) -> None:
+    """R72, R35: a piece must take at least one entry (or the pieces would never end), so
+    ``LoopTimerDriver`` itself refuses ``max_drain_entries`` below 1 with an error naming
+    it, whoever builds it."""
+    clock = ManualClock(0)
+    loop = VirtualTimeLoop(clock)
+    try:
+        with pytest.raises(ValueError, match="max_drain_entries must be >= 1"):
+            LoopTimerDriver(
+                loop, NoTimer(), clock, lambda _: None, direct=True, max_drain_entries=bound
+            )
+    finally:
+        loop.close()
