@@ -19,7 +19,9 @@ Each builder returns a scenario for ``scenarios.run_scenario`` (same conventions
 * abandon vs complete vs expire (bug 7, R40): exactly one wins; an abandoned operation is
   unwatched, untimed and gets no callback;
 * ``cancel()`` vs the submission of the same operation (R40): abandoned as a whole, or
-  submitted as if the cancel came first.
+  submitted as if the cancel came first;
+* R61's let-go pass, started by the ``force_complete`` that finishes the last
+  operation, vs that operation's own submission: nothing raises, nothing stays watched.
 """
 
 from __future__ import annotations
@@ -348,6 +350,65 @@ def submit_vs_cancel() -> Build:
                 _expect(result, world.timer.size == 1, "pending, yet not timed")
                 world.purgatory.advance_clock(DELAY_MS)
                 _expect(result, world.count("expire", "op") == 1, f"log {world.log}")
+
+        return check
+
+    return build
+
+
+LET_GO_MODES = ("candidates", "scan", "bounded")
+"""How the optimized purgatory's let-go pass finds finished operations: its purge
+candidates, a scan of every list (the candidates overflowed: limit 0), or candidates
+taken one per pass (R71's bound 1, the rest left to ``_let_go_step``)."""
+
+
+def let_go_vs_submission(mode: str = "candidates") -> Build:
+    """R61, R16, R38, R71: a let-go pass started by a ``force_complete`` races the
+    submission of the operation it completes.
+
+    ``other`` submits ``quick`` on ``b`` with delay 0 (it expires inside its own
+    submission: a completed operation still watched, a purge candidate), then forces
+    ``op``, which ``submit`` is submitting on ``b`` and ``a`` meanwhile. If the force wins
+    while ``op`` is still being watched, ``op`` was the last unfinished operation, so the
+    force runs R61's let-go pass, and the submission may record ``op`` as completed again
+    while that pass runs. Afterwards no thread raised, the force returned True (``op`` was
+    never ready), each operation's ``on_complete`` ran once, and nothing stays watched
+    (R61: every operation is finished; in ``bounded`` mode once the let-go steps a
+    driver would call are done). ``mode`` (``LET_GO_MODES``) only changes the optimized
+    purgatory.
+    """
+    if mode not in LET_GO_MODES:
+        raise ValueError(f"mode must be one of {LET_GO_MODES}, got {mode!r}")
+
+    def build(world: World) -> Check:
+        op = world.operation("op", delay_ms=LONG_DELAY_MS)
+        quick = world.operation("quick", delay_ms=0)
+        purgatory = world.purging(1000)  # Kafka's interval: two shards, no purge due
+        if mode == "scan" and hasattr(purgatory, "_candidates_limit"):
+            purgatory._candidates_limit = 0
+        if mode == "bounded" and hasattr(purgatory, "_let_go_bound"):
+            purgatory._let_go_bound = 1
+        world.sched.spawn("submit", lambda: purgatory.try_complete_else_watch(op, ["b", "a"]))
+
+        def other() -> bool:
+            purgatory.try_complete_else_watch(quick, ["b"])
+            return bool(op.force_complete())
+
+        world.sched.spawn("other", other)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            _expect(result, result.results == {"submit": False, "other": True}, f"{result.results}")
+            for name in ("op", "quick"):
+                _expect(result, world.count("complete", name) == 1, f"{name}: {world.log}")
+            steps = 0
+            while mode == "bounded" and hasattr(purgatory, "_let_go_step") and steps < 10:
+                steps += 1  # the driver's later loop callbacks (R71)
+                if not purgatory._let_go_step():
+                    break
+            _expect(result, purgatory.watched == 0, f"finished ones still watched: {purgatory}")
+            if hasattr(purgatory, "_check"):  # the optimized representation invariants
+                purgatory._check()
 
         return check
 

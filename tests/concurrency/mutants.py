@@ -319,6 +319,36 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "later purge unlinks it from its other keys (R30; found by the slow tier).",
     ),
     Mutant(
+        "opt-let-go-takes-twice",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._purge_candidates",
+        "        if op_id in taken:  # recorded again after this pass took it: grouped already\n"
+        "            continue\n",
+        "",
+        "A purge or let-go pass that pops an operation recorded again meanwhile groups its "
+        "id twice under each key and unlinks it twice: KeyError out of the force_complete "
+        "that started R61's let-go, and finished operations stay watched (R16, R61).",
+    ),
+    Mutant(
+        "opt-let-go-misses-last-watch",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._watch",
+        "        self._let_go_if_idle()",
+        "        pass",
+        "A submission whose operation was finished (by a lock-free force_complete) while it "
+        "was watching it does not let go again: the finisher's let-go ran before the last "
+        "watch, and the finished operation stays watched with nothing unfinished (R61).",
+    ),
+    Mutant(
+        "ref-let-go-misses-last-watch",
+        f"{_R}.purgatory",
+        "DelayedOperationPurgatory._watch",
+        "        self._let_go_if_idle()",
+        "        pass",
+        "The reference's submission does not let go again after watching an operation "
+        "finished meanwhile: it stays watched with nothing unfinished (R61).",
+    ),
+    Mutant(
         "opt-cancel-is-plain-cancel",
         f"{_O}.operation",
         "DelayedOperation.cancel",

@@ -80,6 +80,22 @@ def test_r40_cancel_racing_the_submission(subject: sc.Impl, bound: int) -> None:
     sc.exhaust(subject, lc.submit_vs_cancel(), bound=bound)
 
 
+@pytest.mark.parametrize(
+    ("mode", "bound"),
+    [*((mode, 2) for mode in lc.LET_GO_MODES), pytest.param("candidates", 3, marks=slow)],
+)
+def test_r61_r71_let_go_racing_the_submission_of_the_operation_it_finishes(
+    subject: sc.Impl, mode: str, bound: int
+) -> None:
+    """A let-go pass popped the same candidate twice (the submission recorded it again
+    while the pass ran) and raised KeyError out of the winning force_complete; and a
+    let-go that ran before the submission's last watch left a finished operation
+    watched with nothing unfinished (both implementations)."""
+    if mode != "candidates" and subject.name != "optimized":
+        pytest.skip("the modes are the optimized purgatory's ways to find finished operations")
+    sc.exhaust(subject, lc.let_go_vs_submission(mode), bound=bound, max_runs=150_000)
+
+
 BUILDS = {
     "cancel_for_key": lc.submit_vs_cancel_for_key,
     "shutdown": lc.submit_vs_shutdown,
@@ -91,6 +107,7 @@ BUILDS = {
     "maybe_check": lc.maybe_vs_check,
     "abandon": lc.abandon_race,
     "submit_cancel": lc.submit_vs_cancel,
+    "let_go_submit": lc.let_go_vs_submission,
 }
 
 

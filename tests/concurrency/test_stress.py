@@ -364,3 +364,44 @@ def test_r31_r32_real_clock_reaper_end_to_end(impl: ModuleType) -> None:
     for op in submitted:
         assert ledger.completed.get(op.name, 0) == 1, f"{op.name}: {ledger.completed.get(op.name)}"
         assert ledger.expired.get(op.name, 0) <= 1
+
+
+def _let_go_round(purgatory: Any, op: Any, quick: Any) -> list[bool]:
+    """One round of the race below; returns both threads' ``op.force_complete()``."""
+    wins: list[bool] = []
+
+    def submitter() -> None:
+        purgatory.try_complete_else_watch(op, ["b", "a"])
+        wins.append(op.force_complete())
+
+    def other() -> None:
+        purgatory.try_complete_else_watch(quick, ["b"])
+        wins.append(op.force_complete())
+
+    run_threads([submitter, other])
+    return wins
+
+
+def test_r16_r61_force_complete_racing_the_let_go_of_its_own_submission(impl: ModuleType) -> None:
+    """Rounds of two threads for a bounded time: one submits ``op`` on two keys and then
+    forces it; the other submits ``quick`` (delay 0: it expires inside its submission,
+    a finished operation still watched) and forces ``op`` as well, so a force can win
+    while ``op`` is still being watched and run R61's let-go against the submission.
+    Every round: no call raises, exactly one force wins, and nothing stays watched. (An
+    outside checker met a KeyError here about once in 3,000 rounds; the controlled
+    schedule of tests/concurrency/test_lifecycle.py reproduces it deterministically.)"""
+    ledger = Ledger()
+    op_class = operation_class(impl)
+    rounds = 0
+    deadline = time.monotonic() + RACE_SECONDS
+    while time.monotonic() < deadline:
+        timer = impl.SystemTimer("stress", clock=ManualClock(0), executor=InlineExecutor())
+        with impl.DelayedOperationPurgatory("stress", timer=timer, reaper_enabled=False) as p:
+            op = op_class(3, f"op{rounds}", ledger)
+            wins = _let_go_round(p, op, op_class(0, f"quick{rounds}", ledger))
+            assert sorted(wins) == [False, True], f"round {rounds}: force results {wins}"
+            assert p.watched == 0, f"round {rounds}: finished operations still watched: {p}"
+        rounds += 1
+    assert rounds > 0
+    for name in [f"{kind}{i}" for i in range(rounds) for kind in ("op", "quick")]:
+        assert ledger.completed.get(name, 0) == 1, f"{name}: {ledger.completed.get(name)}"
