@@ -248,7 +248,11 @@ def test_shared_dicts_are_instrumented_and_each_call_is_one_step() -> None:
         with instrumented(sched, lock_discipline=False):
             shared = sync.new_shared_dict()
         for index in range(2):
-            sched.spawn(f"t{index}", lambda index=index: shared.__setitem__("k", index))
+
+            def store(index: int = index) -> None:
+                shared["k"] = index
+
+            sched.spawn(f"t{index}", store)
         sched.run()
         finals.add(tuple(shared.items()))
 
