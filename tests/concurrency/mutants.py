@@ -387,5 +387,23 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "num_completed incremented without its lock: concurrent winners can be lost "
         "(survived the sampled run).",
     ),
+    Mutant(
+        "ref-unfinished-unlocked",
+        f"{_R}.purgatory",
+        "DelayedOperationPurgatory._left_watching",
+        "    with self._lock:\n        if not operation._counted:",
+        "    if True:\n        if not operation._counted:",
+        "R61's unfinished count taken down without the purgatory lock: concurrent finishes "
+        "lose updates with the GIL off (an outside mutation run's survivor; the lockset "
+        "table did not list the field).",
+    ),
+    Mutant(
+        "opt-unfinished-unlocked",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._left_watching",
+        "    with self._counters_lock:\n        if not operation._counted:",
+        "    if True:\n        if not operation._counted:",
+        "The optimized unfinished count taken down without the counters lock (R61).",
+    ),
 )
 """Lock removals the sampled mutation run (issue 11) found surviving the suite."""

@@ -63,6 +63,8 @@ SCHEDULE_CATCHES: list[tuple[str, str, Callable[[], sc.Build], int | None, str]]
      "finished ones still watched"),
     ("ref-let-go-misses-last-watch", "reference", lc.let_go_vs_submission, 2,
      "finished ones still watched"),
+    ("ref-unfinished-unlocked", "reference", lc.let_go_vs_submission, 1, "lock discipline"),
+    ("opt-unfinished-unlocked", "optimized", lc.let_go_vs_submission, 1, "lock discipline"),
     ("ref-drain-unlocked", "reference", sc.cancel_vs_expiry, None, "lock discipline"),
     ("ref-watched-unlocked", "reference", lambda: lc.purge_vs("check"), 1, "lock discipline"),
     ("opt-num-completed-unlocked", "optimized", lambda: sc.watch_vs_event("a"), 1,
