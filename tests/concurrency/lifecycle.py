@@ -21,7 +21,10 @@ Each builder returns a scenario for ``scenarios.run_scenario`` (same conventions
 * ``cancel()`` vs the submission of the same operation (R40): abandoned as a whole, or
   submitted as if the cancel came first;
 * R61's let-go pass, started by the ``force_complete`` that finishes the last
-  operation, vs that operation's own submission: nothing raises, nothing stays watched.
+  operation, vs that operation's own submission: nothing raises, nothing stays watched;
+* a ``maybe_try_complete`` knock vs a lock holder of the purgatory's and a
+  ``force_complete`` (R20, R41, R55): a ``try_complete`` starts after the knock began,
+  or the operation was finished before the knock returned.
 """
 
 from __future__ import annotations
@@ -409,6 +412,67 @@ def let_go_vs_submission(mode: str = "candidates") -> Build:
             _expect(result, purgatory.watched == 0, f"finished ones still watched: {purgatory}")
             if hasattr(purgatory, "_check"):  # the optimized representation invariants
                 purgatory._check()
+
+        return check
+
+    return build
+
+
+KNOCK_HOLDERS = ("check", "cancel_for_key", "submit")
+"""The purgatory's paths that hold an operation's lock and owe a knock its attempt:
+``check_and_complete`` (R41), ``cancel_for_key`` (R55) and the submission (R41)."""
+
+
+def knock_vs_holder(
+    holder: str, force: bool, outcomes: list[tuple[bool, bool]] | None = None
+) -> Build:
+    """R20, R41, R55: ``maybe_try_complete`` knocks while a purgatory path may hold the
+    operation's lock; with ``force``, a third thread ``force_complete``s the operation.
+
+    ``holder`` (``KNOCK_HOLDERS``) runs ``check_and_complete("k")``, ``cancel_for_key("k")``
+    or the operation's own submission on ``k``; the event thread makes the condition
+    true, then knocks. Checked on every schedule, R20's guarantee: a ``try_complete``
+    that read the condition true started after the knock began, unless the force won
+    (a finished operation is never tried again, R18); and the operation ends completed,
+    once. ``outcomes``, if given, receives per schedule (a try came after the knock
+    began, the operation was finished when the knock returned)."""
+    if holder not in KNOCK_HOLDERS:
+        raise ValueError(f"holder must be one of {KNOCK_HOLDERS}, got {holder!r}")
+
+    def build(world: World) -> Check:
+        op = world.operation("op", delay_ms=LONG_DELAY_MS)
+        purgatory = world.purgatory
+        if holder == "submit":
+            world.sched.spawn("holder", lambda: purgatory.try_complete_else_watch(op, ["k"]))
+        else:
+            assert purgatory.try_complete_else_watch(op, ["k"]) is False
+            call = purgatory.check_and_complete if holder == "check" else purgatory.cancel_for_key
+            world.sched.spawn("holder", lambda: call("k"))
+        trace: list[str] = []
+        op.trace = trace
+        finished_at_return: list[bool] = []
+
+        def knock() -> bool:
+            op.ready = True
+            trace.append("knock began")
+            done = bool(op.maybe_try_complete())
+            finished_at_return.append(op.is_completed)  # no switch point in between
+            return done
+
+        world.sched.spawn("event", knock)
+        if force:
+            world.sched.spawn("force", op.force_complete)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            began = trace.index("knock began")
+            tried = "try_complete read ready=True" in trace[began:]
+            if outcomes is not None:
+                outcomes.append((tried, finished_at_return[0]))
+            forced = result.results.get("force") is True
+            _expect(result, tried or forced, f"knock lost (R20): {trace}")
+            _expect(result, op.is_completed, "completion lost: operation still pending")
+            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
 
         return check
 

@@ -349,6 +349,23 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "finished meanwhile: it stays watched with nothing unfinished (R61).",
     ),
     Mutant(
+        "opt-submission-ignores-knock",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._submit",
+        "if not operation._try_complete_pending:  # a knock found the lock held: ours (R41)",
+        "if True:",
+        "The submission does not look at the pending flag after releasing the lock: a "
+        "knock that found it held is never answered (R41, KAFKA-8334's shape).",
+    ),
+    Mutant(
+        "opt-cancel-for-key-ignores-knock",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory.cancel_for_key",
+        "if operation._try_complete_pending and not operation._completed:",
+        "if False:",
+        "cancel_for_key drops a knock that found the operation's lock held by it (R55).",
+    ),
+    Mutant(
         "opt-cancel-is-plain-cancel",
         f"{_O}.operation",
         "DelayedOperation.cancel",
