@@ -359,10 +359,12 @@ def submit_vs_cancel() -> Build:
     return build
 
 
-LET_GO_MODES = ("candidates", "scan", "bounded")
+LET_GO_MODES = ("candidates", "scan", "bounded", "unwatch")
 """How the optimized purgatory's let-go pass finds finished operations: its purge
 candidates, a scan of every list (the candidates overflowed: limit 0), or candidates
-taken one per pass (R71's bound 1, the rest left to ``_let_go_step``)."""
+taken one per pass (R71's bound 1, the rest left to ``_let_go_step``); ``unwatch`` adds
+a third thread's ``check_and_complete("b")``, whose unlinking of a finished one-key
+operation takes it out of the candidates too (both implementations)."""
 
 
 def let_go_vs_submission(mode: str = "candidates") -> Build:
@@ -398,10 +400,13 @@ def let_go_vs_submission(mode: str = "candidates") -> Build:
             return bool(op.force_complete())
 
         world.sched.spawn("other", other)
+        if mode == "unwatch":
+            world.sched.spawn("check", lambda: purgatory.check_and_complete("b"))
 
         def check(result: RunResult) -> None:
             _no_errors(result)
-            _expect(result, result.results == {"submit": False, "other": True}, f"{result.results}")
+            results = {name: result.results[name] for name in ("submit", "other")}
+            _expect(result, results == {"submit": False, "other": True}, f"{result.results}")
             for name in ("op", "quick"):
                 _expect(result, world.count("complete", name) == 1, f"{name}: {world.log}")
             steps = 0

@@ -84,7 +84,12 @@ def test_r40_cancel_racing_the_submission(subject: sc.Impl, bound: int) -> None:
 
 @pytest.mark.parametrize(
     ("mode", "bound"),
-    [*((mode, 2) for mode in lc.LET_GO_MODES), pytest.param("candidates", 3, marks=slow)],
+    [
+        *((mode, 2) for mode in ("candidates", "scan", "bounded")),
+        ("unwatch", 1),
+        pytest.param("unwatch", 2, marks=slow),
+        pytest.param("candidates", 3, marks=slow),
+    ],
 )
 def test_r61_r71_let_go_racing_the_submission_of_the_operation_it_finishes(
     subject: sc.Impl, mode: str, bound: int
@@ -93,7 +98,7 @@ def test_r61_r71_let_go_racing_the_submission_of_the_operation_it_finishes(
     while the pass ran) and raised KeyError out of the winning force_complete; and a
     let-go that ran before the submission's last watch left a finished operation
     watched with nothing unfinished (both implementations)."""
-    if mode != "candidates" and subject.name != "optimized":
+    if mode in ("scan", "bounded") and subject.name != "optimized":
         pytest.skip("the modes are the optimized purgatory's ways to find finished operations")
     sc.exhaust(subject, lc.let_go_vs_submission(mode), bound=bound, max_runs=150_000)
 
