@@ -1,0 +1,1 @@
+"""A history checker (work in progress)."""
