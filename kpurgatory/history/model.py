@@ -78,7 +78,7 @@ _IDLE = "idle"  # no call in flight: the next step invokes the next call
 Outcome = tuple[object, ...]
 
 
-def _set(state: State, index: int, **changes: object) -> State:
+def _set(state: State, index: int, **changes: Any) -> State:
     ops = list(state.ops)
     ops[index] = ops[index]._replace(**changes)
     return state._replace(ops=tuple(ops))
@@ -121,7 +121,7 @@ class Model:
         call_index, cursor, frames, result = local
         if not frames:
             if result != _IDLE:  # the top routine returned: the call returns
-                emit: Emit = ("return", self.calls[thread][call_index].op, result)
+                emit: Emit = ("return", self.calls[thread][call_index].op, result)  # type: ignore[assignment]
                 yield Move(state, (call_index + 1, cursor, (), _IDLE), (emit,))
                 return
             if call_index == len(self.calls[thread]):
@@ -137,19 +137,19 @@ class Model:
             if kind == "go":
                 _, _, new_pc, new_regs, emits = outcome
                 top = (name, new_pc, new_regs, None)
-                yield Move(new_state, (call_index, cursor, frames[:-1] + (top,), _IDLE), emits)
+                yield Move(new_state, (call_index, cursor, (*frames[:-1], top), _IDLE), emits)
             elif kind == "call":
                 _, _, new_pc, new_regs, emits, routine, sub_regs = outcome
                 top = (name, new_pc, new_regs, None)
                 sub = (routine, 0, sub_regs, None)
-                new_frames = frames[:-1] + (top, sub)
+                new_frames = (*frames[:-1], top, sub)
                 yield Move(new_state, (call_index, cursor, new_frames, _IDLE), emits)
             else:
                 _, _, value, emits = outcome
                 rest = frames[:-1]
                 if rest:
                     caller = rest[-1]
-                    rest = rest[:-1] + ((caller[0], caller[1], caller[2], value),)
+                    rest = (*rest[:-1], (caller[0], caller[1], caller[2], value))
                     yield Move(new_state, (call_index, cursor, rest, _IDLE), emits)
                 else:
                     yield Move(new_state, (call_index, cursor, (), value), emits)
@@ -197,27 +197,46 @@ class Model:
         watchers[key] = tuple(other for other in ops if other != op)
         return state._replace(watchers=tuple(watchers))
 
-    def _left_watching(self, state: State, op: int) -> State:
-        """R61: uncount ``op`` if counted; at none unfinished, unlink every finished one."""
+    def _left_watching(self, state: State, op: int) -> tuple[State, tuple[int, ...]]:
+        """R61: uncount ``op`` if counted; at none unfinished, the finished operations
+        the let-go must unlink (its unlinking is then one step per key, in any order:
+        another thread may see it half done), else ()."""
         if not state.ops[op].counted:
-            return state
+            return state, ()
         state = _set(state, op, counted=False)
         state = state._replace(unfinished=state.unfinished - 1)
         if state.unfinished:
-            return state
-        finished = {index for index, entry in enumerate(state.ops) if entry.fin != PENDING}
-        watchers = tuple(
-            tuple(other for other in ops if other not in finished) for ops in state.watchers
-        )
-        return state._replace(watchers=watchers)
+            return state, ()
+        finished = tuple(index for index, entry in enumerate(state.ops) if entry.fin != PENDING)
+        return state, finished
 
-    def _win(self, state: State, op: int) -> State | None:
-        """R16's compare-and-set won: completed, timer entry cancelled, uncounted (R61);
-        None if the operation was already finished."""
-        if state.ops[op].fin != PENDING:
-            return None
-        state = _set(state, op, fin=COMPLETED, timer=NOT_TIMED)
-        return self._left_watching(state, op)
+    def _letgo(self, state: State, thread: int, pc: int, regs: Regs, ret: Any) -> list[Outcome]:
+        """R61's let-go: unlink ``regs[0]`` (finished operations) from each key left in
+        ``regs[1]``, one key per step, dropping lists that empty (R26)."""
+        finished: tuple[int, ...] = regs[0]
+        keys: tuple[int, ...] = regs[1]
+        if not keys:
+            return [("ret", state, None, ())]
+        outcomes: list[Outcome] = []
+        for key in keys:
+            kept = tuple(op for op in state.watchers[key] if op not in finished)
+            watchers = list(state.watchers)
+            watchers[key] = kept
+            rest = tuple(other for other in keys if other != key)
+            outcomes.append(
+                ("go", state._replace(watchers=tuple(watchers)), 0, (finished, rest), ())
+            )
+        return outcomes
+
+    def _then_letgo(
+        self, state: State, op: int, pc: int, regs: Regs, emits: tuple[Emit, ...] = ()
+    ) -> Outcome:
+        """Uncount ``op`` (R61), going on at ``pc``; through the let-go if it is due."""
+        state, finished = self._left_watching(state, op)
+        if finished:
+            every_key = tuple(range(len(self.program.keys)))
+            return ("call", state, pc, regs, emits, "letgo", (finished, every_key))
+        return ("go", state, pc, regs, emits)
 
     # -- routines: each step returns its outcomes --------------------------------------
 
@@ -226,13 +245,20 @@ class Model:
         return [("ret", _set(state, op, ready=True), None, ())]
 
     def _force(self, state: State, thread: int, pc: int, regs: Regs, ret: Any) -> list[Outcome]:
-        """R16: force_complete, lock-free: the compare-and-set, then on_complete."""
+        """R16: force_complete, lock-free: the compare-and-set; the winner then cancels
+        the timer entry, stops counting the operation as unfinished (R61: at none, the
+        let-go), and calls on_complete: three steps, as the spec lists them."""
         op: int = regs[0]
         if pc == 0:
-            won = self._win(state, op)
-            if won is None:
+            if state.ops[op].fin != PENDING:
                 return [("ret", state, False, ())]
-            return [("call", won, 1, regs, (), "oc", (op,))]
+            return [("go", _set(state, op, fin=COMPLETED), 1, regs, ())]
+        if pc == 1:
+            return [("go", _set(state, op, timer=NOT_TIMED), 2, regs, ())]
+        if pc == 2:
+            return [self._then_letgo(state, op, 4, regs)]
+        if pc == 4:
+            return [("call", state, 3, regs, (), "oc", (op,))]
         return [("ret", state, True, ())]
 
     def _oc(self, state: State, thread: int, pc: int, regs: Regs, ret: Any) -> list[Outcome]:
@@ -338,9 +364,16 @@ class Model:
             if ret:
                 return self._submit(state, thread, 9, (op, 0, True), None)
             return self._submit(state, thread, 4, regs, None)
-        if pc == 4:  # counted as unfinished just before watching (R61)
-            if state.ops[op].fin == PENDING:
-                state = _set(state, op, counted=True)._replace(unfinished=state.unfinished + 1)
+        if pc == 4:  # counted as unfinished just before watching, if unfinished (R61)
+            if state.ops[op].fin != PENDING:
+                return [("go", state, 5, (op, 0, None), ())]
+            return [("go", state, 12, regs, ())]
+        if pc == 12:  # ... the count grows
+            state = _set(state, op, counted=True)._replace(unfinished=state.unfinished + 1)
+            return [("go", state, 13, regs, ())]
+        if pc == 13:  # finished while being counted: nobody else uncounts it
+            if state.ops[op].fin != PENDING:
+                return [self._then_letgo(state, op, 5, (op, 0, None))]
             return [("go", state, 5, (op, 0, None), ())]
         if pc == 5:  # for each key: if completed, stop (KAFKA-18027)
             position: int = regs[1]
@@ -352,7 +385,9 @@ class Model:
             key = keys[position]
             watchers = list(state.watchers)
             watchers[key] = watchers[key] + (op,)
-            return [("go", state._replace(watchers=tuple(watchers)), 5, (op, position + 1, None), ())]
+            return [
+                ("go", state._replace(watchers=tuple(watchers)), 5, (op, position + 1, None), ())
+            ]
         if pc == 7:  # the second try (R22 clears no flag before it)
             return [("call", state, 8, regs, (), "tc", (op,))]
         if pc == 8:
@@ -389,7 +424,15 @@ class Model:
                 return [("ret", state, count, ())]
             op = snapshot[position]
             if state.ops[op].fin != PENDING:  # finished: unlinked, not counted
-                return [("go", self._unwatch(state, key, op), 1, (key, snapshot, position + 1, count), ())]
+                return [
+                    (
+                        "go",
+                        self._unwatch(state, key, op),
+                        1,
+                        (key, snapshot, position + 1, count),
+                        (),
+                    )
+                ]
             return [("call", state, 2, regs, (), "stc", (op,))]
         if pc == 2:  # safe_try_complete returned ``ret``
             if ret:
@@ -404,8 +447,8 @@ class Model:
         key: int = regs[0]
         if pc == 0:
             watchers = list(state.watchers)
-            taken, watchers[key] = watchers[key], ()
-            return [("go", state._replace(watchers=tuple(watchers)), 1, (key, taken, 0), ())]
+            popped, watchers[key] = watchers[key], ()
+            return [("go", state._replace(watchers=tuple(watchers)), 1, (key, popped, 0), ())]
         taken: tuple[int, ...] = regs[1]
         position: int = regs[2]
         if pc == 1:
@@ -439,13 +482,14 @@ class Model:
         if pc == 2:
             if state.ops[op].fin != PENDING:
                 return [("ret", self._release(state, op), False, ())]
-            state = _set(state, op, fin=ABANDONED, timer=NOT_TIMED)
-            return [("go", state, 3, (op, 0), ())]
+            return [("go", _set(state, op, fin=ABANDONED), 6, (op, 0), ())]
+        if pc == 6:  # its timer entry cancelled
+            return [("go", _set(state, op, timer=NOT_TIMED), 3, regs, ())]
         keys = self.op_keys[op]
         if pc == 3:  # unlinked from each of its keys
             position: int = regs[1]
             if position == len(keys):
-                return [("go", self._left_watching(state, op), 4, regs, ())]
+                return [self._then_letgo(state, op, 4, regs)]
             return [("go", self._unwatch(state, keys[position], op), 3, (op, position + 1), ())]
         return [("ret", self._release(state, op), True, ())]
 
@@ -456,7 +500,11 @@ class Model:
         if pc == 1:  # the drain: due tasks leave the schedule; current time moves (R2)
             reading = max(state.now, state.current)
             drained = tuple(
-                sorted((op.timer, index) for index, op in enumerate(state.ops) if 0 <= op.timer <= reading)
+                sorted(
+                    (op.timer, index)
+                    for index, op in enumerate(state.ops)
+                    if 0 <= op.timer <= reading
+                )
             )
             for _, index in drained:
                 state = _set(state, index, timer=DRAINED)

@@ -111,12 +111,12 @@ class Program:
     def without_call(self, thread: int, index: int) -> Program:
         """The program with one call removed (a submission's operation stays declared)."""
         calls = self.threads[thread][:index] + self.threads[thread][index + 1 :]
-        return replace(self, threads=self.threads[:thread] + (calls,) + self.threads[thread + 1 :])
+        return replace(self, threads=(*self.threads[:thread], calls, *self.threads[thread + 1 :]))
 
     def with_call(self, thread: int, index: int, call: Call) -> Program:
         """The program with one call replaced."""
-        calls = self.threads[thread][:index] + (call,) + self.threads[thread][index + 1 :]
-        return replace(self, threads=self.threads[:thread] + (calls,) + self.threads[thread + 1 :])
+        calls = (*self.threads[thread][:index], call, *self.threads[thread][index + 1 :])
+        return replace(self, threads=(*self.threads[:thread], calls, *self.threads[thread + 1 :]))
 
     def without_thread(self, thread: int) -> Program:
         """The program with one thread's calls removed."""
@@ -150,12 +150,25 @@ _WEIGHTS = {
 
 
 def random_program(
-    rng: random.Random, *, threads: tuple[int, int] = (2, 4), calls: tuple[int, int] = (2, 5)
+    rng: random.Random,
+    *,
+    threads: tuple[int, int] = (2, 4),
+    calls: tuple[int, int] = (2, 5),
+    weights: dict[str, int] | None = None,
 ) -> Program:
     """A random program: 2-4 threads (``threads``), each submitting its own operation
-    (delay 0-3 ms, on 1-2 of 2-3 keys) among 2-5 other calls (``calls``)."""
+    (delay 0-3 ms, on 1-2 of 2-3 keys) among 2-5 other calls (``calls``), drawn with
+    ``weights`` per call kind (a kind not named weighs 1; None: the default mix)."""
+    if weights is not None:
+        unknown = set(weights) - set(_WEIGHTS)
+        if unknown or any(type(w) is not int or w < 0 for w in weights.values()):
+            raise ValueError(
+                f"weights must map kinds among {', '.join(_WEIGHTS)} to ints >= 0, not {weights}"
+            )
     if not 1 <= threads[0] <= threads[1]:
-        raise ValueError(f"threads must be a range (low, high) with 1 <= low <= high, not {threads}")
+        raise ValueError(
+            f"threads must be a range (low, high) with 1 <= low <= high, not {threads}"
+        )
     if not 0 <= calls[0] <= calls[1]:
         raise ValueError(f"calls must be a range (low, high) with 0 <= low <= high, not {calls}")
     count = rng.randint(*threads)
@@ -164,12 +177,13 @@ def random_program(
         OpSpec(rng.randint(0, 3), tuple(rng.sample(keys, rng.randint(1, 2))), owner)
         for owner in range(count)
     )
-    kinds, weights = list(_WEIGHTS), list(_WEIGHTS.values())
+    mix = _WEIGHTS if weights is None else {kind: weights.get(kind, 1) for kind in _WEIGHTS}
+    kinds, chances = list(mix), list(mix.values())
     programs = []
     for owner in range(count):
         thread: list[Call] = []
         for _ in range(rng.randint(*calls)):
-            kind = rng.choices(kinds, weights)[0]
+            kind = rng.choices(kinds, chances)[0]
             if kind in _KEY_CALLS:
                 thread.append(Call(kind, key=rng.choice(keys)))
             elif kind == "advance":

@@ -45,7 +45,9 @@ class Implementation:
 def implementation(name: str) -> Implementation:
     """The implementation package ``name`` ("reference" or "optimized")."""
     if name not in IMPLEMENTATIONS:
-        raise ValueError(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, not {name!r}")
+        raise ValueError(
+            f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, not {name!r}"
+        )
     package = importlib.import_module("kpurgatory." + name)
     return Implementation(
         name,
@@ -61,6 +63,7 @@ class _ThreadLog(threading.local):
     points: list[Point]
     call: int
     rng: random.Random
+    yield_chance: float
 
 
 _LOG = _ThreadLog()
@@ -71,7 +74,7 @@ def _mark(kind: str, op: int, value: Result, lo: int) -> None:
 
 
 def _maybe_yield() -> None:
-    if _LOG.rng.random() < 0.05:
+    if _LOG.rng.random() < _LOG.yield_chance:
         time.sleep(0)
 
 
@@ -83,7 +86,7 @@ def _recording_operation(base: type[Any]) -> type[Any]:
     if base in _OPERATION_CLASSES:
         return _OPERATION_CLASSES[base]
 
-    class RecordingOperation(base):  # type: ignore[valid-type,misc]
+    class RecordingOperation(base):  # type: ignore[misc]
         def __init__(self, delay_ms: int, index: int) -> None:
             super().__init__(delay_ms)
             self.index = index
@@ -132,17 +135,25 @@ def _invoke(call: Call, purgatory: Any, ops: list[Any], program: Program) -> Res
         return bool(purgatory.abandon(ops[call.op]))
     method: Callable[[], bool] = getattr(
         ops[call.op],
-        {"force": "force_complete", "safe_try": "safe_try_complete"}.get(kind, "maybe_try_complete"),
+        {"force": "force_complete", "safe_try": "safe_try_complete"}.get(
+            kind, "maybe_try_complete"
+        ),
     )
     return bool(method())
 
 
 def _run_calls(
-    calls: tuple[Call, ...], purgatory: Any, ops: list[Any], program: Program, seed: int
+    calls: tuple[Call, ...],
+    purgatory: Any,
+    ops: list[Any],
+    program: Program,
+    seed: int,
+    yield_chance: float,
 ) -> list[Point]:
     """Run ``calls`` in this thread, recording a point at each invocation and return."""
     _LOG.points = points = []
     _LOG.rng = random.Random(seed)
+    _LOG.yield_chance = yield_chance
     for index, call in enumerate(calls):
         _LOG.call = index
         _mark("call", call.op, None, _now())
@@ -162,13 +173,20 @@ def record(
     seed: int = 0,
     switch_interval: float = 1e-6,
     timeout_s: float = 10.0,
+    serial: bool = False,
+    yield_chance: float = 0.05,
 ) -> History:
     """Run ``program`` on real threads against one purgatory of ``impl``; its history.
 
     ``seed`` draws where callbacks yield; ``switch_interval`` is set with
     ``sys.setswitchinterval`` while the threads run; a thread not done after
-    ``timeout_s`` seconds is reported in ``History.hung``.
+    ``timeout_s`` seconds is reported in ``History.hung``. ``serial`` runs the threads
+    one after another (each starts once the one before it has finished): the same
+    program with no race at all. ``yield_chance``: how often a callback calls
+    ``time.sleep(0)`` between its start and end (a wider window for other threads).
     """
+    if not 0.0 <= yield_chance <= 1.0:
+        raise ValueError(f"yield_chance must be between 0 and 1, not {yield_chance}")
     if not isinstance(impl, Implementation):
         raise TypeError(f"impl must be an Implementation, not {type(impl).__name__}")
     if timeout_s <= 0:
@@ -182,7 +200,7 @@ def record(
     ops = [impl.operation(spec.delay_ms, index) for index, spec in enumerate(program.ops)]
     count = len(program.threads)
     results: list[list[Point]] = [[] for _ in range(count)]
-    barrier = threading.Barrier(count)
+    barrier = threading.Barrier(1 if serial else count)
 
     def body(thread: int) -> None:
         try:
@@ -190,7 +208,7 @@ def record(
         except threading.BrokenBarrierError:
             return
         results[thread] = _run_calls(
-            program.threads[thread], purgatory, ops, program, seed * 1009 + thread
+            program.threads[thread], purgatory, ops, program, seed * 1009 + thread, yield_chance
         )
 
     workers = [
@@ -200,9 +218,11 @@ def record(
     previous = sys.getswitchinterval()
     sys.setswitchinterval(switch_interval)
     try:
+        deadline = time.monotonic() + timeout_s
         for worker in workers:
             worker.start()
-        deadline = time.monotonic() + timeout_s
+            if serial:
+                worker.join(max(0.0, deadline - time.monotonic()))
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
     finally:
@@ -212,7 +232,7 @@ def record(
     if hung:
         return History(program, impl.name, calls, tuple(map(tuple, results)), None, hung)
     cleanup = cleanup_calls(program)
-    cleanup_points = _run_calls(cleanup, purgatory, ops, program, seed * 1009 + count)
+    cleanup_points = _run_calls(cleanup, purgatory, ops, program, seed * 1009 + count, yield_chance)
     final = Final(
         purgatory.watched,
         purgatory.watched_keys,
@@ -225,7 +245,7 @@ def record(
     return History(
         program,
         impl.name,
-        calls + (cleanup,),
-        tuple(map(tuple, results)) + (tuple(cleanup_points),),
+        (*calls, cleanup),
+        (*tuple(map(tuple, results)), tuple(cleanup_points)),
         final,
     )

@@ -20,7 +20,7 @@ from kpurgatory.history.model import Model, State, Thread
 __all__ = ["DEFAULT_BUDGET", "EXPLAINED", "REJECTED", "UNDECIDED", "Verdict", "check"]
 
 EXPLAINED, REJECTED, UNDECIDED = "explained", "rejected", "undecided"
-DEFAULT_BUDGET = 200_000
+DEFAULT_BUDGET = 500_000
 """Nodes a search may visit before its history counts as undecided."""
 
 
@@ -93,7 +93,9 @@ def check(history: History, *, budget: int = DEFAULT_BUDGET) -> Verdict:
                         fits = False
                         break
                     need = needs[thread][cursor]
-                    if any(threads[other][1] < need[other] for other in range(count) if other != thread):
+                    if any(
+                        threads[other][1] < need[other] for other in range(count) if other != thread
+                    ):
                         fits = False
                         break
                     cursor += 1
@@ -101,7 +103,7 @@ def check(history: History, *, budget: int = DEFAULT_BUDGET) -> Verdict:
                     continue
                 moved = move.thread
                 new_local = (moved[0], cursor, moved[2], moved[3])
-                child = (move.state, threads[:thread] + (new_local,) + threads[thread + 1 :])
+                child = (move.state, (*threads[:thread], new_local, *threads[thread + 1 :]))
                 if child in seen:
                     continue
                 seen.add(child)
