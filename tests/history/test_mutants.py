@@ -15,6 +15,7 @@ import pytest
 
 from kpurgatory.history import check, format_history, implementation, random_program, record
 from kpurgatory.history.search import EXPLAINED, REJECTED
+from kpurgatory.history.shrink import shrink
 from tests.concurrency.lockset import is_pure
 from tests.history.mutants import HISTORY_MUTANTS, WEIGHTS
 from tests.mutants.catalog import Mutant, applied, mutated_source
@@ -68,3 +69,25 @@ def test_history_mutant_passes_when_threads_run_one_after_another(mutant: Mutant
             history = record(program, impl, seed=seed, yield_chance=YIELD_CHANCE, serial=True)
             verdict = check(history)
             assert verdict.outcome == EXPLAINED, format_history(history, verdict)
+
+
+def test_a_caught_race_shrinks_to_a_smaller_program_that_still_fails() -> None:
+    """KAFKA-6653's sweep, caught, shrinks to two threads and at most the calls it had;
+    the shrunk history prints with its verdict."""
+    mutant = next(m for m in HISTORY_MUTANTS if m.name == "kafka-6653-lost-completion")
+    impl = implementation(_package(mutant))
+    with applied(mutant):
+        for seed in range(MAX_HISTORIES):
+            program = random_program(random.Random(seed), weights=WEIGHTS[mutant.name])
+            history = record(program, impl, seed=seed, yield_chance=YIELD_CHANCE)
+            verdict = check(history)
+            if verdict.outcome == REJECTED:
+                break
+        else:
+            pytest.fail(f"{mutant.name}: no history of {MAX_HISTORIES} was rejected")
+        shrunk = shrink(program, impl, history, verdict, attempts=20, yield_chance=YIELD_CHANCE)
+    assert shrunk.verdict.outcome == REJECTED
+    assert shrunk.program.size <= program.size
+    assert len(shrunk.program.threads) <= len(program.threads)
+    text = format_history(shrunk.history, shrunk.verdict)
+    assert "verdict: rejected" in text and "check_and_complete" in text
