@@ -2,7 +2,8 @@
 
 ``python -m kpurgatory.history --implementation both --seconds 120`` records and checks
 random real-thread histories of each implementation for that long, prints the counts,
-shrinks every rejected history and prints it (and writes it under ``--failures-dir``).
+shrinks every rejected history and prints it, prints every undecided one as recorded
+(and writes them under ``--failures-dir``).
 Exit status 1 if any history was rejected or undecided.
 """
 
@@ -46,6 +47,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(result.summary(), flush=True)
         bad += result.rejected + result.undecided
+        for failure in result.over_budget:
+            text = format_history(failure.history, failure.verdict)
+            print(f"\nundecided history (seed {failure.seed}), as recorded:\n{text}\n", flush=True)
+            if args.failures_dir is not None:
+                args.failures_dir.mkdir(parents=True, exist_ok=True)
+                path = args.failures_dir / f"{name}-{failure.seed}-undecided.txt"
+                path.write_text(text + "\n")
         for failure in result.failures:
             shrunk = shrink(
                 failure.history.program,

@@ -3,8 +3,8 @@
 A campaign draws seeded random programs, records each on real threads and searches
 it. It stops after ``histories`` histories or ``seconds`` seconds, whichever comes
 first, and counts explained, rejected and undecided histories (an undecided one ran
-out of search budget: it is reported, never counted as a pass). Rejected histories
-are kept, with their seeds, for shrinking and printing.
+out of search budget: it is reported, never counted as a pass). Rejected and
+undecided histories are kept, with their seeds, for shrinking and printing.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ __all__ = ["CampaignResult", "Failure", "run_campaign"]
 
 @dataclass(frozen=True)
 class Failure:
-    """A rejected history and the seed that drew and recorded its program."""
+    """A rejected (or undecided) history and the seed that drew and recorded its program."""
 
     seed: int
     history: History
@@ -43,6 +43,8 @@ class CampaignResult:
     total_nodes: int = 0
     seconds: float = 0.0
     failures: list[Failure] = field(default_factory=list)
+    over_budget: list[Failure] = field(default_factory=list)
+    """The undecided histories, kept to be read (and searched with a bigger budget)."""
 
     @property
     def histories(self) -> int:
@@ -106,6 +108,7 @@ def run_campaign(
             result.failures.append(Failure(current, history, verdict))
         else:
             result.undecided += 1
+            result.over_budget.append(Failure(current, history, verdict))
         current += 1
         if stop_after_failures is not None and result.rejected >= stop_after_failures:
             break

@@ -186,7 +186,7 @@ class Model:
     def _release(self, state: State, op: int) -> State:
         entry = state.ops[op]
         depth = entry.depth - 1
-        return _set(state, op, holder=thread_or_none(depth, entry.holder), depth=depth)
+        return _set(state, op, holder=_holder_after_release(depth, entry.holder), depth=depth)
 
     def _unwatch(self, state: State, key: int, op: int) -> State:
         """``op`` unlinked from ``key``'s list, if there (an emptied list is dropped, R26)."""
@@ -199,8 +199,8 @@ class Model:
 
     def _left_watching(self, state: State, op: int) -> tuple[State, tuple[int, ...]]:
         """R61: uncount ``op`` if counted; at none unfinished, the finished operations
-        the let-go must unlink (its unlinking is then one step per key, in any order:
-        another thread may see it half done), else ()."""
+        the let-go must unlink (its unlinking is then one step per operation and key, in
+        any order: another thread may see it half done), else ()."""
         if not state.ops[op].counted:
             return state, ()
         state = _set(state, op, counted=False)
@@ -211,31 +211,30 @@ class Model:
         return state, finished
 
     def _letgo(self, state: State, thread: int, pc: int, regs: Regs, ret: Any) -> list[Outcome]:
-        """R61's let-go: unlink ``regs[0]`` (finished operations) from each key left in
-        ``regs[1]``, one key per step, dropping lists that empty (R26)."""
-        finished: tuple[int, ...] = regs[0]
-        keys: tuple[int, ...] = regs[1]
-        if not keys:
+        """R61's let-go: unlink each (operation, key) pair left in ``regs[0]``, one pair
+        per step, in any order, dropping lists that empty (R26); another thread may see
+        it half done."""
+        pairs: tuple[tuple[int, int], ...] = regs[0]
+        if not pairs:
             return [("ret", state, None, ())]
-        outcomes: list[Outcome] = []
-        for key in keys:
-            kept = tuple(op for op in state.watchers[key] if op not in finished)
-            watchers = list(state.watchers)
-            watchers[key] = kept
-            rest = tuple(other for other in keys if other != key)
-            outcomes.append(
-                ("go", state._replace(watchers=tuple(watchers)), 0, (finished, rest), ())
-            )
-        return outcomes
+        return [
+            ("go", self._unwatch(state, key, op), 0, (pairs[:index] + pairs[index + 1 :],), ())
+            for index, (op, key) in enumerate(pairs)
+        ]
 
     def _then_letgo(
         self, state: State, op: int, pc: int, regs: Regs, emits: tuple[Emit, ...] = ()
     ) -> Outcome:
         """Uncount ``op`` (R61), going on at ``pc``; through the let-go if it is due."""
         state, finished = self._left_watching(state, op)
-        if finished:
-            every_key = tuple(range(len(self.program.keys)))
-            return ("call", state, pc, regs, emits, "letgo", (finished, every_key))
+        pairs = tuple(
+            (other, key)
+            for key, ops in enumerate(state.watchers)
+            for other in ops
+            if other in finished
+        )
+        if pairs:
+            return ("call", state, pc, regs, emits, "letgo", (pairs,))
         return ("go", state, pc, regs, emits)
 
     # -- routines: each step returns its outcomes --------------------------------------
@@ -393,12 +392,17 @@ class Model:
         if pc == 8:
             if ret:
                 return self._submit(state, thread, 9, (op, 0, True), None)
-            entry = state.ops[op]  # timer add unless finished (R3: due at once runs inline)
-            if entry.fin == PENDING:
-                due = state.now + self.program.ops[op].delay_ms
-                if due <= state.current:
-                    return [("call", state, 9, (op, 0, None), (), "run", (op,))]
-                state = _set(state, op, timer=due)
+            if state.ops[op].fin != PENDING:  # if not completed: timer add
+                return [("go", state, 9, (op, 0, None), ())]
+            return [("go", state, 14, regs, ())]
+        if pc == 14:  # the add (R3: due at once, it runs inline)
+            due = state.now + self.program.ops[op].delay_ms
+            if due <= state.current:
+                return [("call", state, 15, regs, (), "run", (op,))]
+            return [("go", _set(state, op, timer=due), 15, regs, ())]
+        if pc == 15:  # completed meanwhile by a lock-free force_complete: cancel the entry
+            if state.ops[op].fin != PENDING:
+                state = _set(state, op, timer=NOT_TIMED)
             return [("go", state, 9, (op, 0, None), ())]
         if pc == 9:  # release
             released = self._release(state, op)
@@ -456,10 +460,10 @@ class Model:
                 return [("ret", state, taken, ())]
             op = taken[position]
             locked = self._acquire(state, thread, op)  # the timer entry goes under the lock
-            if locked is None:
-                return []
-            return [("go", _set(locked, op, timer=NOT_TIMED), 2, regs, ())]
+            return [] if locked is None else [("go", locked, 4, regs, ())]
         op = taken[position]
+        if pc == 4:  # a drain may have taken the entry already: its run waits for the lock
+            return [("go", _set(state, op, timer=NOT_TIMED), 2, regs, ())]
         if pc == 2:
             return [("go", self._release(state, op), 3, regs, ())]
         # pc 3: a knock found the lock held: make its attempt (R55)
@@ -527,6 +531,6 @@ class Model:
         return outcomes
 
 
-def thread_or_none(depth: int, holder: int) -> int:
+def _holder_after_release(depth: int, holder: int) -> int:
     """The lock's holder after a release that left ``depth`` holds."""
     return holder if depth > 0 else -1
