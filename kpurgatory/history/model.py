@@ -197,18 +197,15 @@ class Model:
         watchers[key] = tuple(other for other in ops if other != op)
         return state._replace(watchers=tuple(watchers))
 
-    def _left_watching(self, state: State, op: int) -> tuple[State, tuple[int, ...]]:
-        """R61: uncount ``op`` if counted; at none unfinished, the finished operations
-        the let-go must unlink (its unlinking is then one step per operation and key, in
-        any order: another thread may see it half done), else ()."""
+    def _left_watching(self, state: State, op: int) -> tuple[State, bool]:
+        """R61: uncount ``op`` if counted; True if that left none unfinished (the let-go
+        is due: one step per operation and key, in any order, so another thread may see
+        it half done)."""
         if not state.ops[op].counted:
-            return state, ()
+            return state, False
         state = _set(state, op, counted=False)
         state = state._replace(unfinished=state.unfinished - 1)
-        if state.unfinished:
-            return state, ()
-        finished = tuple(index for index, entry in enumerate(state.ops) if entry.fin != PENDING)
-        return state, finished
+        return state, not state.unfinished
 
     def _letgo(self, state: State, thread: int, pc: int, regs: Regs, ret: Any) -> list[Outcome]:
         """R61's let-go: unlink each (operation, key) pair left in ``regs[0]``, one pair
@@ -222,11 +219,9 @@ class Model:
             for index, (op, key) in enumerate(pairs)
         ]
 
-    def _then_letgo(
-        self, state: State, op: int, pc: int, regs: Regs, emits: tuple[Emit, ...] = ()
-    ) -> Outcome:
-        """Uncount ``op`` (R61), going on at ``pc``; through the let-go if it is due."""
-        state, finished = self._left_watching(state, op)
+    def _let_go(self, state: State, pc: int, regs: Regs) -> Outcome:
+        """Go on at ``pc`` through a let-go of every finished operation (R61)."""
+        finished = {index for index, entry in enumerate(state.ops) if entry.fin != PENDING}
         pairs = tuple(
             (other, key)
             for key, ops in enumerate(state.watchers)
@@ -234,8 +229,13 @@ class Model:
             if other in finished
         )
         if pairs:
-            return ("call", state, pc, regs, emits, "letgo", (pairs,))
-        return ("go", state, pc, regs, emits)
+            return ("call", state, pc, regs, (), "letgo", (pairs,))
+        return ("go", state, pc, regs, ())
+
+    def _then_letgo(self, state: State, op: int, pc: int, regs: Regs) -> Outcome:
+        """Uncount ``op`` (R61), going on at ``pc``; through the let-go if it is due."""
+        state, due = self._left_watching(state, op)
+        return self._let_go(state, pc, regs) if due else ("go", state, pc, regs, ())
 
     # -- routines: each step returns its outcomes --------------------------------------
 
@@ -374,11 +374,16 @@ class Model:
             if state.ops[op].fin != PENDING:
                 return [self._then_letgo(state, op, 5, (op, 0, None))]
             return [("go", state, 5, (op, 0, None), ())]
-        if pc == 5:  # for each key: if completed, stop (KAFKA-18027)
+        if pc == 5:  # for each key: if finished, stop (KAFKA-18027)
             position: int = regs[1]
             if position == len(keys) or state.ops[op].fin != PENDING:
-                return self._submit(state, thread, 7, regs, None)
+                return [("go", state, 16, regs, ())]
             return [("go", state, 6, regs, ())]
+        if pc == 16:  # watched, finished meanwhile, none unfinished: its finisher's let-go
+            entry = state.ops[op]  # may have come before the last watch (R22, R61)
+            if regs[1] and entry.fin != PENDING and not state.unfinished:
+                return [self._let_go(state, 7, regs)]
+            return self._submit(state, thread, 7, regs, None)
         if pc == 6:  # ... else watch it there
             position = regs[1]
             key = keys[position]
