@@ -2,9 +2,10 @@
 
 ``python -m kpurgatory.history --implementation both --seconds 120`` records and checks
 random real-thread histories of each implementation for that long, prints the counts,
-shrinks every rejected history and prints it, prints every undecided one as recorded
-(and writes them under ``--failures-dir``).
-Exit status 1 if any history was rejected or undecided.
+shrinks every rejected history and prints it, searches every undecided one again with
+``--retry-budget`` nodes and prints it if still not explained (and writes them under
+``--failures-dir``). Exit status 1 if any history was rejected, or undecided after the
+second search (or rejected by it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from kpurgatory.history.campaign import run_campaign
 from kpurgatory.history.format import format_history
 from kpurgatory.history.recorder import IMPLEMENTATIONS, implementation
-from kpurgatory.history.search import DEFAULT_BUDGET
+from kpurgatory.history.search import DEFAULT_BUDGET, EXPLAINED, check
 from kpurgatory.history.shrink import shrink
 
 
@@ -27,6 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--histories", type=int, default=None, help="per implementation")
     parser.add_argument("--seed", type=int, default=0, help="the first program's seed")
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="search nodes")
+    parser.add_argument(
+        "--retry-budget",
+        type=int,
+        default=4_000_000,
+        help="search nodes for a second search of an undecided history",
+    )
     parser.add_argument("--yield-chance", type=float, default=0.05)
     parser.add_argument("--failures-dir", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -46,9 +53,18 @@ def main(argv: list[str] | None = None) -> int:
             yield_chance=args.yield_chance,
         )
         print(result.summary(), flush=True)
-        bad += result.rejected + result.undecided
+        bad += result.rejected
         for failure in result.over_budget:
-            text = format_history(failure.history, failure.verdict)
+            again = check(failure.history, budget=args.retry_budget)
+            print(
+                f"undecided history (seed {failure.seed}) searched again with "
+                f"{args.retry_budget} nodes: {again.outcome} after {again.nodes}",
+                flush=True,
+            )
+            if again.outcome == EXPLAINED:
+                continue
+            bad += 1
+            text = format_history(failure.history, again)
             print(f"\nundecided history (seed {failure.seed}), as recorded:\n{text}\n", flush=True)
             if args.failures_dir is not None:
                 args.failures_dir.mkdir(parents=True, exist_ok=True)

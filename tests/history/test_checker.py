@@ -33,6 +33,10 @@ pytestmark = pytest.mark.realtime
 
 QUICK_HISTORIES = 150
 """Histories per implementation in the quick suite (about 2 s each here)."""
+RETRY_BUDGET = 4_000_000
+"""An undecided history (about 1 in 2,000 optimized ones with the GIL off) is searched
+again with this budget and must then be explained: the two measured needed 644,617 and
+893,759 nodes."""
 
 
 @pytest.mark.parametrize("name", ["reference", "optimized"])
@@ -40,8 +44,10 @@ def test_r16_r20_r22_r25_r29_r40_r41_r61_real_thread_histories_are_explained(nam
     result = run_campaign(name, histories=QUICK_HISTORIES, seed=7_000)
     shown = "\n\n".join(format_history(f.history, f.verdict) for f in result.failures[:2])
     assert result.rejected == 0, f"{result.summary()}\n{shown}"
-    assert result.undecided == 0, result.summary()  # over budget is never a pass
-    assert result.explained == QUICK_HISTORIES
+    for undecided in result.over_budget:  # never a pass: decided again with more nodes
+        again = check(undecided.history, budget=RETRY_BUDGET)
+        assert again.outcome == EXPLAINED, format_history(undecided.history, again)
+    assert result.explained + result.undecided == QUICK_HISTORIES
 
 
 def _serial_history() -> tuple[Program, History]:
