@@ -40,6 +40,7 @@ class Op(NamedTuple):
     depth: int  # re-entrant holds (R63)
     timer: int  # NOT_TIMED, DRAINED (taken by a drain, not handed over yet) or a due time
     counted: bool  # counted as unfinished (R61)
+    untimed: bool  # taken out of the timer by cancel_for_key: never expires (R29, R66)
 
 
 class State(NamedTuple):
@@ -97,7 +98,7 @@ class Model:
 
     def initial(self) -> tuple[State, tuple[Thread, ...]]:
         """The state before any call, and every thread before its first call."""
-        op = Op(False, PENDING, False, False, -1, 0, NOT_TIMED, False)
+        op = Op(False, PENDING, False, False, -1, 0, NOT_TIMED, False, False)
         state = State(0, 0, 0, (op,) * len(self.program.ops), ((),) * len(self.program.keys))
         return state, tuple((0, 0, (), _IDLE) for _ in self.calls)
 
@@ -332,11 +333,16 @@ class Model:
         return [("go", state, 0, (op, done, False), ())]
 
     def _run(self, state: State, thread: int, pc: int, regs: Regs, ret: Any) -> list[Outcome]:
-        """R17: expiry: holding the lock, force_complete; if it won, on_expiration."""
+        """R17: expiry: holding the lock, force_complete; if it won, on_expiration. A run
+        handed over before cancel_for_key took the operation out does nothing (R29)."""
         op: int = regs[0]
         if pc == 0:
             locked = self._acquire(state, thread, op)
-            return [] if locked is None else [("call", locked, 1, regs, (), "force", (op,))]
+            if locked is None:
+                return []
+            if locked.ops[op].untimed:
+                return [("ret", self._release(locked, op), None, ())]
+            return [("call", locked, 1, regs, (), "force", (op,))]
         if pc == 1:
             if ret:
                 return [("call", state, 2, regs, (), "oe", (op,))]
@@ -468,7 +474,7 @@ class Model:
             return [] if locked is None else [("go", locked, 4, regs, ())]
         op = taken[position]
         if pc == 4:  # a drain may have taken the entry already: its run waits for the lock
-            return [("go", _set(state, op, timer=NOT_TIMED), 2, regs, ())]
+            return [("go", _set(state, op, timer=NOT_TIMED, untimed=True), 2, regs, ())]
         if pc == 2:
             return [("go", self._release(state, op), 3, regs, ())]
         # pc 3: a knock found the lock held: make its attempt (R55)
