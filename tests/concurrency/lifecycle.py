@@ -484,13 +484,15 @@ def knock_vs_holder(
     return build
 
 
-def cancel_for_key_vs_expiry() -> Build:
-    """R29, R11: ``cancel_for_key("k")`` races the drain that expires its operation.
+def cancel_for_key_vs_expiry(knock: bool = False) -> Build:
+    """R29, R11, R41: ``cancel_for_key("k")`` races the drain that expires its operation.
 
     If the operation was still pending when ``cancel_for_key`` returned it, it never
     expires, even when the drain handed its run over before ``cancel_for_key`` took the
     lock (the run then finds it taken out, under the lock); otherwise it expired once
-    (``cancel_for_key`` returns completed operations too).
+    (``cancel_for_key`` returns completed operations too). With ``knock``, a third thread
+    makes the condition true and knocks: whoever held the lock, the run included, owes
+    the knock its attempt, so the operation ends completed in every schedule.
     """
 
     def build(world: World) -> Check:
@@ -505,6 +507,8 @@ def cancel_for_key_vs_expiry() -> Build:
 
         world.sched.spawn("cancel", cancel)
         world.sched.spawn("advance", lambda: world.purgatory.advance_clock(DELAY_MS))
+        if knock:
+            world.spawn_event(op, op.maybe_try_complete)
 
         def check(result: RunResult) -> None:
             _no_errors(result)
@@ -513,8 +517,11 @@ def cancel_for_key_vs_expiry() -> Build:
             expired = world.count("expire", "op")  # [] once the expiry's let-go came first
             if returned and pending_on_return[0]:
                 _expect(result, expired == 0, f"returned pending, yet expired: {world.log}")
-            else:
+            elif not knock:
                 _expect(result, expired == 1, f"expired {expired} times: {world.log}")
+            if knock:
+                _expect(result, op.is_completed, f"knock lost: {world.log}")
+                _expect(result, world.count("complete", "op") == 1, f"log {world.log}")
 
         return check
 

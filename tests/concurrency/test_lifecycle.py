@@ -113,6 +113,16 @@ def test_r29_an_operation_cancel_for_key_returned_never_expires(
     sc.exhaust(subject, lc.cancel_for_key_vs_expiry(), bound=bound)
 
 
+@pytest.mark.parametrize("bound", [1, pytest.param(2, marks=slow)])
+def test_r29_r41_a_run_that_finds_its_operation_taken_out_answers_a_knock(
+    subject: sc.Impl, bound: int
+) -> None:
+    """Found by the history checker right after the R29 fix: a run that held the lock
+    only to find the operation taken out returned without looking at the pending flag,
+    and the knock it met was lost."""
+    sc.exhaust(subject, lc.cancel_for_key_vs_expiry(knock=True), bound=bound)
+
+
 @pytest.mark.parametrize("holder", lc.KNOCK_HOLDERS)
 @pytest.mark.parametrize(
     ("force", "bound"), [(False, 2), (True, 1), pytest.param(True, 2, marks=slow)]

@@ -71,6 +71,8 @@ SCHEDULE_CATCHES: list[tuple[str, str, Callable[[], sc.Build], int | None, str]]
      "returned pending, yet expired"),
     ("ref-expiry-after-cancel-for-key", "reference", lc.cancel_for_key_vs_expiry, 2,
      "returned pending, yet expired"),
+    ("opt-run-ignores-knock", "optimized", lambda: lc.cancel_for_key_vs_expiry(knock=True), 2,
+     "knock lost"),
     ("ref-unfinished-unlocked", "reference", lc.let_go_vs_submission, 1, "lock discipline"),
     ("opt-unfinished-unlocked", "optimized", lc.let_go_vs_submission, 1, "lock discipline"),
     ("ref-drain-unlocked", "reference", sc.cancel_vs_expiry, None, "lock discipline"),
