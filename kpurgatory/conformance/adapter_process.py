@@ -26,7 +26,7 @@ from typing import IO, Any
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS
 from kpurgatory.conformance.driver import Observation
-from kpurgatory.conformance.steps import Add, Step, step_to_json
+from kpurgatory.conformance.steps import Step, nested_steps, step_to_json
 
 __all__ = [
     "DEFAULT_STEP_TIMEOUT_S",
@@ -352,9 +352,9 @@ def _clip(text: str, limit: int = 300) -> str:
 
 
 def step_kinds(step: Step) -> set[str]:
-    """The kinds a step exercises: its own and those of the steps a task runs (``on_run``)."""
+    """The kinds a step exercises: its own and those of the steps its callbacks perform (a
+    task's ``on_run``, an operation's ``on_try``, ``on_complete``, ``on_expiration``)."""
     kinds = {step.STEP}
-    if isinstance(step, Add):
-        for inner in step.on_run:
-            kinds |= step_kinds(inner)
+    for _, inner in nested_steps(step):
+        kinds |= step_kinds(inner)
     return kinds

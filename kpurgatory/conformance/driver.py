@@ -46,6 +46,7 @@ from kpurgatory.steps import Step
 __all__ = [
     "IMPLEMENTATION_ERRORS",
     "PUBLIC_API",
+    "CallIn",
     "Compact",
     "Driver",
     "DriverSide",
@@ -79,6 +80,25 @@ class StepError(ValueError):
     This is a fault of the step list, not of the implementation, so it is raised and
     never recorded in an observation.
     """
+
+
+@dataclass(frozen=True, slots=True)
+class CallIn:
+    """One call back into the library from user code, as the driver performed it.
+
+    ``callback`` is where it ran (``run`` of a task, or an operation's ``try_complete``,
+    ``on_complete``, ``on_expiration``; ``run`` of an operation is the timer expiring it),
+    ``owner`` the task or operation label, ``step`` the nested step (for an operation the
+    timer ran inside its own submission, that ``watch``), ``locked`` the operations whose
+    lock the library held then, and ``reenters`` the one among them the call takes again
+    (R63), if any. A port that hangs is told which one (``kpurgatory.conformance.hang``).
+    """
+
+    callback: str
+    owner: str
+    step: Step
+    locked: tuple[str, ...]
+    reenters: str | None
 
 
 @dataclass(slots=True)
@@ -126,6 +146,8 @@ class Driver:
         self._unit: str | None = None  # the hand-over running at the top level of a step
         self._unit_due: int | None = None
         self._nested_error: StepError | None = None
+        self._held: list[str] = []  # operations whose lock the library holds, outermost first
+        self.calls_in: list[CallIn] = []  # the last step's calls back in, in order
         self._calls: dict[type, Callable[[Any, Any], Any]] = {
             language.Add: self._add,
             language.Cancel: self._cancel,
@@ -139,6 +161,7 @@ class Driver:
             language.PurgatoryAdvance: self._purgatory_advance,
             language.NextDueTime: self._next_due_time,
             language.Shutdown: self._shutdown,
+            language.Close: self._close,
         }
 
     # -- public ----------------------------------------------------------------------
@@ -171,6 +194,7 @@ class Driver:
         events: list[CompactEvent] = []
         tries: dict[str, int] = {}
         self._events, self._step_tries = events, tries
+        self.calls_in = []
         raised: str | None = None
         result: Any = None
         world = self._world
@@ -330,12 +354,14 @@ class Driver:
         previous = self._schedule(label, due)
         via = self._via
         via.append("try_complete_else_watch")
+        self._held.append(label)  # the submission holds the operation's lock (R22)
         try:
             return bool(world.purgatory.try_complete_else_watch(op, list(step.keys)))
         except BaseException:
             self._unschedule(label, previous)
             raise
         finally:
+            self._held.pop()
             via.pop()
 
     def _set_ready(self, world: _World, step: language.SetReady) -> None:
@@ -370,6 +396,9 @@ class Driver:
     def _shutdown(self, world: _World, step: language.Shutdown) -> None:
         world.purgatory.shutdown()
 
+    def _close(self, world: _World, step: language.Close) -> None:
+        self._timer(world, step.timer).close()
+
     def _schedule(self, label: str, due: int) -> int | None:
         """Set ``label``'s unit due time to ``due`` before its add or watch is called (a task
         due at once is handed over inside the call, R3, and its events need the due time);
@@ -403,37 +432,77 @@ class Driver:
         entered = self._enter_unit(task.label)
         try:
             self._record("task_ran", task.label, None)
-            world = self._require_world()
-            for inner in task.on_run:
-                call = self._calls.get(type(inner))
-                try:
-                    if call is None:
-                        raise StepError(f"{inner.STEP}: not allowed after init")
-                    call(world, inner)
-                except StepError as exc:
-                    # Not the implementation's fault: the sequence is invalid. Recorded
-                    # and raised by ``execute`` once the call returns (the task's own
-                    # caller, the implementation, would treat it as a task's failure).
-                    if self._nested_error is None:
-                        self._nested_error = StepError(
-                            f"{inner.STEP} in the run of task {task.label!r}: {exc}"
-                        )
-                    break
-                except IMPLEMENTATION_ERRORS:
-                    # The run is one call of user code: a step that raised ends it, like a
-                    # Python function that raised; the later steps do not happen. The
-                    # exception is not observed (docs/vectors.md, "on_run").
-                    break
+            self._perform("run", f"task {task.label!r}", task.label, task.on_run)
         finally:
             if entered:
                 self._unit = self._unit_due = None
 
+    def _callback(self, callback: str, op: Any, steps: tuple[Step, ...], *, held: bool) -> None:
+        """Perform an operation's callback steps (``Watch.on_try`` and the others);
+        ``held``: the library holds the operation's lock while the callback runs."""
+        if held:
+            self._held.append(op.label)
+        try:
+            self._perform(callback, f"operation {op.label!r}", op.label, steps)
+        finally:
+            if held:
+                self._held.pop()
+
+    def _perform(self, callback: str, who: str, owner: str, steps: tuple[Step, ...]) -> None:
+        """Perform ``steps`` from user code: a task's run or an operation's callback.
+
+        The callback is one call of user code: a step that raises ends it, like a Python
+        function that raised; the later steps do not happen, and the exception is not
+        observed (docs/vectors.md, "Callbacks").
+        """
+        world = self._require_world()
+        for inner in steps:
+            self.calls_in.append(
+                CallIn(callback, owner, inner, tuple(self._held), self._reentered(inner))
+            )
+            call = self._calls.get(type(inner))
+            try:
+                if call is None:
+                    raise StepError(f"{inner.STEP}: not allowed after init")
+                call(world, inner)
+            except StepError as exc:
+                # Not the implementation's fault: the sequence is invalid. Recorded and
+                # raised by ``execute`` once the call returns (the implementation, the
+                # callback's caller, would treat it as the callback's failure).
+                if self._nested_error is None:
+                    where = "run" if callback == "run" else callback
+                    self._nested_error = StepError(f"{inner.STEP} in the {where} of {who}: {exc}")
+                break
+            except IMPLEMENTATION_ERRORS:
+                break
+
+    def _reentered(self, step: Step) -> str | None:
+        """The operation whose lock the library holds now that ``step`` takes again: a
+        ``cancel`` (abandon) of it, or a ``check_and_complete`` of a key it is pending on."""
+        held = self._held
+        if not held:
+            return None
+        if isinstance(step, language.Cancel) and step.task in held:
+            return step.task
+        if isinstance(step, language.CheckAndComplete):
+            for label in reversed(held):
+                op = self.operations.get(label)
+                pending = op is not None and not op.is_completed
+                if pending and step.key in op.keys and not getattr(op, "is_abandoned", False):
+                    return label
+        return None
+
     def _expiry_run(self, op: Any, run: Callable[[], None]) -> None:
         entered = self._enter_unit(op.label)
+        label = op.label
+        if label in self._held:  # due at once: the timer runs it inside its own submission
+            self.calls_in.append(CallIn("run", label, op.watch_step, tuple(self._held), label))
         self._via.append("expiry")
+        self._held.append(label)  # the run holds the operation's lock (R17)
         try:
             run()
         finally:
+            self._held.pop()
             self._via.pop()
             if entered:
                 self._unit = self._unit_due = None
