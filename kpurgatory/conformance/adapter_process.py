@@ -55,12 +55,14 @@ class AdapterError(RuntimeError):
     """The adapter did not answer a step properly: exited, timed out, or wrote garbage.
 
     ``answered`` says whether the step got any answer at all (an ``{"error": ...}``
-    answer or a malformed line counts as answered; an exit or timeout does not).
+    answer or a malformed line counts as answered; an exit or timeout does not);
+    ``timed_out`` whether the adapter was stopped for not answering in time (a hang).
     """
 
-    def __init__(self, message: str, *, answered: bool) -> None:
+    def __init__(self, message: str, *, answered: bool, timed_out: bool = False) -> None:
         super().__init__(message)
         self.answered = answered
+        self.timed_out = timed_out
 
 
 _EOF = object()
@@ -198,7 +200,7 @@ class AdapterProcess:
         try:
             line = self._lines.get(timeout=self.step_timeout_s)
         except queue.Empty:
-            raise AdapterError(self._silence_message(), answered=False) from None
+            raise AdapterError(self._silence_message(), answered=False, timed_out=True) from None
         if line is _EOF:
             raise AdapterError(self._exit_message("without answering"), answered=False)
         assert isinstance(line, str)

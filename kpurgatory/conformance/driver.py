@@ -457,9 +457,8 @@ class Driver:
         """
         world = self._require_world()
         for inner in steps:
-            self.calls_in.append(
-                CallIn(callback, owner, inner, tuple(self._held), self._reentered(inner))
-            )
+            locked = tuple(dict.fromkeys(self._held))
+            self.calls_in.append(CallIn(callback, owner, inner, locked, self._reentered(inner)))
             call = self._calls.get(type(inner))
             try:
                 if call is None:
@@ -478,17 +477,20 @@ class Driver:
 
     def _reentered(self, step: Step) -> str | None:
         """The operation whose lock the library holds now that ``step`` takes again: a
-        ``cancel`` (abandon) of it, or a ``check_and_complete`` of a key it is pending on."""
+        ``cancel`` (abandon) of it, or a ``check_and_complete`` (a try) or
+        ``cancel_for_key`` (its timer entry is cancelled under its lock) of a key it is
+        pending on."""
         held = self._held
         if not held:
             return None
         if isinstance(step, language.Cancel) and step.task in held:
             return step.task
-        if isinstance(step, language.CheckAndComplete):
+        if isinstance(step, language.CheckAndComplete | language.CancelForKey):
             for label in reversed(held):
                 op = self.operations.get(label)
-                pending = op is not None and not op.is_completed
-                if pending and step.key in op.keys and not getattr(op, "is_abandoned", False):
+                if op is None or op.is_completed or getattr(op, "is_abandoned", False):
+                    continue
+                if step.key in op.keys:
                     return label
         return None
 
@@ -496,7 +498,8 @@ class Driver:
         entered = self._enter_unit(op.label)
         label = op.label
         if label in self._held:  # due at once: the timer runs it inside its own submission
-            self.calls_in.append(CallIn("run", label, op.watch_step, tuple(self._held), label))
+            locked = tuple(dict.fromkeys(self._held))
+            self.calls_in.append(CallIn("run", label, op.watch_step, locked, label))
         self._via.append("expiry")
         self._held.append(label)  # the run holds the operation's lock (R17)
         try:

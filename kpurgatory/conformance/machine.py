@@ -39,6 +39,7 @@ __all__ = [
     "LIMIT",
     "NEGATIVE_TIME_DIFFERENCE",
     "ConformanceMachine",
+    "HangFound",
     "MachineRun",
     "available",
     "start_rule",
@@ -59,6 +60,14 @@ CLOCK_READINGS = (0, 0, 7, -5, 1000, -LIMIT, LIMIT)
 
 START_OFFSETS = (0, 0, 0, -3, 5)
 """The timers' start time relative to the clock reading."""
+
+
+class HangFound(BaseException):
+    """Raised by the machine when the other side stopped answering (a hang).
+
+    A ``BaseException``, so Hypothesis does not shrink it: every candidate run of a port
+    that hangs costs the whole answer timeout, and shrinking would take minutes or hours.
+    ``run_stateful`` reports the sequence as found instead."""
 
 
 @dataclass
@@ -144,6 +153,8 @@ class ConformanceMachine(RuleBasedStateMachine):
                 reject()
             run.on_failure(failure)
             run.found.append(failure)
+            if failure.hung:
+                raise HangFound(failure.message)
             raise AssertionError(f"step {failure.step_number} {step.STEP}: {failure.message}")
 
     def teardown(self) -> None:
