@@ -133,6 +133,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.tick = 1
         self.wheel = 20
         self.shut_down = False
+        self.spawned = 0  # operations a callback submits (labels cb1, cb2, ...)
+        self.sweeping_tries = 0  # operations whose try_complete sweeps a key
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -142,6 +144,12 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.steps.append(step)
         run.stats.steps += 1
         run.stats.kinds[step.STEP] = run.stats.kinds.get(step.STEP, 0) + 1
+        nested = run.stats.nested
+        pending = [inner for _, inner in language.nested_steps(step)]
+        while pending:
+            inner = pending.pop()
+            nested[inner.STEP] = nested.get(inner.STEP, 0) + 1
+            pending += [deeper for _, deeper in language.nested_steps(inner)]
         expected = self.reference.execute(step)
         failure = compare_step(
             self.steps, expected, run.other, step, self.judge, run.stats.accepted
@@ -220,20 +228,37 @@ class ConformanceMachine(RuleBasedStateMachine):
         return data.draw(st.sampled_from(sorted(self.operations)))
 
     def nested(self, data: st.DataObject, own: str) -> tuple[Step, ...]:
-        """Steps a new task performs when it runs (``Add.on_run``)."""
-        steps: list[Step] = []
-        kinds = ["cancel", "add"]
+        """Steps a new task performs when it runs (``Add.on_run``): every call R69 allows
+        from a task's run that the port has (``callback_steps``)."""
+        return self.callback_steps(data, own, "on_run")
+
+    def callback_steps(self, data: st.DataObject, own: str, where: str) -> tuple[Step, ...]:
+        """Up to two steps a task's ``on_run`` (``where``) or an operation's ``on_try``,
+        ``on_complete`` or ``on_expiration`` performs: cancels, re-adds of tasks that run
+        nothing, flags, sweeps, forced completions, ``cancel_for_key``, a submission of a
+        new operation that calls nothing back, a nested drain, and rarely a shutdown or a
+        close (R69). A task never re-adds itself, and sweeps from a ``try_complete`` are
+        rationed (``sweeping_tries``): each try of such an operation sweeps again, and
+        operations trying each other multiply the tries."""
+        kinds = ["cancel", "cancel", "add", "add", "advance"]
         if not self.run.timer_only:
-            kinds += ["set_ready", "check", "force", "cancel_for_key"]
+            kinds += ["set_ready", "check", "check", "force", "cancel_for_key", "watch"]
+            kinds += ["purgatory_advance", "shutdown"]
+        kinds.append("close")
         step_kind = {"check": "check_and_complete", "force": "force_complete"}
         kinds = [kind for kind in kinds if self.run.capabilities.has(step_kind.get(kind, kind))]
         if not self.run.capabilities.has("re_add"):  # a nested add re-adds an existing task
             kinds = [kind for kind in kinds if kind != "add"]
+        if where == "on_try" and self.sweeping_tries >= 2:
+            kinds = [kind for kind in kinds if kind not in ("check", "cancel_for_key")]
         if not kinds:
             return ()
+        steps: list[Step] = []
         for _ in range(data.draw(st.integers(0, 2))):
             kind = data.draw(st.sampled_from(kinds))
             quiet = sorted(label for label, (_, run) in self.tasks.items() if not run)
+            if kind in ("shutdown", "close") and data.draw(st.integers(0, 3)) != 0:
+                continue  # rare: the run's later steps only show a closed world
             if kind == "cancel" and (self.tasks or self.operations):
                 labels = sorted(self.tasks) + sorted(self.operations)
                 steps.append(language.Cancel(data.draw(st.sampled_from(labels))))
@@ -249,6 +274,24 @@ class ConformanceMachine(RuleBasedStateMachine):
                 steps.append(language.ForceComplete(self.op_label(data)))
             elif kind == "cancel_for_key":
                 steps.append(language.CancelForKey(data.draw(st.sampled_from(KEY_POOL))))
+            elif kind == "watch":
+                self.spawned += 1  # never named again: a later run of it resubmits (R34)
+                keys = tuple(data.draw(st.lists(st.sampled_from(KEY_POOL), min_size=1, max_size=2)))
+                steps.append(language.Watch(f"cb{self.spawned}", self.delay(data), keys))
+            elif kind == "advance":
+                timer = data.draw(st.sampled_from(self.timers))
+                moves = data.draw(st.integers(0, 2 * self.tick * self.wheel))
+                steps.append(language.Advance(moves, timer))
+            elif kind == "purgatory_advance":
+                steps.append(language.PurgatoryAdvance(data.draw(st.integers(0, self.tick * 3))))
+            elif kind == "shutdown":
+                steps.append(language.Shutdown())
+            elif kind == "close":
+                steps.append(language.Close(data.draw(st.sampled_from(self.timers))))
+        if where == "on_try" and any(
+            isinstance(step, language.CheckAndComplete | language.CancelForKey) for step in steps
+        ):
+            self.sweeping_tries += 1
         assert all(not (isinstance(s, language.Add) and s.task == own) for s in steps)
         return tuple(steps)
 
@@ -377,7 +420,13 @@ class ConformanceMachine(RuleBasedStateMachine):
         self, data: st.DataObject, keys: list[Key], ready: bool, ready_on_try: int | None
     ) -> None:
         label = f"op{len(self.operations)}"
-        step = Watch(label, self.delay(data), tuple(keys), ready, ready_on_try)
+        self.operations[label] = Watch(label, 0, ())  # its callbacks may name it
+        callbacks: dict[str, tuple[Step, ...]] = {}
+        if self.run.capabilities.has("callbacks") and data.draw(st.integers(0, 2)) == 0:
+            for where in language.CALLBACKS:
+                if data.draw(st.booleans()):
+                    callbacks[where] = self.callback_steps(data, label, where)
+        step = Watch(label, self.delay(data), tuple(keys), ready, ready_on_try, **callbacks)
         self.operations[label] = step
         self.do(step)
 

@@ -118,6 +118,7 @@ class StatefulStats:
     runs: int = 0
     steps: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
+    nested: dict[str, int] = field(default_factory=dict)  # steps callbacks carry, by kind
     accepted: dict[str, int] = field(default_factory=dict)  # known difference id -> steps
 
 
