@@ -124,6 +124,8 @@ RULES: tuple[Rule, ...] = (
     Rule("R71", "aio", "Bounded let-go on the loop"),
     Rule("R72", "aio", "Bounded drain on the loop"),
     Rule("R73", "timer", "Bounded drain"),
+    Rule("R74", "lifecycle", "A nested drain before the rest of the batch"),
+    Rule("R75", "lifecycle", "A sweep tries the list it took"),
 )
 
 _BY_ID = {r.id: r for r in RULES}

@@ -31,6 +31,7 @@ from kpurgatory.conformance.steps import (
     ForceComplete,
     Init,
     Shutdown,
+    Step,
     Watch,
     step_to_json,
 )
@@ -91,7 +92,7 @@ def test_the_search_reports_a_hang_at_once_unshrunk_with_the_rule() -> None:
 def test_replay_of_a_hanging_sequence_fails_through_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    steps = [
+    steps: list[Step] = [
         Init(tick_ms=1, wheel_size=4),
         Watch("a", 10, ("k",)),
         Watch("b", 10, ("k",), on_try=(CancelForKey("k"),)),
@@ -117,7 +118,11 @@ def test_no_call_back_in_no_diagnosis() -> None:
 
 
 def test_a_shutdown_from_on_complete_is_traced_to_r64() -> None:
-    steps = [Init(), Watch("o", 5, ("k",), on_complete=(Shutdown(),)), ForceComplete("o")]
+    steps: list[Step] = [
+        Init(),
+        Watch("o", 5, ("k",), on_complete=(Shutdown(),)),
+        ForceComplete("o"),
+    ]
     diagnosis = hang_diagnosis(steps)
     assert diagnosis is not None
     assert "the on_complete of operation 'o', which calls shutdown()" in diagnosis
@@ -125,16 +130,16 @@ def test_a_shutdown_from_on_complete_is_traced_to_r64() -> None:
 
 
 def test_cancel_for_key_of_another_key_from_a_try_is_traced_to_r66() -> None:
-    steps = [Init(), Watch("o", 5, ("k",), on_try=(CancelForKey("other"),))]
+    steps: list[Step] = [Init(), Watch("o", 5, ("k",), on_try=(CancelForKey("other"),))]
     diagnosis = hang_diagnosis(steps)
     assert diagnosis is not None and diagnosis.endswith("(R66)"), diagnosis
     assert "(the library holds the lock of 'o')" in diagnosis
 
 
 def test_any_other_call_back_in_is_traced_to_r69() -> None:
-    steps = [Init(), Watch("p", 9, ("j",)), Add("t", 0, on_run=(ForceComplete("p"),))]
+    steps: list[Step] = [Init(), Watch("p", 9, ("j",)), Add("t", 0, on_run=(ForceComplete("p"),))]
     diagnosis = hang_diagnosis(steps)
     assert diagnosis == (
-        'the port hangs in the run of task \'t\', which calls force_complete("p"): '
+        "the port hangs in the run of task 't', which calls force_complete(\"p\"): "
         "a callback may make this call (R69)"
     )

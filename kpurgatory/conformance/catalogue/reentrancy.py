@@ -186,6 +186,20 @@ def _r68_lifecycle_from_callbacks() -> list[Step]:
     ]
 
 
+def _r75_sweep_after_cancel_for_key() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=4),
+        # completes on the sweep's try; its on_complete cancels the key being swept
+        Watch("canceller", 10, ("k",), ready_on_try=3, on_complete=(CancelForKey("k"),)),
+        Watch("stays", 10, ("k",)),
+        Watch("ready", 10, ("k", "j")),
+        SetReady("ready"),
+        CheckAndComplete("k"),  # 2: the sweep still tries stays and ready (R75)
+        CheckAndComplete("j"),  # ready is done: 0
+        Advance(20),  # nothing expires: cancel_for_key took stays out of the timer
+    ]
+
+
 def _nested_drain_from_a_task() -> list[Step]:
     return [
         Init(tick_ms=1, wheel_size=8),
@@ -207,8 +221,9 @@ TIMER_REENTRANT_RUNS: tuple[RuleRun, ...] = (
     ),
     RuleRun(
         "r69-nested-drain-from-a-task",
-        "advance_clock from a task's run is a nested drain of what is due by then.",
-        ("R69", "R7"),
+        "advance_clock from a task's run is a nested drain of what is due by then and not "
+        "taken out already; the rest of the outer drain's batch is handed over after it.",
+        ("R74", "R69", "R7"),
         _nested_drain_from_a_task,
     ),
 )
@@ -270,6 +285,13 @@ REENTRANT_RUNS: tuple[RuleRun, ...] = (
         "submission then leaves untimed; it stays watched on its other keys.",
         ("R66", "R29", "R23"),
         _r66_cancel_for_key_in_submission,
+    ),
+    RuleRun(
+        "r75-sweep-after-cancel-for-key",
+        "A sweep tries the list it took: cancel_for_key of the swept key from a callback "
+        "inside the sweep does not stop it trying the operations it returned.",
+        ("R75", "R29", "R25"),
+        _r75_sweep_after_cancel_for_key,
     ),
     RuleRun(
         "r68-lifecycle-from-callbacks",
