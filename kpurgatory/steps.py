@@ -42,6 +42,7 @@ __all__ = [
     "CheckAndComplete",
     "ClockAdvance",
     "Close",
+    "ExecutorShutdown",
     "ForceComplete",
     "Init",
     "Key",
@@ -223,6 +224,19 @@ class Close:
 
 
 @dataclass(frozen=True)
+class ExecutorShutdown:
+    """Shut down the executor the run gave the timer labelled ``timer`` (R65).
+
+    The timer stays open; from then on the executor refuses every task (its ``submit``
+    raises ``RuntimeError``, as a shut-down thread pool does), so a drain or an add that
+    hands a task over meets a refusal. Result: ``null``.
+    """
+
+    timer: str = "main"
+    STEP: ClassVar[str] = "executor_shutdown"
+
+
+@dataclass(frozen=True)
 class Shutdown:
     """``purgatory.shutdown()`` (R32); later purgatory calls raise. Result: ``null``."""
 
@@ -244,6 +258,7 @@ Step: TypeAlias = (
     | Shutdown
     | NextDueTime
     | Close
+    | ExecutorShutdown
 )
 """Any step of the language."""
 
@@ -277,7 +292,16 @@ NESTED_FIELDS: frozenset[str] = frozenset({"on_run", *CALLBACKS})
 """Every field that carries nested steps (a task's and an operation's)."""
 
 TIMER_STEP_KINDS: frozenset[str] = frozenset(
-    {"init", "add", "cancel", "advance", "clock_advance", "next_due_time", "close"}
+    {
+        "init",
+        "add",
+        "cancel",
+        "advance",
+        "clock_advance",
+        "next_due_time",
+        "close",
+        "executor_shutdown",
+    }
 )
 """The step kinds a port of the timer alone can answer (``kpurgatory conformance --timer-only``)."""
 

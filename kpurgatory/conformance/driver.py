@@ -57,6 +57,7 @@ __all__ = [
     "canonical_events",
     "compare_observations",
     "first_divergence",
+    "observed_error",
     "run_steps",
     "sequence_error",
     "state_difference",
@@ -72,6 +73,21 @@ PUBLIC_API: tuple[str, ...] = (
     "DelayedOperationPurgatory",
 )
 """The names an implementation module must export to be driven."""
+
+
+def observed_error(exc: BaseException) -> str | None:
+    """The name an observation records for ``exc`` (``raised``), or None if it is not an
+    implementation's error (a crash, an interrupt: the caller re-raises it).
+
+    One of ``IMPLEMENTATION_ERRORS`` is recorded by its class name. A call that met
+    several errors raises them together (R53: a ``BaseExceptionGroup``, in the order
+    raised), recorded as its first one: a port that raises only its first error, or a
+    group of them, gives the same observation."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, IMPLEMENTATION_ERRORS):
+        return type(exc).__name__
+    return None
 
 
 class StepError(ValueError):
@@ -108,6 +124,7 @@ class _World:
     clock: ManualClock
     timers: dict[str, Any]
     purgatory: Any
+    executors: dict[str, InlineExecutor]
 
 
 class Driver:
@@ -162,6 +179,7 @@ class Driver:
             language.NextDueTime: self._next_due_time,
             language.Shutdown: self._shutdown,
             language.Close: self._close,
+            language.ExecutorShutdown: self._executor_shutdown,
         }
 
     # -- public ----------------------------------------------------------------------
@@ -208,8 +226,10 @@ class Driver:
                 result = call(world, step)
             except StepError:  # a fault of the steps, not of the implementation
                 raise
-            except IMPLEMENTATION_ERRORS as exc:
-                raised = type(exc).__name__
+            except BaseException as exc:
+                raised = observed_error(exc)
+                if raised is None:
+                    raise
             if self._nested_error is not None:
                 error, self._nested_error = self._nested_error, None
                 raise error
@@ -268,6 +288,7 @@ class Driver:
             raise StepError("the first step of a run must be init")
         init = step
         self._clock = clock = ManualClock(init.clock_ms)
+        executors = {label: InlineExecutor() for label in init.timers}
         timers = {
             label: self.impl.SystemTimer(
                 label,
@@ -275,7 +296,7 @@ class Driver:
                 init.wheel_size,
                 init.start_ms,
                 clock=clock,
-                executor=InlineExecutor(),
+                executor=executors[label],
             )
             for label in init.timers
         }
@@ -286,7 +307,7 @@ class Driver:
             reaper_enabled=False,
             timer_enabled=init.timer_enabled,
         )
-        self._world = _World(clock, timers, purgatory)
+        self._world = _World(clock, timers, purgatory, executors)
         self._tick = timers[init.timers[0]].tick_ms  # the purgatory's timer's, for watches
 
     def _timer(self, world: _World, label: str) -> Any:
@@ -399,6 +420,10 @@ class Driver:
     def _close(self, world: _World, step: language.Close) -> None:
         self._timer(world, step.timer).close()
 
+    def _executor_shutdown(self, world: _World, step: language.ExecutorShutdown) -> None:
+        self._timer(world, step.timer)  # StepError for an unknown label
+        world.executors[step.timer].shutdown()
+
     def _schedule(self, label: str, due: int) -> int | None:
         """Set ``label``'s unit due time to ``due`` before its add or watch is called (a task
         due at once is handed over inside the call, R3, and its events need the due time);
@@ -472,7 +497,9 @@ class Driver:
                     where = "run" if callback == "run" else callback
                     self._nested_error = StepError(f"{inner.STEP} in the {where} of {who}: {exc}")
                 break
-            except IMPLEMENTATION_ERRORS:
+            except BaseException as exc:
+                if observed_error(exc) is None:
+                    raise
                 break
 
     def _reentered(self, step: Step) -> str | None:

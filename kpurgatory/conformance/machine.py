@@ -468,6 +468,13 @@ class ConformanceMachine(RuleBasedStateMachine):
     def purgatory_advance(self, data: st.DataObject) -> None:
         self.do(language.PurgatoryAdvance(self.moves(data)))
 
+    @precondition(available("executor_shutdown"))
+    @rule(data=st.data(), now=st.integers(0, 7))
+    def executor_shutdown(self, data: st.DataObject, now: int) -> None:
+        """Rare: a timer's executor refuses every task from then on (R65)."""
+        if now == 0:
+            self.do(language.ExecutorShutdown(data.draw(st.sampled_from(self.timers))))
+
     @precondition(available_for_purgatory("shutdown"))
     @rule(now=st.integers(0, 5))
     def shutdown(self, now: int) -> None:

@@ -14,6 +14,7 @@ from kpurgatory.steps import (
     Advance,
     Cancel,
     Close,
+    ExecutorShutdown,
     ForceComplete,
     Init,
     NextDueTime,
@@ -45,7 +46,10 @@ def sequence_error(steps: Sequence[Step]) -> tuple[int, str] | None:
     def check(step: Step, nested: bool) -> str | None:
         if isinstance(step, Init):
             return "init inside a callback's steps" if nested else None
-        if isinstance(step, Add | Advance | NextDueTime | Close) and step.timer not in timers:
+        if (
+            isinstance(step, Add | Advance | NextDueTime | Close | ExecutorShutdown)
+            and step.timer not in timers
+        ):
             return f"unknown timer label {step.timer!r}; init declared {list(timers)}"
         if isinstance(step, Add):
             if step.task in operations:

@@ -54,6 +54,11 @@ class Timer {
     this.seq = 0;
     this.runTask = runTask;
     this.closed = false;
+    this.refusing = false; // its executor was shut down: every hand-over is refused (R65)
+  }
+  handOver(task, due) {
+    if (this.refusing) throw new RuntimeError(`the executor refused task ${task.label}`);
+    this.runTask(task, due);
   }
   close() {
     this.closed = true; // idempotent; the tasks it holds never run (R14)
@@ -68,7 +73,7 @@ class Timer {
     task.timer = null;
     task.entry = null; // an earlier schedule waiting for its turn in a drain is void (R11)
     if (due <= this.currentTime) {
-      this.runTask(task, due); // due at once: handed over inside add (R3)
+      this.handOver(task, due); // due at once: handed over inside add (R3)
       return;
     }
     const entry = { task, due, seq: this.seq++ };
@@ -87,14 +92,21 @@ class Timer {
     for (const entry of due) this.pending.delete(entry.task);
     this.currentTime = Math.max(this.currentTime, roundDown(now, this.tickMs)); // R2
     let handedOver = false;
+    let refusal = null;
     for (const entry of due) {
       if (this.closed) break; // closed by a task of this drain: nothing more runs (R64)
       if (entry.task.entry !== entry || this.pending.has(entry.task)) continue; // R11
       entry.task.timer = null;
       entry.task.entry = null;
-      this.runTask(entry.task, entry.due);
-      handedOver = true;
+      try {
+        this.handOver(entry.task, entry.due);
+        handedOver = true;
+      } catch (error) {
+        if (!(error instanceof RuntimeError)) throw error;
+        refusal ??= error; // the others are handed over first, then it is raised (R53)
+      }
     }
+    if (refusal !== null) throw refusal;
     return handedOver;
   }
 }
@@ -167,6 +179,9 @@ class Run {
         return null;
       case "close":
         this.timer(step.timer).close();
+        return null;
+      case "executor_shutdown":
+        this.timer(step.timer).refusing = true;
         return null;
       default:
         throw new Error(`unsupported step kind ${step.step}`);

@@ -19,6 +19,7 @@ from kpurgatory.steps import (
     CancelForKey,
     CheckAndComplete,
     Close,
+    ExecutorShutdown,
     ForceComplete,
     Init,
     PurgatoryAdvance,
@@ -200,6 +201,35 @@ def _r75_sweep_after_cancel_for_key() -> list[Step]:
     ]
 
 
+def _r65_executor_refusal() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=8, timers=("main", "aux")),
+        Add("refused", 2),
+        Add("other", 2, "aux"),
+        ExecutorShutdown(),  # main's executor refuses from now on; main stays open
+        Advance(3),  # the refusal is the drain's error: RuntimeError, refused stays unrun
+        Add("at-once", -1),  # handed over inside add and refused: RuntimeError, not timed
+        Advance(1, "aux"),  # aux's executor still runs its tasks
+        Close(),
+        Add("after-close", 5, "aux"),
+        Advance(10),  # closed: False, nothing is handed over, nothing raised
+    ]
+
+
+def _r65_refusal_in_submission() -> list[Step]:
+    return [
+        Init(tick_ms=1, wheel_size=4),
+        Watch("timed", 10, ("k",)),
+        ExecutorShutdown(),
+        # due at once: handed over in its submission and refused, so the submission is
+        # rolled back (R38) and raises RuntimeError
+        Watch("refused", 0, ("k",)),
+        CheckAndComplete("k"),  # tries timed only
+        Advance(10),  # timed is due: refused too, RuntimeError; it stays unexpired
+        CancelForKey("k"),
+    ]
+
+
 def _nested_drain_from_a_task() -> list[Step]:
     return [
         Init(tick_ms=1, wheel_size=8),
@@ -218,6 +248,14 @@ TIMER_REENTRANT_RUNS: tuple[RuleRun, ...] = (
         "the closed timer moves no clock and schedules nothing.",
         ("R64", "R14", "R69"),
         _r64_close_from_a_task,
+    ),
+    RuleRun(
+        "r65-executor-refusal",
+        "An executor that refuses a task: while the timer is open the refusal is the "
+        "drain's or the add's error and the task stays unrun; another timer's executor "
+        "is unaffected; a closed timer hands nothing over.",
+        ("R65", "R53", "R14"),
+        _r65_executor_refusal,
     ),
     RuleRun(
         "r69-nested-drain-from-a-task",
@@ -278,6 +316,13 @@ REENTRANT_RUNS: tuple[RuleRun, ...] = (
         "later submissions are refused and the timer is closed.",
         ("R64", "R17", "R32"),
         _r64_shutdown_from_on_complete,
+    ),
+    RuleRun(
+        "r65-refusal-in-submission",
+        "An executor that refuses an operation due at once: its submission is rolled back "
+        "and raises; a drain's refused expiry is the drain's error.",
+        ("R65", "R38", "R54"),
+        _r65_refusal_in_submission,
     ),
     RuleRun(
         "r66-cancel-for-key-in-submission",

@@ -385,6 +385,19 @@ PORT_BUGS: tuple[PortBug, ...] = (
         ),
     ),
     _new(
+        "executor-refusal-dropped",
+        "re-entrancy",
+        "A task the executor refuses while the timer is open is logged and dropped instead "
+        "of being the drain's (or the add's) error: the call returns as if it had been "
+        "handed over, and an operation due at once stays submitted (R65, R53).",
+        (
+            _TIMER,
+            "SystemTimer._hand_over",
+            "            if self._closed and isinstance(exc, RuntimeError):\n",
+            "            if isinstance(exc, RuntimeError):\n",
+        ),
+    ),
+    _new(
         "cancel-for-key-in-submission-timed",
         "re-entrancy",
         "An operation that cancel_for_key returned from its own try_complete, during its "
