@@ -242,8 +242,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         operations trying each other multiply the tries."""
         kinds = ["cancel", "cancel", "add", "add", "advance"]
         if not self.run.timer_only:
-            kinds += ["set_ready", "check", "check", "force", "cancel_for_key", "watch"]
-            kinds += ["purgatory_advance", "shutdown"]
+            kinds += ["set_ready", "set_ready", "check", "check", "force", "cancel_for_key"]
+            kinds += ["watch", "purgatory_advance", "shutdown"]
         kinds.append("close")
         step_kind = {"check": "check_and_complete", "force": "force_complete"}
         kinds = [kind for kind in kinds if self.run.capabilities.has(step_kind.get(kind, kind))]
@@ -505,7 +505,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.do(language.PurgatoryAdvance(self.moves(data)))
 
     @precondition(available("executor_shutdown"))
-    @rule(data=st.data(), now=st.integers(0, 31))
+    @rule(data=st.data(), now=st.integers(0, 7))
     def executor_shutdown(self, data: st.DataObject, now: int) -> None:
         """Rare: a timer's executor refuses every task from then on (R65), which hides
         every later hand-over of that timer, so most runs keep theirs."""
@@ -513,7 +513,7 @@ class ConformanceMachine(RuleBasedStateMachine):
             self.do(language.ExecutorShutdown(data.draw(st.sampled_from(self.timers))))
 
     @precondition(available_for_purgatory("shutdown"))
-    @rule(now=st.integers(0, 5))
+    @rule(now=st.integers(0, 3))
     def shutdown(self, now: int) -> None:
         if now == 0 and not self.shut_down:  # rare: later steps raise
             self.shut_down = True
