@@ -5,7 +5,7 @@ tasks the outer drain took out and has not handed over yet are handed over after
 the later reading. R75: a ``check_and_complete`` sweep still tries the operations that a
 ``cancel_for_key`` of the same key, called from inside the sweep, returned. The committed
 vectors ``r69-nested-drain-from-a-task`` and ``r75-sweep-after-cancel-for-key`` check
-the same through the step language, for ports.
+the same through the step language, for ports; the lifecycle model agrees.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from kpurgatory import ManualClock
 from kpurgatory.executors import InlineExecutor
+from tests.machines.lifecycle_model import Call, LifecycleModel
 from tests.test_reentrancy import hooked_operation, inline_purgatory
 
 
@@ -77,3 +78,36 @@ def test_r75_a_sweep_tries_the_operations_a_nested_cancel_for_key_returned(
     assert stays.calls["try_complete"] == 3  # two in its submission, one in the sweep
     assert ready.is_completed and ready.calls["on_complete"] == 1
     assert not stays.is_completed and purgatory.timer.size == 0  # out of the timer (R29)
+
+
+def test_r74_and_r75_the_lifecycle_model_agrees() -> None:
+    """The spec-only model (tests/machines/lifecycle_model.py), written before R74 and R75,
+    already made both choices: the rules write down what all three do."""
+    order: list[tuple[str, int]] = []
+    model = LifecycleModel(1, 1000, True)
+    expire = model._expire
+
+    def recording_expire(op: Any) -> None:
+        order.append((op.name, model.now))
+        expire(op)
+
+    model._expire = recording_expire  # type: ignore[method-assign]
+    ops = [
+        model.new_op("outer", 1, {("on_expiration", 1): Call("advance_clock", amount=1)}),
+        model.new_op("batch", 2, {}),
+        model.new_op("inner", 3, {}),
+    ]
+    for op, key in zip(ops, "abc", strict=True):
+        model.submit(op, [key])
+    model.advance_clock(2)
+    assert order == [("outer", 2), ("inner", 3), ("batch", 3)]  # R74
+
+    model = LifecycleModel(1, 1000, True)
+    canceller = model.new_op("canceller", 10, {("on_complete", 1): Call("cancel_for_key", key="k")})
+    stays, ready = model.new_op("stays", 10, {}), model.new_op("ready", 10, {})
+    for op in (canceller, stays, ready):
+        model.submit(op, ["k"])
+    canceller.ready = ready.ready = True
+    assert model.check_and_complete("k") == 2  # R75
+    assert stays.calls["try_complete"] == 3 and ready.outcome == "completed"
+    assert model.log[0][2] == ("ok", ["canceller", "stays", "ready"])
