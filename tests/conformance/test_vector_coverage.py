@@ -34,9 +34,9 @@ NO_LET_GO = PortBug(
         _edit(
             "no-let-go",
             "kpurgatory.optimized.purgatory",
-            "DelayedOperationPurgatory._left_watching",
-            "            if self._unfinished or not self._purge_when_idle:\n",
-            "            if True:\n",
+            "DelayedOperationPurgatory._idle",
+            "        if self._unfinished or not self._purge_when_idle:\n",
+            "        if True:\n",
         ),
     ),
 )
