@@ -221,10 +221,13 @@ class DelayedOperation(TimerTask):
 
         Holding the lock (Kafka 4.1, KAFKA-19312), ``force_complete``; if that won,
         count the expiry in the purgatory it was submitted to (``num_expired``), then
-        ``on_expiration``. O(1) plus the callbacks. Reference equivalent:
-        ``DelayedOperation.run``.
+        ``on_expiration``. Nothing if ``cancel_for_key`` took the operation out of the
+        timer after the timer had handed this run over (R29). O(1) plus the callbacks.
+        Reference equivalent: ``DelayedOperation.run``.
         """
         with self._lock:
+            if self._untimed:
+                return
             self._expiring = get_ident()  # a force_complete won in this thread now expires
             if self.force_complete():
                 owner = self._owner  # read, not a bound-method hook per submission

@@ -132,9 +132,13 @@ class DelayedOperation(TimerTask):
         """Expire the operation (the timer's callback, R17).
 
         Holding the lock (Kafka 4.1, KAFKA-19312: ``on_complete`` never overlaps a
-        ``try_complete``), ``force_complete``; if that won, ``on_expiration``.
+        ``try_complete``), ``force_complete``; if that won, ``on_expiration``. Nothing
+        if ``cancel_for_key`` took the operation out of the timer after the timer had
+        handed this run over (R29: an operation it returned never expires).
         """
         with self._lock:
+            if self._untimed:
+                return
             if self.force_complete():
                 self.on_expiration()
 
