@@ -334,15 +334,25 @@ class Model:
 
     def _run(self, state: State, thread: int, pc: int, regs: Regs, ret: Any) -> list[Outcome]:
         """R17: expiry: holding the lock, force_complete; if it won, on_expiration. A run
-        handed over before cancel_for_key took the operation out does nothing (R29)."""
+        handed over before cancel_for_key took the operation out completes nothing
+        (R29); after releasing the lock it makes the attempt a knock left it (R41)."""
         op: int = regs[0]
         if pc == 0:
             locked = self._acquire(state, thread, op)
             if locked is None:
                 return []
-            if locked.ops[op].untimed:
-                return [("ret", self._release(locked, op), None, ())]
+            if locked.ops[op].untimed:  # held for the check: a knock may find it so
+                return [("go", locked, 5, regs, ())]
             return [("call", locked, 1, regs, (), "force", (op,))]
+        if pc == 5:  # taken out: complete nothing, release
+            return [("go", self._release(state, op), 3, regs, ())]
+        if pc == 3:  # a knock that found the lock held is ours
+            entry = state.ops[op]
+            if entry.pending and entry.fin == PENDING:
+                return [("call", state, 4, regs, (), "stc", (op,))]
+            return [("ret", state, None, ())]
+        if pc == 4:  # safe_try_complete returned
+            return [("ret", state, None, ())]
         if pc == 1:
             if ret:
                 return [("call", state, 2, regs, (), "oe", (op,))]
