@@ -10,6 +10,7 @@ programs with the threads one after another: every one must be explained.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -46,18 +47,24 @@ def test_history_mutant_is_armed(mutant: Mutant) -> None:
     assert original != mutated
 
 
+def _first_rejection(mutant: Mutant, impl: Any) -> tuple[Any, Any, Any]:
+    """(program, history, verdict) of the first history of ``mutant`` (applied) that the
+    checker rejects, recording at most ``MAX_HISTORIES``; fails the test if none is."""
+    for seed in range(MAX_HISTORIES):
+        program = random_program(random.Random(seed), weights=WEIGHTS[mutant.name])
+        history = record(program, impl, seed=seed, yield_chance=YIELD_CHANCE)
+        verdict = check(history)
+        if verdict.outcome == REJECTED:
+            return program, history, verdict
+    pytest.fail(f"{mutant.name}: no history of {MAX_HISTORIES} was rejected")
+
+
 @pytest.mark.parametrize("mutant", HISTORY_MUTANTS, ids=IDS)
 def test_history_mutant_is_caught_on_real_threads(mutant: Mutant) -> None:
     impl = implementation(_package(mutant))
     with applied(mutant):
-        for seed in range(MAX_HISTORIES):
-            program = random_program(random.Random(seed), weights=WEIGHTS[mutant.name])
-            history = record(program, impl, seed=seed, yield_chance=YIELD_CHANCE)
-            verdict = check(history)
-            if verdict.outcome == REJECTED:
-                assert format_history(history, verdict)
-                return
-    pytest.fail(f"{mutant.name}: no history of {MAX_HISTORIES} was rejected")
+        _, history, verdict = _first_rejection(mutant, impl)
+    assert format_history(history, verdict)
 
 
 @pytest.mark.parametrize("mutant", HISTORY_MUTANTS, ids=IDS)
@@ -77,14 +84,7 @@ def test_a_caught_race_shrinks_to_a_smaller_program_that_still_fails() -> None:
     mutant = next(m for m in HISTORY_MUTANTS if m.name == "kafka-6653-lost-completion")
     impl = implementation(_package(mutant))
     with applied(mutant):
-        for seed in range(MAX_HISTORIES):
-            program = random_program(random.Random(seed), weights=WEIGHTS[mutant.name])
-            history = record(program, impl, seed=seed, yield_chance=YIELD_CHANCE)
-            verdict = check(history)
-            if verdict.outcome == REJECTED:
-                break
-        else:
-            pytest.fail(f"{mutant.name}: no history of {MAX_HISTORIES} was rejected")
+        program, history, verdict = _first_rejection(mutant, impl)
         shrunk = shrink(program, impl, history, verdict, attempts=20, yield_chance=YIELD_CHANCE)
     assert shrunk.verdict.outcome == REJECTED
     assert shrunk.program.size <= program.size
