@@ -1,6 +1,6 @@
 """The optimized ``DelayedOperation``: a timer task of the wheel that completes exactly once.
 
-Rules: R16-R21, R29, R30, R34, R38, R40, R41, R48, R56, R58, R61, R66, R67.
+Rules: R16-R22, R29, R30, R34, R38, R40, R41, R48, R56, R58, R61, R66, R67.
 
 Behaviour is that of ``kpurgatory.reference.operation`` (CAS completed flag, ``run``
 holding the operation lock (R21) as in Kafka 4.1, ``safe_try_complete`` skipping a
@@ -26,7 +26,7 @@ Python-level override of ``force_complete``, ``run`` or ``__init__``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from threading import get_ident
 from typing import Any, Protocol
 
@@ -118,7 +118,7 @@ class DelayedOperation(TimerTask):
         self._counted = False  # counted as unfinished by its purgatory (R61; counters lock)
         self._untimed = False  # cancel_for_key took its timer entry: never timed again (R66)
         self._owner: _Owner | None = None
-        self._watch_keys: tuple[Any, ...] | None = None
+        self._watch_keys: tuple[Hashable, ...] = ()  # given by the submission (R22)
         self._waiter: _Waiter | None = None
         self._expiring = 0  # the thread running ``run`` (its id), for the waiter's outcome
 
@@ -168,7 +168,7 @@ class DelayedOperation(TimerTask):
             won = not self._completed
             self._completed = True
         if won:
-            owner = self._owner if self._watch_keys is not None else None
+            owner = self._owner if self._watch_keys else None  # watched, or being watched
             if owner is not None:
                 # A purge candidate (R30) before the timer entry goes: a purge that took the
                 # candidates before this line read a timer size still counting the
@@ -310,6 +310,25 @@ class DelayedOperation(TimerTask):
             if self._completed or not retry:
                 return done
 
+    def _is_finished(self) -> bool:
+        """Completed, expired or abandoned: no purgatory path may complete it any more."""
+        return self._completed
+
+    def _knocked(self) -> bool:
+        """Whether a ``maybe_try_complete`` set the pending flag since it was cleared (R41)."""
+        return self._try_complete_pending
+
+    def _clear_pending(self) -> None:
+        """Clear the pending flag before a blocking attempt (R41); lock held. A False
+        flag needs no lock round trip."""
+        if self._try_complete_pending:
+            with self._flags:
+                self._try_complete_pending = False
+
+    def _unschedule(self) -> None:
+        """Take the operation out of its timer (``TimerTask.cancel``; ``cancel`` abandons)."""
+        TimerTask.cancel(self)
+
     def _claim_submission(self, owner: _Owner) -> bool:
         """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
         with self._flags:  # compare-and-set False -> True
@@ -322,7 +341,7 @@ class DelayedOperation(TimerTask):
     def _release_submission(self) -> None:
         """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
         self._owner = None
-        self._watch_keys = None
+        self._watch_keys = ()
         self._untimed = False
         with self._flags:
             self._submitted = False

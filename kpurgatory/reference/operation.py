@@ -14,13 +14,13 @@ reader sees an operation pending, completed or abandoned, never one after the ot
 It abandons (R40), keeps the pending flag on the blocking paths (R41) and takes a
 re-entrant lock (R63).
 
-Rules: R16-R20, R29, R34, R38, R40, R41, R56, R61, R63, R66-R68.
+Rules: R16-R20, R22, R29, R34, R38, R40, R41, R56, R61, R63, R66-R68.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from kpurgatory import sync
@@ -58,7 +58,7 @@ class DelayedOperation(TimerTask):
         self._outcome: str | None = None  # "completed" or "abandoned": the winner writes it
         self._untimed = False  # cancel_for_key took its timer entry: never timed again (R66)
         self._owner: _Owner | None = None
-        self._watch_keys: tuple[object, ...] = ()
+        self._watch_keys: tuple[Hashable, ...] = ()  # given by the submission (R22)
         self._counted = False  # counted as unfinished by its purgatory (R61; its lock)
 
     @property

@@ -131,6 +131,7 @@ _OPT_Q = "kpurgatory.optimized.delay_queue"
 _OPT_P = "kpurgatory.optimized.purgatory"
 _OPT_O = "kpurgatory.optimized.operation"
 _REF_O = "kpurgatory.reference.operation"
+_PROTO = "kpurgatory.protocol"
 
 # Why some state is read without its lock (the rows' ``free_reads``). Each is one load of
 # a reference (an int, a bool, a tuple, a container's length), which CPython performs as a
@@ -154,34 +155,9 @@ GUARDS: list[Guard] = [
     Guard(_REF_T, "SystemTimer", "_current_time", "field", _REF_TIMER),
     Guard(_REF_T, "SystemTimer", "_closed", "field", _REF_TIMER, free_reads=_CLOSED),
     Guard(_REF_T, "SystemTimer", "_wake_requested", "field", _REF_TIMER),
-    # reference purgatory: one lock for the watcher map, its lists and the counters
+    # reference purgatory's store: one lock for the watcher map and its lists (the same
+    # lock object is its counters and shutdown lock: the protocol rows below)
     Guard(_REF_P, "DelayedOperationPurgatory", "_watchers", "dict", attr_lock("_lock"), "list"),
-    Guard(
-        _REF_P,
-        "DelayedOperationPurgatory",
-        "_estimated_total_operations",
-        "field",
-        attr_lock("_lock"),
-    ),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_lock")),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_unfinished", "field", attr_lock("_lock")),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_estimate_resets", "field", attr_lock("_lock")),
-    Guard(
-        _REF_P,
-        "DelayedOperationPurgatory",
-        "_num_completed_by_purgatory",
-        "field",
-        attr_lock("_lock"),
-    ),
-    Guard(
-        _REF_P,
-        "DelayedOperationPurgatory",
-        "_is_shut_down",
-        "field",
-        attr_lock("_lock"),
-        free_reads=_SHUT,
-    ),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_shutdown_done", "field", attr_lock("_lock")),
     # reference operation: the flags are atomic; abandoning and its keys under the lock
     Guard(_REF_O, "DelayedOperation", "_abandoned", "field", attr_lock("_lock"), free_reads=_FLAG),
     Guard(_REF_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock"), free_reads=_KEYS),
@@ -225,38 +201,24 @@ GUARDS: list[Guard] = [
     Guard(_OPT_P, "_Shard", "watchers", "dict", attr_lock("lock"), "attr:ops"),
     Guard(_OPT_P, "_Shard", "count", "field", attr_lock("lock"), free_reads=_WATCHED),
     Guard(
-        _OPT_P,
-        "DelayedOperationPurgatory",
-        "_estimated_total_operations",
-        "field",
-        attr_lock("_counters_lock"),
-    ),
-    Guard(_OPT_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_counters_lock")),
-    Guard(_OPT_P, "DelayedOperationPurgatory", "_unfinished", "field", attr_lock("_counters_lock")),
-    Guard(
-        _OPT_P,
-        "DelayedOperationPurgatory",
-        "_estimate_resets",
-        "field",
-        attr_lock("_counters_lock"),
-    ),
-    Guard(
-        _OPT_P, "DelayedOperationPurgatory", "_num_completed", "field", attr_lock("_counters_lock")
-    ),
-    Guard(
         _OPT_P, "DelayedOperationPurgatory", "_num_expired", "field", attr_lock("_counters_lock")
     ),
-    Guard(
-        _OPT_P,
-        "DelayedOperationPurgatory",
-        "_is_shut_down",
-        "field",
-        attr_lock("_shutdown_lock"),
-        free_reads=_SHUT,
+    # the protocol both purgatories run: its counters under the counters lock, the latch
+    # under the shutdown lock (the reference's one lock is both)
+    *(
+        Guard(_PROTO, "Purgatory", name, "field", attr_lock("_counters_lock"))
+        for name in (
+            "_estimated_total_operations",
+            "_estimate_resets",
+            "_unfinished",
+            "_num_purged",
+            "_num_completed",
+        )
     ),
     Guard(
-        _OPT_P, "DelayedOperationPurgatory", "_shutdown_done", "field", attr_lock("_shutdown_lock")
+        _PROTO, "Purgatory", "_is_shut_down", "field", attr_lock("_shutdown_lock"), free_reads=_SHUT
     ),
+    Guard(_PROTO, "Purgatory", "_shutdown_done", "field", attr_lock("_shutdown_lock")),
 ]
 """What each lock guards, per implementation (docs/verification.md, "Lock discipline").
 
@@ -270,18 +232,21 @@ _GUARDED_INSIDE = "an object set at construction whose own methods or fields hav
 
 UNGUARDED: dict[str, str] = {
     **{
-        f"DelayedOperationPurgatory.{name}": _CONST
+        f"Purgatory.{name}": _CONST
         for name in (
             "_name", "_broker_id", "_purge_interval", "_reaper_enabled", "_timer_enabled",
-            "_num_shards", "_timer", "_reaper", "_candidates_limit", "_purge_when_idle",
-            "_let_go_bound",
+            "_timer", "_reaper", "_purge_when_idle",
         )
     },
     **{
-        f"DelayedOperationPurgatory.{name}": _SYNC
-        for name in ("_lock", "_counters_lock", "_shutdown_lock", "_shutdown_finished",
-                     "_stop_reaper")
+        f"Purgatory.{name}": _SYNC
+        for name in ("_counters_lock", "_shutdown_lock", "_shutdown_finished", "_stop_reaper")
     },
+    **{
+        f"DelayedOperationPurgatory.{name}": _CONST
+        for name in ("_num_shards", "_candidates_limit", "_let_go_bound")
+    },
+    "DelayedOperationPurgatory._lock": _SYNC,
     "DelayedOperationPurgatory._shards": _GUARDED_INSIDE,
     "DelayedOperationPurgatory._candidates": (
         "a sync.new_shared_dict: no lock by design, each call atomic; the schedules switch "

@@ -126,10 +126,10 @@ class LockedCheckPurgatory(DelayedOperationPurgatory[Any]):
         with self._lock:
             for operation in list(self._watchers.get(key, ())):
                 if operation.is_completed:
-                    self._unwatch(key, operation)
+                    self._unwatch_key(key, operation)
                 elif operation.safe_try_complete():
                     completed += 1
-                    self._unwatch(key, operation)
+                    self._unwatch_key(key, operation)
         return completed
 
 
@@ -180,12 +180,13 @@ def mutant(name: str) -> Impl:
 
 _R = "kpurgatory.reference"
 _O = "kpurgatory.optimized"
+_P = "kpurgatory.protocol"
 
 LOCK_PATCHES: tuple[Mutant, ...] = (
     Mutant(
         "opt-unwatch-lookup-unlocked",
         f"{_O}.purgatory",
-        "DelayedOperationPurgatory._unwatch_keys",
+        "DelayedOperationPurgatory._unwatch_key",
         "with shard.lock:",
         "if True:",
         "(d) unlinking an operation looks its key's watcher list up without the shard lock: "
@@ -194,9 +195,9 @@ LOCK_PATCHES: tuple[Mutant, ...] = (
     Mutant(
         "ref-purge-without-lock",
         f"{_R}.purgatory",
-        "DelayedOperationPurgatory._purge_if_due",
-        "        self._estimate_resets += 1\n        purged = self._purge_watchers()",
-        "        self._estimate_resets += 1\n    purged = self._purge_watchers()",
+        "DelayedOperationPurgatory._purge_pass",
+        "with self._lock:",
+        "if True:",
         "(a) the purge walks and rewrites the watcher map after releasing the purgatory lock.",
     ),
     Mutant(
@@ -257,17 +258,17 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-for-key-outside-op-lock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory.cancel_for_key",
-        "            with operation._lock:\n                TimerTask.cancel(operation)\n"
+        "            with operation.lock:\n                operation._unschedule()\n"
         "                operation._untimed = True",
-        "            TimerTask.cancel(operation)\n            operation._untimed = True",
+        "            operation._unschedule()\n            operation._untimed = True",
         "Bug 1: cancel_for_key cancels without the operation lock, so it can run between a "
         "submission's watch and its timer add: the returned operation still expires (R29).",
     ),
     Mutant(
         "opt-no-rollback",
         f"{_O}.purgatory",
-        "DelayedOperationPurgatory._fail",
-        "if not operation._completed and operation._owner is self:",
+        "DelayedOperationPurgatory._rolled_back",
+        "if not operation._is_finished() and operation._owner is self:",
         "if False:",
         "Bug 2: a submission that raises (the timer closed by a concurrent shutdown) is not "
         "rolled back: watched, counted and claimed (R38).",
@@ -330,29 +331,21 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "that started R61's let-go, and finished operations stay watched (R16, R61).",
     ),
     Mutant(
-        "opt-let-go-misses-last-watch",
-        f"{_O}.purgatory",
-        "DelayedOperationPurgatory._watch",
+        "let-go-misses-last-watch",
+        _P,
+        "Purgatory._watch",
         "        self._let_go_if_idle()",
         "        pass",
         "A submission whose operation was finished (by a lock-free force_complete) while it "
         "was watching it does not let go again: the finisher's let-go ran before the last "
-        "watch, and the finished operation stays watched with nothing unfinished (R61).",
-    ),
-    Mutant(
-        "ref-let-go-misses-last-watch",
-        f"{_R}.purgatory",
-        "DelayedOperationPurgatory._watch",
-        "        self._let_go_if_idle()",
-        "        pass",
-        "The reference's submission does not let go again after watching an operation "
-        "finished meanwhile: it stays watched with nothing unfinished (R61).",
+        "watch, and the finished operation stays watched with nothing unfinished (R61). "
+        "(Was opt- and ref-let-go-misses-last-watch, one per copy of the submission.)",
     ),
     Mutant(
         "opt-submission-ignores-knock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory._submit",
-        "if not operation._try_complete_pending:  # a knock found the lock held: ours (R41)",
+        "if not operation._knocked():  # a knock found the lock held: its attempt is ours",
         "if True:",
         "The submission does not look at the pending flag after releasing the lock: a "
         "knock that found it held is never answered (R41, KAFKA-8334's shape).",
@@ -361,7 +354,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-for-key-ignores-knock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory.cancel_for_key",
-        "if operation._try_complete_pending and not operation._completed:",
+        "if operation._knocked() and not operation._is_finished():",
         "if False:",
         "cancel_for_key drops a knock that found the operation's lock held by it (R55).",
     ),
@@ -432,22 +425,14 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "(survived the sampled run).",
     ),
     Mutant(
-        "ref-unfinished-unlocked",
-        f"{_R}.purgatory",
-        "DelayedOperationPurgatory._left_watching",
-        "    with self._lock:\n        if not operation._counted:",
-        "    if True:\n        if not operation._counted:",
-        "R61's unfinished count taken down without the purgatory lock: concurrent finishes "
-        "lose updates with the GIL off (an outside mutation run's survivor; the lockset "
-        "table did not list the field).",
-    ),
-    Mutant(
-        "opt-unfinished-unlocked",
-        f"{_O}.purgatory",
-        "DelayedOperationPurgatory._left_watching",
+        "unfinished-unlocked",
+        _P,
+        "Purgatory._left_watching",
         "    with self._counters_lock:\n        if not operation._counted:",
         "    if True:\n        if not operation._counted:",
-        "The optimized unfinished count taken down without the counters lock (R61).",
+        "R61's unfinished count taken down without the counters lock: concurrent finishes "
+        "lose updates with the GIL off (an outside mutation run's survivor; the lockset "
+        "table did not list the field). (Was ref- and opt-unfinished-unlocked.)",
     ),
 )
 """Lock removals the sampled mutation run (issue 11) found surviving the suite."""

@@ -144,7 +144,7 @@ def test_reads_of_shared_state_without_the_lock_are_recorded() -> None:
         assert purgatory._is_shut_down is False  # free_reads: the fast refusal
         purgatory.shutdown()
     assert len(lockset.violations) == 2, lockset.violations
-    assert lockset.violations[0].startswith("read DelayedOperationPurgatory._num_purged")
+    assert lockset.violations[0].startswith("read Purgatory._num_purged")
     assert lockset.violations[1].startswith("get from DelayedOperationPurgatory._watchers")
 
 

@@ -232,9 +232,10 @@ STEPS_IN_ORDER = (
 
 
 def reference_submission() -> str:
-    """The source of the reference's submission: ``_submit`` with ``_time`` (its timer
-    step) in place of the call."""
-    source = (ROOT / "kpurgatory" / "reference" / "purgatory.py").read_text(encoding="utf-8")
+    """The source of the submission both purgatories run (the protocol's ``_submit``,
+    which the reference's reader reads first), with ``_time`` (its timer step) in place
+    of the call."""
+    source = (ROOT / "kpurgatory" / "protocol.py").read_text(encoding="utf-8")
     functions = {
         node.name: ast.get_source_segment(source, node) or ""
         for node in ast.walk(ast.parse(source))

@@ -36,9 +36,9 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
         "lost-cancel",
         _OPT_PURGATORY,
         "DelayedOperationPurgatory.cancel_for_key",
-        "            with operation._lock:\n                TimerTask.cancel(operation)\n"
+        "            with operation.lock:\n                operation._unschedule()\n"
         "                operation._untimed = True",
-        "            TimerTask.cancel(operation)\n            operation._untimed = True",
+        "            operation._unschedule()\n            operation._untimed = True",
         "cancel_for_key cancels the timer entry without the operation's lock: between a "
         "submission's watch and its timer add there is no entry yet, the add comes after, "
         "and the operation it returned expires later (R29).",

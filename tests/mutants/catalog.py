@@ -5,10 +5,11 @@ its source, and the fragment's replacement. ``applied(mutant)`` rebuilds the fun
 from its source with that one change (``inspect.getsource`` + text replacement +
 ``compile``/``exec`` in the defining module's namespace, so globals resolve as in the
 original), swaps it in for the duration of a ``with`` block, and restores the original
-afterwards. It raises ``MutantError`` if the target is gone or the fragment does not
-occur exactly once, so a refactor of the optimized code cannot silently disarm a mutant:
-the test that checks every mutant is armed fails instead, and the catalog must be
-adapted to the new code.
+afterwards. A target the named class inherits (the shared protocol's methods) is
+planted on that class alone. It raises ``MutantError`` if the target is gone or the
+fragment does not occur exactly once, so a refactor of the optimized code cannot
+silently disarm a mutant: the test that checks every mutant is armed fails instead, and
+the catalog must be adapted to the new code.
 
 ``tests/mutants/test_mutants_caught.py`` asserts that the equivalence machines fail on
 every mutant and pass on the unmutated code. A mutant the machines miss means the
@@ -55,8 +56,13 @@ class Mutant:
     machines: tuple[MachineName, ...] = ("timer", "purgatory")
 
 
-def _resolve(mutant: Mutant) -> tuple[ModuleType, Any, str, Any]:
-    """(module, owner, attribute name, raw attribute) of the mutant's target."""
+def _resolve(mutant: Mutant) -> tuple[ModuleType, Any, str, Any, bool]:
+    """(module, owner, attribute name, raw attribute, inherited) of the mutant's target.
+
+    A method the named class inherits (the purgatory protocol of ``kpurgatory.protocol``,
+    which both purgatories derive from) is found in the class that defines it: the
+    module is that class's (its globals), and the mutant is planted on the named class
+    alone, so the other implementation keeps the correct code (``inherited``)."""
     try:
         module = importlib.import_module(mutant.module)
     except ImportError as exc:
@@ -69,11 +75,15 @@ def _resolve(mutant: Mutant) -> tuple[ModuleType, Any, str, Any]:
             raise MutantError(f"{mutant.name}: {mutant.module}.{mutant.target} not found")
     attr = parts[-1]
     namespace = vars(owner)
-    if attr not in namespace:
-        raise MutantError(
-            f"{mutant.name}: {mutant.module}.{mutant.target} not found (not defined there)"
-        )
-    return module, owner, attr, namespace[attr]
+    if attr in namespace:
+        return module, owner, attr, namespace[attr], False
+    for base in owner.__mro__[1:] if isinstance(owner, type) else ():
+        if attr in vars(base):
+            defining = importlib.import_module(base.__module__)
+            return defining, owner, attr, vars(base)[attr], True
+    raise MutantError(
+        f"{mutant.name}: {mutant.module}.{mutant.target} not found (not defined there)"
+    )
 
 
 def _function_of(raw: Any, mutant: Mutant) -> FunctionType:
@@ -93,7 +103,7 @@ def _function_of(raw: Any, mutant: Mutant) -> FunctionType:
 def mutated_source(mutant: Mutant) -> tuple[str, str]:
     """(original source, mutated source) of the target; ``MutantError`` unless the
     fragment occurs exactly once."""
-    _, _, _, raw = _resolve(mutant)
+    _, _, _, raw, _ = _resolve(mutant)
     function = _function_of(raw, mutant)
     source = textwrap.dedent(inspect.getsource(function))
     count = source.count(mutant.old)
@@ -165,14 +175,17 @@ def applied(mutant: Mutant) -> Iterator[Any]:
 
     The original attribute is restored on exit, even if the block raised.
     """
-    module, owner, attr, raw = _resolve(mutant)
+    module, owner, attr, raw, inherited = _resolve(mutant)
     _, new_source = mutated_source(mutant)
     replacement = _build(mutant, module, owner, raw, new_source)
     setattr(owner, attr, replacement)
     try:
         yield replacement
     finally:
-        setattr(owner, attr, raw)
+        if inherited:
+            delattr(owner, attr)  # the named class inherits the original again
+        else:
+            setattr(owner, attr, raw)
 
 
 _BUCKET = "kpurgatory.optimized.bucket"
@@ -402,8 +415,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "check-counts-completed",
         _PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
-        "self._unwatch(shard, watchers, operation)\n            elif",
-        "self._unwatch(shard, watchers, operation); completed += 1\n            elif",
+        "self._unlink(handle, operation)\n            elif",
+        "self._unlink(handle, operation); completed += 1\n            elif",
         "check_and_complete counts operations that were already completed (R25).",
         _PURGATORY_ONLY,
     ),
@@ -420,7 +433,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "estimate-per-key",
         _PURGATORY,
-        "DelayedOperationPurgatory._watch",
+        "DelayedOperationPurgatory._watch_key",
         "shard.count += 1",
         "shard.count += 1; self._estimated_total_operations += 1",
         "The purge estimate grows once per watch key as well as once per operation (R22).",
@@ -430,7 +443,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "cancel-for-key-keeps-timer",
         _PURGATORY,
         "DelayedOperationPurgatory.cancel_for_key",
-        "TimerTask.cancel(operation)",
+        "operation._unschedule()",
         "pass",
         "cancel_for_key does not cancel the operations' timer entries: they still expire (R29).",
         _PURGATORY_ONLY,
@@ -466,9 +479,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "negative-hash-shard",
         _PURGATORY,
-        "DelayedOperationPurgatory._watch",
-        "shard = shards[abs(hash(key)) % num_shards]",
-        "shard = shards[hash(key) % num_shards]",
+        "DelayedOperationPurgatory._watch_key",
+        "shard = self._shards[abs(hash(key)) % self._num_shards]",
+        "shard = self._shards[hash(key) % self._num_shards]",
         "Watching files a key with a negative hash in another shard than lookups use, so "
         "check_and_complete and cancel_for_key miss it (R25).",
         _PURGATORY_ONLY,
@@ -477,7 +490,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "abandon-keeps-watch",
         _PURGATORY,
         "DelayedOperationPurgatory._abandon_submitted",
-        "self._unwatch_keys(operation, keys)",
+        "self._unwatch_key(key, operation)",
         "pass",
         "abandon leaves the operation in its watcher lists: every abandoned wait leaks (R40).",
         _PURGATORY_ONLY,
@@ -485,8 +498,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "rollback-keeps-watch",
         _PURGATORY,
-        "DelayedOperationPurgatory._fail",
-        "self._unwatch_keys(operation, watched)",
+        "DelayedOperationPurgatory._undo",
+        "self._unwatch_key(argument, operation)",
         "pass",
         "A submission that raises leaves its watches behind (R38).",
         _PURGATORY_ONLY,

@@ -258,12 +258,12 @@ PORT_BUGS: tuple[PortBug, ...] = (
             _PURGATORY,
             "DelayedOperationPurgatory._submit",
             "            if operation.try_complete():\n                return True\n"
-            "            entered = self._enter(",
+            "            self._enter(",
             "            if operation.try_complete():\n"
             "                with self._counters_lock:\n"
             "                    self._estimated_total_operations += 1\n"
             "                return True\n"
-            "            entered = self._enter(",
+            "            self._enter(",
         ),
     ),
     _new(
@@ -274,9 +274,9 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             _PURGATORY,
             "DelayedOperationPurgatory._abandon_submitted",
-            "                self._unwatch_keys(operation, keys)\n",
-            "                self._unwatch_keys(operation, keys)\n"
-            "                self._estimated_total_operations -= 1\n",
+            "                self._unwatch_key(key, operation)\n",
+            "                self._unwatch_key(key, operation)\n"
+            "            self._estimated_total_operations -= 1\n",
         ),
     ),
     _shared("abandon-keeps-watch", "abandon"),
@@ -301,11 +301,10 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             _PURGATORY,
             "DelayedOperationPurgatory.try_complete_else_watch",
-            "        keys = _watch_keys(watch_keys)\n        if self._is_shut_down:\n"
-            '            raise RuntimeError(f"purgatory {self._name!r} is shut down")\n',
+            "        return self._accept(",
             "        if self._is_shut_down:\n"
             '            raise RuntimeError(f"purgatory {self._name!r} is shut down")\n'
-            "        keys = _watch_keys(watch_keys)\n",
+            "        return self._accept(",
         ),
     ),
     _new(
@@ -316,10 +315,11 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             _PURGATORY,
             "DelayedOperationPurgatory.try_complete_else_watch",
-            "        keys = _watch_keys(watch_keys)\n",
-            "        keys = _watch_keys(watch_keys)\n"
+            "        return self._accept(",
+            "        _watch_keys(watch_keys)\n"
             "        if operation._owner is not None:\n"
-            '            raise ValueError(f"operation {operation!r} was already submitted")\n',
+            '            raise ValueError(f"operation {operation!r} was already submitted")\n'
+            "        return self._accept(",
         ),
     ),
     _new(
@@ -346,7 +346,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "cancel_for_key returns the operations newest first instead of in watch order (R29).",
         (
             _PURGATORY,
-            "DelayedOperationPurgatory.cancel_for_key",
+            "DelayedOperationPurgatory._take_key",
             "            operations = list(watchers.ops.values())\n",
             "            operations = list(watchers.ops.values())[::-1]\n",
         ),
