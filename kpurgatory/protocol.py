@@ -7,7 +7,7 @@ operations wait on which key, behind the six methods of "the store" below. The
 reference's store is a dict of lists under one lock; the optimized one shards lists by
 key hash and keeps purge candidates. The protocol imports neither implementation.
 
-Rules: R22-R26, R29-R34, R36, R38-R41, R53-R56, R61, R64, R66, R67, R73, R75.
+Rules: R22-R26, R29-R34, R36, R38-R41, R53-R56, R61, R64, R66-R68, R73, R75.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
 from kpurgatory._checks import require_at_least
 from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
@@ -24,7 +24,7 @@ from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import IntArg
 from kpurgatory.spec.protocols import AbstractLock
 
-__all__ = ["Purgatory", "Watchable"]
+__all__ = ["ABANDONED", "COMPLETED", "FINISHED", "NEW", "SUBMITTED", "Purgatory", "Watchable"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,22 +33,16 @@ class Watchable(Protocol):
     """What the protocol reads and calls on an operation; both ``DelayedOperation``
     classes have it. ``_watch_keys`` is ``()`` until the submission gives it its keys."""
 
+    _lock: AbstractLock  # its lock (R21)
+    _state: int  # R68: NEW, SUBMITTED, COMPLETED, ABANDONED bits (under its flag lock)
     _counted: bool  # counted as unfinished (R61), under the counters lock
     _untimed: bool  # cancel_for_key took its timer entry: never timed again (R66)
     _watch_keys: tuple[Hashable, ...]
 
     @property
-    def lock(self) -> AbstractLock: ...
-
-    @property
     def _owner(self) -> object: ...
 
-    @property
-    def is_abandoned(self) -> bool: ...
-
     def try_complete(self) -> bool: ...
-
-    def _is_finished(self) -> bool: ...
 
     def _knocked(self) -> bool: ...
 
@@ -91,8 +85,22 @@ T = TypeVar("T", bound=Watchable)
 H = TypeVar("H")
 """The store's handle on one key's watcher list (what ``_snapshot`` returns with it)."""
 
-# The undo log's steps (R38): each recorded with one argument, unwound newest first.
-_CLAIM, _COUNT, _WATCH, _ESTIMATE, _TIMER = range(5)
+# R68's lifecycle, one int field ``_state`` of each operation, changed only under its
+# ``_flags`` lock and read without it: new (0), submitted (SUBMITTED), completed
+# (COMPLETED, with SUBMITTED if it was), abandoned (ABANDONED | SUBMITTED). Finished, a
+# final state, is ``_state >= FINISHED``.
+NEW: Final = 0
+SUBMITTED: Final = 1
+COMPLETED: Final = 2
+ABANDONED: Final = 4
+FINISHED: Final = 2
+
+# The undo log's steps (R38): each recorded as (step, argument), unwound newest first.
+_CLAIM: Final = 0
+_COUNT: Final = 1
+_WATCH: Final = 2
+_ESTIMATE: Final = 3
+_TIMER: Final = 4
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -197,15 +205,15 @@ class Purgatory(Generic[T, H]):
         """R22 under the operation's lock, each step logging its undo (R38): try; count
         as unfinished (R61); watch each key; count in the estimate (R30); try again; time
         it. Then the attempt a knock left to the submission (R41), still part of it (R54)."""
-        undo: list[Any] = [_CLAIM, None]  # the claim is undone last
-        lock = operation.lock
+        undo: list[tuple[int, Any]] = [(_CLAIM, None)]  # the claim is undone last
+        lock = operation._lock
         try:
             lock.acquire()
         except BaseException:  # the lock failed before anything changed: no claim (R54)
             operation._release_submission()
             raise
         try:
-            if operation.is_abandoned:  # abandoned between the claim and the lock (R40)
+            if operation._state & ABANDONED:  # abandoned between the claim and the lock (R40)
                 return False
             operation._clear_pending()
             if operation.try_complete():
@@ -225,30 +233,30 @@ class Purgatory(Generic[T, H]):
             return False
         return self._retry(operation, undo)
 
-    def _retry(self, operation: T, undo: list[Any]) -> bool:
+    def _retry(self, operation: T, undo: list[tuple[int, Any]]) -> bool:
         """The attempt a knock left to the submission (R41): ``safe_try_complete``; an
         operation still unfinished after a shutdown meanwhile is refused (R64). A raise
         rolls the submission back (R54)."""
         try:
             if operation._safe_try_complete_for(self):
                 return True
-            if not operation._is_finished():
+            if operation._state < FINISHED:
                 self._refuse_if_shut_down()
             return False
         except BaseException as exc:
-            with operation.lock:
+            with operation._lock:
                 self._rolled_back(operation, exc, undo)
             raise
 
-    def _rolled_back(self, operation: T, exc: BaseException, undo: list[Any]) -> None:
+    def _rolled_back(self, operation: T, exc: BaseException, undo: list[tuple[int, Any]]) -> None:
         """A step raised ``exc``; the operation's lock is held. Unwind ``undo`` unless the
         operation finished (its ``on_complete`` ran: it stays completed and submitted,
         R38) or is no longer submitted here. A refusal caused by a shutdown meanwhile
         says so (R64)."""
-        if not operation._is_finished() and operation._owner is self:
+        if operation._state < FINISHED and operation._owner is self:
             while undo:
-                argument = undo.pop()
-                self._undo(undo.pop(), argument, operation)
+                step, argument = undo.pop()
+                self._undo(step, argument, operation)
         if isinstance(exc, RuntimeError) and self._is_shut_down:
             raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
 
@@ -267,54 +275,50 @@ class Purgatory(Generic[T, H]):
         else:
             operation._release_submission()
 
-    def _enter(self, operation: T, keys: tuple[Hashable, ...], undo: list[Any]) -> None:
+    def _enter(self, operation: T, keys: tuple[Hashable, ...], undo: list[tuple[int, Any]]) -> None:
         """Count the operation as unfinished if it is (R61), then give it its keys (a
         ``force_complete`` reads them to know it is watched); its undo uncounts it."""
-        if operation._is_finished():
+        if operation._state >= FINISHED:
             operation._watch_keys = keys
             return
         with self._counters_lock:  # before its keys are set: a finish sees it
             self._unfinished += 1
             operation._counted = True
-        undo.append(_COUNT)
-        undo.append(None)
+        undo.append((_COUNT, None))
         operation._watch_keys = keys
-        if operation._is_finished():  # finished while being counted: nobody else saw it
+        if operation._state >= FINISHED:  # finished while being counted: nobody else saw it
             self._left_watching(operation)
 
-    def _watch(self, operation: T, keys: tuple[Hashable, ...], undo: list[Any]) -> None:
+    def _watch(self, operation: T, keys: tuple[Hashable, ...], undo: list[tuple[int, Any]]) -> None:
         """Watch the operation on each key in order while it is unfinished (R24,
         KAFKA-18027), logging each watch's undo."""
         watched = False
         for key in keys:
-            if operation._is_finished():
+            if operation._state >= FINISHED:
                 break
             self._watch_key(key, operation)
-            undo.append(_WATCH)
-            undo.append(key)
+            undo.append((_WATCH, key))
             watched = True
-        if watched and operation._is_finished():  # finished meanwhile by a lock-free
+        if watched and operation._state >= FINISHED:  # finished meanwhile by a lock-free
             self._note_completed(operation)  # caller, maybe before its last watch: its
             self._let_go_if_idle()  # finisher's let-go (R61) may have missed a watch
 
-    def _add_to_estimate(self, undo: list[Any]) -> None:
+    def _add_to_estimate(self, undo: list[tuple[int, Any]]) -> None:
         """Count the operation once in the purge estimate (R30), logging the resets so far."""
         with self._counters_lock:
             self._estimated_total_operations += 1
             resets = self._estimate_resets
-        undo.append(_ESTIMATE)
-        undo.append(resets)
+        undo.append((_ESTIMATE, resets))
 
-    def _time(self, operation: T, undo: list[Any]) -> None:
+    def _time(self, operation: T, undo: list[tuple[int, Any]]) -> None:
         """Add the operation to the timer unless it finished, timers are off (R33), or a
         ``cancel_for_key`` made from its own callback took it out already (R66)."""
-        if operation._is_finished():
+        if operation._state >= FINISHED:
             return
         if self._timer_enabled and not operation._untimed:
-            undo.append(_TIMER)
-            undo.append(None)
+            undo.append((_TIMER, None))
             self._timer.add(operation)
-            if operation._is_finished():  # completed meanwhile (lock-free, or run inline)
+            if operation._state >= FINISHED:  # completed meanwhile (lock-free, or run inline)
                 operation._unschedule()
                 return
         self._refuse_if_shut_down()  # by its own callback, or the add's hand-over (R64)
@@ -397,7 +401,7 @@ class Purgatory(Generic[T, H]):
         errors: list[BaseException] | None = None
         for operation in snapshot:
             try:
-                if operation._is_finished():
+                if operation._state >= FINISHED:
                     self._unlink(handle, operation)
                 elif operation._safe_try_complete_for(self):
                     completed += 1
@@ -406,12 +410,13 @@ class Purgatory(Generic[T, H]):
                 if errors is None:
                     errors = []
                 errors.append(exc)
-                if operation._is_finished():  # its on_complete raised: unlinked as completed
+                if operation._state >= FINISHED:  # its on_complete raised: unlinked as completed
                     self._unlink(handle, operation)
         if completed:
             with self._counters_lock:
                 self._num_completed += completed
-        raise_collected(errors, f"check_and_complete({key!r})")
+        if errors is not None:  # no message built unless something raised
+            raise_collected(errors, f"check_and_complete({key!r})")
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:
@@ -427,24 +432,25 @@ class Purgatory(Generic[T, H]):
         errors: list[BaseException] | None = None
         for operation in operations:
             try:
-                with operation.lock:
+                with operation._lock:
                     operation._unschedule()
                     operation._untimed = True  # its submission, if under way, adds none (R66)
                 # A maybe_try_complete that found the lock held left its attempt here (R55).
-                if operation._knocked() and not operation._is_finished():
+                if operation._knocked() and operation._state < FINISHED:
                     operation._safe_try_complete_for(self)
             except BaseException as exc:  # the other operations are handled first (R53)
                 if errors is None:
                     errors = []
                 errors.append(exc)
-        raise_collected(errors, f"cancel_for_key({key!r})")
+        if errors is not None:
+            raise_collected(errors, f"cancel_for_key({key!r})")
         return operations
 
     def _abandon_submitted(self, operation: T) -> bool:
         """``abandon`` after its argument checks (``cancel`` calls it, R56): holding the
         operation's lock, mark it abandoned, unlink it from each of its keys and uncount
         it (R40, R61). False if it is finished or, by then, not submitted here."""
-        with operation.lock:
+        with operation._lock:
             if operation._owner is not self or not operation._abandon():
                 return False
             for key in operation._watch_keys:

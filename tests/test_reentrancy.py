@@ -373,7 +373,7 @@ def _probe_each_ending(op: Any, probe: Callable[[], None]) -> None:
     """Run ``probe`` in the middle of the operation's ending transition: right after its
     compare-and-set (the reference's completed flag) or its flag lock's release (the
     optimized operation's test-and-write)."""
-    flag = op._completed
+    flag = getattr(op, "_completed", None)  # the lifecycle's flag, if it has one
     if isinstance(flag, AtomicFlag):
 
         class ProbingFlag(AtomicFlag):

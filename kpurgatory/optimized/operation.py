@@ -1,6 +1,6 @@
 """The optimized ``DelayedOperation``: a timer task of the wheel that completes exactly once.
 
-Rules: R16-R22, R29, R30, R34, R38, R40, R41, R48, R56, R58, R61, R66, R67.
+Rules: R16-R22, R29, R30, R34, R38, R40, R41, R48, R56, R58, R61, R66-R68.
 
 Behaviour is that of ``kpurgatory.reference.operation`` (CAS completed flag, ``run``
 holding the operation lock (R21) as in Kafka 4.1, ``safe_try_complete`` skipping a
@@ -35,13 +35,14 @@ from kpurgatory._checks import declared, require_operation_lock
 from kpurgatory._typing import IntArg
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.timer import ABSTRACT_CLASSES, ABSTRACT_METHODS, TimerTask
+from kpurgatory.protocol import ABANDONED, COMPLETED, FINISHED, NEW, SUBMITTED
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
 
 _FLAGS_LOCK: AbstractLock = sync.new_lock()
-"""Guards the flags of every optimized operation (``_completed``,
-``_try_complete_pending``, ``_submitted``, ``_abandoned``): each operation's ``_flags``
+"""Guards the lifecycle state and the pending flag of every optimized operation
+(``_state``, ``_try_complete_pending``): each operation's ``_flags``
 is this lock, read at construction (tests rebind it to an instrumented lock first).
 
 Shared rather than per operation: a fresh ``RLock`` per operation was one of the two
@@ -85,22 +86,21 @@ class DelayedOperation(TimerTask):
     ``try_complete``; by default each operation gets its own re-entrant lock, and
     several operations may share one (Kafka's ``lockOpt``).
 
-    The flags ``_completed``, ``_try_complete_pending``, ``_submitted`` and
-    ``_abandoned`` are plain booleans: read without a lock (a Python attribute read is
+    The lifecycle state ``_state`` (R68: ``kpurgatory.protocol``'s NEW, SUBMITTED,
+    COMPLETED, ABANDONED bits, one int) and the flag ``_try_complete_pending`` are
+    plain values: read without a lock (a Python attribute read is
     atomic, like Java's volatile read), written only while holding ``_flags`` (the
     process-wide ``_FLAGS_LOCK``), so each compare-and-set or get-and-set is one
     ``with self._flags:`` test-and-write (R16, R20, R34).
     """
 
     __slots__ = (
-        "_abandoned",
-        "_completed",
         "_counted",
         "_expiring",
         "_flags",
         "_lock",
         "_owner",
-        "_submitted",
+        "_state",
         "_try_complete_pending",
         "_untimed",
         "_waiter",
@@ -111,10 +111,8 @@ class DelayedOperation(TimerTask):
         super().__init__(delay_ms)
         self._lock: AbstractLock = sync.new_lock() if lock is None else require_operation_lock(lock)
         self._flags: AbstractLock = _FLAGS_LOCK  # shared: no allocation per operation
-        self._completed = False
+        self._state = NEW  # R68: one field for new, submitted, completed, abandoned
         self._try_complete_pending = False
-        self._submitted = False
-        self._abandoned = False
         self._counted = False  # counted as unfinished by its purgatory (R61; counters lock)
         self._untimed = False  # cancel_for_key took its timer entry: never timed again (R66)
         self._owner: _Owner | None = None
@@ -130,12 +128,12 @@ class DelayedOperation(TimerTask):
     @property
     def is_completed(self) -> bool:
         """Whether the operation has completed (early or by expiry); False once abandoned."""
-        return self._completed and not self._abandoned
+        return self._state & COMPLETED != 0
 
     @property
     def is_abandoned(self) -> bool:
         """Whether the operation was abandoned (R40): it will never complete or expire."""
-        return self._abandoned
+        return self._state & ABANDONED != 0
 
     def cancel(self) -> None:
         """Abandon the operation if it was submitted to a purgatory, else unschedule it (R40).
@@ -164,9 +162,10 @@ class DelayedOperation(TimerTask):
         Extension: a waiter, if any, is told after ``on_complete`` (the exception it
         raised, if it did), at most once.
         """
-        with self._flags:  # compare-and-set False -> True
-            won = not self._completed
-            self._completed = True
+        with self._flags:  # compare-and-set: not finished -> completed (R68)
+            won = self._state < FINISHED
+            if won:
+                self._state |= COMPLETED
         if won:
             owner = self._owner if self._watch_keys else None  # watched, or being watched
             if owner is not None:
@@ -235,7 +234,7 @@ class DelayedOperation(TimerTask):
                         owner._count_expired()
                     self.on_expiration()
                 return
-        if self._try_complete_pending and not self._completed:
+        if self._try_complete_pending and self._state < FINISHED:
             self._safe_try_complete_for(None)
 
     def safe_try_complete(self) -> bool:
@@ -252,7 +251,7 @@ class DelayedOperation(TimerTask):
         the operation is submitted to (a submission rolled back meanwhile, R38)."""
         while True:
             with self._lock:
-                if self._completed or (owner is not None and self._owner is not owner):
+                if self._state >= FINISHED or (owner is not None and self._owner is not owner):
                     return False
                 if self._try_complete_pending:  # clear (R41); a False needs no lock round trip
                     with self._flags:
@@ -307,12 +306,12 @@ class DelayedOperation(TimerTask):
                 with self._flags:  # get-and-set True
                     retry = not self._try_complete_pending
                     self._try_complete_pending = True
-            if self._completed or not retry:
+            if self._state >= FINISHED or not retry:
                 return done
 
     def _is_finished(self) -> bool:
         """Completed, expired or abandoned: no purgatory path may complete it any more."""
-        return self._completed
+        return self._state >= FINISHED
 
     def _knocked(self) -> bool:
         """Whether a ``maybe_try_complete`` set the pending flag since it was cleared (R41)."""
@@ -331,9 +330,9 @@ class DelayedOperation(TimerTask):
 
     def _claim_submission(self, owner: _Owner) -> bool:
         """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
-        with self._flags:  # compare-and-set False -> True
-            claimed = not self._submitted
-            self._submitted = True
+        with self._flags:  # compare-and-set of the submitted bit
+            claimed = not self._state & SUBMITTED
+            self._state |= SUBMITTED
         if claimed:
             self._owner = owner
         return claimed
@@ -344,17 +343,16 @@ class DelayedOperation(TimerTask):
         self._watch_keys = ()
         self._untimed = False
         with self._flags:
-            self._submitted = False
+            self._state &= ~SUBMITTED
 
     def _abandon(self) -> bool:
         """Mark a pending operation finished without completing it (R40); lock held.
 
         The waiter, if any, is told (after the timer entry is cancelled)."""
-        with self._flags:  # compare-and-set False -> True, abandoned written first
-            won = not self._completed
+        with self._flags:  # compare-and-set: not finished -> abandoned (R68)
+            won = self._state < FINISHED
             if won:
-                self._abandoned = True
-            self._completed = True
+                self._state |= ABANDONED
         if won:
             TimerTask.cancel(self)
             waiter = self._waiter
@@ -364,8 +362,8 @@ class DelayedOperation(TimerTask):
         return won
 
     def __repr__(self) -> str:
-        done = "completed" if self._completed else "pending"
-        state = "abandoned" if self._abandoned else done
+        done = "completed" if self._state & COMPLETED else "pending"
+        state = "abandoned" if self._state & ABANDONED else done
         return f"<{type(self).__name__} delay_ms={self.delay_ms} {state}>"
 
 

@@ -65,7 +65,7 @@ from kpurgatory.clock import ManualClock
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.operation import DelayedOperation
 from kpurgatory.optimized.timer import SystemTimer
-from kpurgatory.protocol import Purgatory
+from kpurgatory.protocol import COMPLETED, FINISHED, Purgatory
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DEFAULT_SHARDS", "REAPER_STEP_MS", "DelayedOperationPurgatory", "WatcherList"]
@@ -401,8 +401,7 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
                         if op_id != id(operation):
                             raise AssertionError(f"{operation!r} is filed under a wrong id")
                         if (
-                            operation._completed
-                            and not operation._abandoned
+                            operation._state & COMPLETED
                             and not self._scan_all
                             and op_id not in self._candidates
                         ):
@@ -443,7 +442,7 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
         with shard.lock:
             watchers = shard.watchers.get(key)
         if watchers is not None:
-            self._unwatch(shard, watchers, operation)
+            self._unlink((shard, watchers), operation)
 
     def _snapshot(self, key: Hashable) -> tuple[tuple[_Shard[T], WatcherList[T]], list[T]] | None:
         """``key``'s shard and list, and its operations in watch order; None if none.
@@ -454,9 +453,6 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
             if watchers is None:
                 return None
             return (shard, watchers), list(watchers.ops.values())
-
-    def _unlink(self, handle: tuple[_Shard[T], WatcherList[T]], operation: T) -> None:
-        self._unwatch(handle[0], handle[1], operation)
 
     def _take_key(self, key: Hashable) -> list[T]:
         """Drop ``key``'s list and return its operations in watch order. O(n)."""
@@ -470,11 +466,13 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
             shard.count -= len(operations)
         return operations
 
-    def _unwatch(self, shard: _Shard[T], watchers: WatcherList[T], operation: T) -> None:
-        """Unlink ``operation`` from ``watchers``; drop the list if empty and still mapped.
+    def _unlink(self, handle: tuple[_Shard[T], WatcherList[T]], operation: T) -> None:
+        """Unlink ``operation`` from the list ``handle`` names (its shard and the list
+        ``_snapshot`` found); drop the list if empty and still mapped (R26). O(1).
 
         A completed one-key operation is then watched nowhere: it leaves the purge
         candidates too (they must not keep it alive)."""
+        shard, watchers = handle
         op_id = id(operation)
         with shard.lock:
             if watchers.ops.pop(op_id, None) is not None:
@@ -483,7 +481,7 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
             if not watchers.ops and shard.watchers.get(watchers.key) is watchers:
                 del shard.watchers[watchers.key]
         keys = operation._watch_keys
-        if operation._completed and len(keys) == 1:
+        if operation._state >= FINISHED and len(keys) == 1:
             self._candidates.pop(op_id, None)
 
     def _note_completed(self, operation: T) -> None:
@@ -614,7 +612,7 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
             with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it
                 for key, watchers in list(shard.watchers.items()):
                     ops = watchers.ops
-                    done = [op_id for op_id, op in ops.items() if op._completed]
+                    done = [op_id for op_id, op in ops.items() if op._state >= FINISHED]
                     try:
                         if len(done) == len(ops):
                             keyed(shard.watchers.pop, key, None)

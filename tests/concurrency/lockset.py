@@ -144,6 +144,11 @@ _FLAG = (
     "a one-way flag (False -> True, set by a compare-and-set under the flag lock): a stale "
     "False only sends the reader to the locked path, which decides again"
 )
+_STATE = (
+    "R68's state: its finished bits are one-way (set by a compare-and-set under the flag "
+    "lock), so a stale unfinished only sends the reader to the locked path, which decides "
+    "again; the submitted bit changes under the operation's lock too, where it is read"
+)
 _KEYS = "set once under the operation lock before the operation can complete; then constant"
 _WATCHED = "watched: the shards' counts summed one at a time, a total that may be stale"
 _ENTRY = "the hand-over's linearization point (docs/algorithm.md), re-read under the lock"
@@ -158,8 +163,8 @@ GUARDS: list[Guard] = [
     # reference purgatory's store: one lock for the watcher map and its lists (the same
     # lock object is its counters and shutdown lock: the protocol rows below)
     Guard(_REF_P, "DelayedOperationPurgatory", "_watchers", "dict", attr_lock("_lock"), "list"),
-    # reference operation: the flags are atomic; abandoning and its keys under the lock
-    Guard(_REF_O, "DelayedOperation", "_abandoned", "field", attr_lock("_lock"), free_reads=_FLAG),
+    # reference operation: its state under its flag lock, its keys under its lock
+    Guard(_REF_O, "DelayedOperation", "_state", "field", attr_lock("_flags"), free_reads=_STATE),
     Guard(_REF_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock"), free_reads=_KEYS),
     # optimized timer: one process-wide lock for wheels, buckets, delay queue, entries
     Guard(_OPT_B, "TimerTaskEntry", "_entry_due", "field", _OPT_TIMER),
@@ -184,8 +189,8 @@ GUARDS: list[Guard] = [
     Guard(_OPT_T, "SystemTimer", "_closed", "field", attr_lock("_lock"), free_reads=_CLOSED),
     Guard(_OPT_T, "SystemTimer", "_wake_requested", "field", attr_lock("_lock")),
     Guard(_OPT_T, "SystemTimer", "_cascades", "field", attr_lock("_lock")),
-    # optimized operation: the three flags are written under the flag lock
-    Guard(_OPT_O, "DelayedOperation", "_completed", "field", attr_lock("_flags"), free_reads=_FLAG),
+    # optimized operation: the state and the pending flag are written under the flag lock
+    Guard(_OPT_O, "DelayedOperation", "_state", "field", attr_lock("_flags"), free_reads=_STATE),
     Guard(
         _OPT_O,
         "DelayedOperation",
@@ -194,8 +199,6 @@ GUARDS: list[Guard] = [
         attr_lock("_flags"),
         free_reads=_FLAG,
     ),
-    Guard(_OPT_O, "DelayedOperation", "_submitted", "field", attr_lock("_flags"), free_reads=_FLAG),
-    Guard(_OPT_O, "DelayedOperation", "_abandoned", "field", attr_lock("_flags"), free_reads=_FLAG),
     Guard(_OPT_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock"), free_reads=_KEYS),
     # optimized purgatory: each shard's map, lists and count under the shard lock
     Guard(_OPT_P, "_Shard", "watchers", "dict", attr_lock("lock"), "attr:ops"),
@@ -270,11 +273,8 @@ UNGUARDED: dict[str, str] = {
     "TimerTask._delay_ms": _CONST,
     **{
         f"DelayedOperation.{name}": _SYNC
-        for name in ("_lock", "_flags", "_completed", "_try_complete_pending", "_submitted")
+        for name in ("_lock", "_flags", "_try_complete_pending")
     },
-    "DelayedOperation._outcome": (
-        "written once, by the one winner of the completed flag's compare-and-set"
-    ),
     "DelayedOperation._owner": (
         "written by the claim (the submitted flag's compare-and-set picks one writer) and "
         "by a rollback under the operation's lock"

@@ -26,6 +26,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from kpurgatory._checks import watch_key_list
+from kpurgatory.protocol import COMPLETED, FINISHED
 from kpurgatory.reference import (
     DelayedOperation,
     DelayedOperationPurgatory,
@@ -65,12 +66,13 @@ class PlainTryLockOperation(DelayedOperation):
 
 
 class NonAtomicCompletedOperation(DelayedOperation):
-    """Mutant: the completed flag is read, then written (no compare-and-set)."""
+    """Mutant: the state is read, then written (no compare-and-set): the flag lock is
+    taken only for the write."""
 
     def force_complete(self) -> bool:
-        if not self._completed.get():
-            self._completed.set(True)
-            self._outcome = "completed"
+        if self._state < FINISHED:
+            with self._flags:
+                self._state |= COMPLETED
             TimerTask.cancel(self)
             self.on_complete()
             return True
@@ -82,9 +84,9 @@ class RunWithoutCasOperation(DelayedOperation):
 
     def run(self) -> None:
         with self._lock:
-            if not self._completed.get():
-                self._completed.set(True)
-                self._outcome = "completed"
+            if self._state < FINISHED:
+                with self._flags:
+                    self._state |= COMPLETED
                 TimerTask.cancel(self)
                 self.on_complete()
                 self.on_expiration()
@@ -258,7 +260,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-for-key-outside-op-lock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory.cancel_for_key",
-        "            with operation.lock:\n                operation._unschedule()\n"
+        "            with operation._lock:\n                operation._unschedule()\n"
         "                operation._untimed = True",
         "            operation._unschedule()\n            operation._untimed = True",
         "Bug 1: cancel_for_key cancels without the operation lock, so it can run between a "
@@ -268,7 +270,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-no-rollback",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory._rolled_back",
-        "if not operation._is_finished() and operation._owner is self:",
+        "if operation._state < FINISHED and operation._owner is self:",
         "if False:",
         "Bug 2: a submission that raises (the timer closed by a concurrent shutdown) is not "
         "rolled back: watched, counted and claimed (R38).",
@@ -354,7 +356,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-for-key-ignores-knock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory.cancel_for_key",
-        "if operation._knocked() and not operation._is_finished():",
+        "if operation._knocked() and operation._state < FINISHED:",
         "if False:",
         "cancel_for_key drops a knock that found the operation's lock held by it (R55).",
     ),
@@ -380,7 +382,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-run-ignores-knock",
         f"{_O}.operation",
         "DelayedOperation.run",
-        "    if self._try_complete_pending and not self._completed:",
+        "    if self._try_complete_pending and self._state < FINISHED:",
         "    if False:",
         "A run that finds its operation taken out by cancel_for_key returns without "
         "looking at the pending flag: a knock that met its lock is lost (R41).",

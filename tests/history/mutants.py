@@ -24,19 +24,20 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
         "double-completion",
         _REF_OPERATION,
         "DelayedOperation.force_complete",
-        'if self._completed.compare_and_set(False, True):\n        self._outcome = "completed"\n'
-        "        self._unschedule()",
-        'if not self._completed.get():\n        self._outcome = "completed"\n'
-        "        self._unschedule()\n        self._completed.set(True)",
-        "force_complete reads the completed flag, cancels the timer entry, then sets the "
-        "flag (no compare-and-set): two racing callers both win and on_complete runs "
+        "with self._flags:  # compare-and-set: not finished -> completed (R68)\n"
+        "        won = self._state < FINISHED\n        if won:\n"
+        "            self._state |= COMPLETED\n    if won:\n        self._unschedule()",
+        "won = self._state < FINISHED\n    if won:\n        self._unschedule()\n"
+        "        with self._flags:\n            self._state |= COMPLETED",
+        "force_complete reads the state, cancels the timer entry, then sets it completed "
+        "(no compare-and-set): two racing callers both win and on_complete runs "
         "twice (R16).",
     ),
     Mutant(
         "lost-cancel",
         _OPT_PURGATORY,
         "DelayedOperationPurgatory.cancel_for_key",
-        "            with operation.lock:\n                operation._unschedule()\n"
+        "            with operation._lock:\n                operation._unschedule()\n"
         "                operation._untimed = True",
         "            operation._unschedule()\n            operation._untimed = True",
         "cancel_for_key cancels the timer entry without the operation's lock: between a "

@@ -385,7 +385,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "list-dropped-while-mapped",
         _PURGATORY,
-        "DelayedOperationPurgatory._unwatch",
+        "DelayedOperationPurgatory._unlink",
         "if not watchers.ops and shard.watchers.get(watchers.key) is watchers:",
         "if not watchers.ops and watchers.key in shard.watchers:",
         "An emptied watcher list drops whatever list is mapped for its key now, even a "
@@ -395,7 +395,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "nonempty-list-dropped",
         _PURGATORY,
-        "DelayedOperationPurgatory._unwatch",
+        "DelayedOperationPurgatory._unlink",
         "if not watchers.ops and shard.watchers.get(watchers.key) is watchers:",
         "if shard.watchers.get(watchers.key) is watchers:",
         "A watcher list is dropped from the map while operations are still on it (R26, R27).",
@@ -462,7 +462,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "safe-try-ignores-completed",
         _OPERATION,
         "DelayedOperation._safe_try_complete_for",
-        "if self._completed or (",
+        "if self._state >= FINISHED or (",
         "if False or (",
         "safe_try_complete calls try_complete on an operation already completed (R18).",
         _PURGATORY_ONLY,
@@ -470,7 +470,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "unwatch-forgets-count",
         _PURGATORY,
-        "DelayedOperationPurgatory._unwatch",
+        "DelayedOperationPurgatory._unlink",
         "shard.count -= 1",
         "pass",
         "Unlinking an operation leaves the shard's watched count up (R27).",
