@@ -7,7 +7,7 @@ operations wait on which key, behind the six methods of "the store" below. The
 reference's store is a dict of lists under one lock; the optimized one shards lists by
 key hash and keeps purge candidates. The protocol imports neither implementation.
 
-Rules: R22-R26, R29-R34, R36, R38-R41, R53-R56, R61, R64, R66-R68, R73, R75.
+Rules: R21-R26, R29-R34, R36, R38-R41, R53-R56, R61, R64, R66-R68, R73, R75.
 """
 
 from __future__ import annotations

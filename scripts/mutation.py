@@ -105,6 +105,12 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
         _CONCURRENCY,
     ),
+    # the purgatory protocol both purgatories run: the equivalence machines cannot see a
+    # bug in it (both sides share it); the rule tests and the lifecycle model can
+    "kpurgatory/protocol.py": (
+        (*_RULES, *_MACHINES),
+        _SCHEDULES,
+    ),
     "kpurgatory/reference/timer.py": ((*_RULES, *_MACHINES), _SCHEDULES),
     "kpurgatory/reference/operation.py": ((*_RULES, *_MACHINES), _SCHEDULES),
     "kpurgatory/reference/purgatory.py": ((*_RULES, *_MACHINES), _SCHEDULES),

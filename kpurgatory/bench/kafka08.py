@@ -125,8 +125,8 @@ class DelayedOperationPurgatory(_purgatory.DelayedOperationPurgatory[Any]):
 
     def _purge_if_due(self) -> None:
         with self._lock:
-            if self.watched >= self._purge_interval:
-                self._purge_watchers()
+            if self.watched >= self._purge_interval:  # the one lock is the counters lock
+                self._num_purged += self._purge_watchers()
         queue: SystemTimer = self._timer  # type: ignore[assignment]
         if queue.size >= self._purge_interval:
             queue.purge()

@@ -1,6 +1,10 @@
 """The optimized ``DelayedOperationPurgatory``: watcher lists sharded by key hash (Kafka 2.2+).
 
-Same API and behaviour as ``kpurgatory.reference.purgatory``. Structure
+Same API and behaviour as ``kpurgatory.reference.purgatory``: both are the protocol of
+``kpurgatory.protocol.Purgatory`` (R22's submission and its undo log, the sweeps,
+abandon, purge and let-go, shutdown) over a watcher store; this module is the sharded
+store (reference equivalent: a dict of lists under one lock), plus cheaper argument
+checks, ``_check`` and the purge candidates. Structure
 (KAFKA-6431): ``shards`` (default 512) shards, key ``k`` in shard ``abs(hash(k)) %
 shards``; each shard has its own lock, a dict key -> ``WatcherList`` and a count of
 watched pairs. A watcher list is an insertion-ordered dict ``id(op) -> op``: append and

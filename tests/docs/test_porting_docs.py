@@ -219,7 +219,7 @@ def test_porting_md_r22_walk_through_is_the_spec_pseudocode() -> None:
 
 
 STEPS_IN_ORDER = (
-    ("if operation.abandoned", "operation.is_abandoned"),  # R40
+    ("if operation.abandoned", "operation._state & ABANDONED"),  # R40
     ("pending flag := false", "operation._clear_pending("),  # R41
     ("unfinished += 1", "self._enter("),  # R61
     ("append operation to watchers", "self._watch("),  # R24
