@@ -9,7 +9,8 @@
 # later) into a fresh temporary directory, runs the adapter there and removes it on exit.
 # Options: --timer-only compiles and drives the timer alone, even where the tree has the
 # purgatory's Java sources (server-common's org/apache/kafka/server/purgatory, Kafka 4.0+);
-# --no-settle lets the purgatory's purge check race its executor's expiries (README.md).
+# --no-settle lets the purgatory's purge check race its executor's expiries (README.md);
+# --inline runs tasks inside Kafka's drain on an inline executor (on_run steps sent).
 set -eu
 timer_only=""
 adapter_args=""
@@ -17,7 +18,8 @@ for arg in "$@"; do
     case "$arg" in
         --timer-only) timer_only=yes ;;
         --no-settle) adapter_args="$adapter_args --no-settle" ;;
-        *) echo "run_adapter.sh: unknown option $arg (--timer-only, --no-settle)" >&2; exit 2 ;;
+        --inline) adapter_args="$adapter_args --inline" ;;
+        *) echo "run_adapter.sh: unknown option $arg (--timer-only, --no-settle, --inline)" >&2; exit 2 ;;
     esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
