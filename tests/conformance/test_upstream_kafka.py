@@ -4,13 +4,17 @@
 sources, its purgatory) with a few shims into a temporary directory and serves them
 through the adapter protocol. These tests run it through the CLI as a porter would:
 
-- Kafka's timer passes the committed vectors and ``--stateful --allow kafka`` timer-only
-  on each seed of the battery 1-10 (the kafka-loop check);
+- Kafka's timer, driven with an inline executor (``--inline``: tasks run inside Kafka's
+  drain, bucket by bucket, and perform their ``on_run`` steps), passes the committed
+  vectors and ``--stateful --allow kafka`` timer-only on each seed of the battery 1-10,
+  and fails without ``--allow kafka``; on its own executor thread (``async_run``) it
+  passes seed 1;
 - without ``--allow kafka`` it fails on its documented differences, and the report
   names them once they are allowed;
 - the adapter speaks the protocol line by line (a negative timeout does not raise: Kafka);
 - where the tree has the purgatory's Java sources (Kafka 4.0+), Kafka's timer and
-  DelayedOperationPurgatory together pass the same check, and fail without
+  DelayedOperationPurgatory together pass the same check with an inline executor on
+  each seed 1-10 (on Kafka's executor thread on seed 1), and fail without
   ``--allow kafka`` on the purgatory's documented differences.
 
 They run only where ``KAFKA_SOURCE`` names a Kafka source tree (3.6 or later) and a JDK
@@ -34,6 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "conformance" / "examples" / "java-kafka" / "run_adapter.sh"
 KAFKA_SOURCE = os.environ.get("KAFKA_SOURCE", "")
 SEEDS = range(1, 11)
+EXECUTORS = ("--inline", "")
+"""How the adapter runs Kafka's tasks: on an inline executor (the kit's check) or on
+SystemTimer's own thread (declared ``async_run``)."""
 TIMEOUT = "120"  # seconds for one answer: the first one waits for javac on a loaded machine
 
 needs_kafka = pytest.mark.skipif(
@@ -56,7 +63,7 @@ needs_purgatory = pytest.mark.skipif(
 
 
 def adapter(*options: str) -> str:
-    return shlex.join(["sh", str(LAUNCHER), *options])
+    return shlex.join(["sh", str(LAUNCHER), *(option for option in options if option)])
 
 
 def conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -133,14 +140,14 @@ def test_kafkas_timer_fails_without_its_documented_differences(
 
 
 @needs_kafka
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(("executor", "seed"), [("--inline", seed) for seed in SEEDS] + [("", 1)])
 def test_kafkas_timer_passes_the_kit_with_allow_kafka(
-    capsys: pytest.CaptureFixture[str], seed: int
+    capsys: pytest.CaptureFixture[str], executor: str, seed: int
 ) -> None:
     code, out = conformance(
         capsys,
         "--adapter",
-        adapter("--timer-only"),
+        adapter("--timer-only", executor),
         "--timer-only",
         "--stateful",
         "--allow",
@@ -178,15 +185,80 @@ def test_kafkas_purgatory_fails_without_its_documented_differences(
 
 @needs_kafka
 @needs_purgatory
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(("executor", "seed"), [("--inline", seed) for seed in SEEDS] + [("", 1)])
 def test_kafkas_purgatory_passes_the_kit_with_allow_kafka(
-    capsys: pytest.CaptureFixture[str], seed: int
+    capsys: pytest.CaptureFixture[str], executor: str, seed: int
 ) -> None:
     code, out = conformance(
-        capsys, "--adapter", adapter(), "--stateful", "--allow", "kafka", "--seed", str(seed)
+        capsys,
+        "--adapter",
+        adapter(executor),
+        "--stateful",
+        "--allow",
+        "kafka",
+        "--seed",
+        str(seed),
     )
     assert code == 0, out
     assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
     kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
     for kind in ("watch", "check_and_complete", "cancel_for_key", "purgatory_advance", "shutdown"):
         assert f" {kind} " in kinds, kinds
+
+
+@needs_kafka
+@pytest.mark.parametrize("whole", [False, True], ids=["timer-only", "whole"])
+def test_kafka_with_an_inline_executor_fails_the_search_without_allow_kafka(
+    capsys: pytest.CaptureFixture[str], whole: bool
+) -> None:
+    """Tasks run inside Kafka's drain and perform their on_run steps: the kit compares the
+    order of hand-overs and what each run did; without ``--allow kafka`` Kafka's
+    differences fail both halves of the check."""
+    if whole and not PURGATORY_SOURCE.is_file():
+        pytest.skip("needs a Kafka tree with the purgatory's Java sources (Kafka 4.0 or later)")
+    options = () if whole else ("--timer-only",)
+    code, out = conformance(
+        capsys, "--adapter", adapter("--inline", *options), *options, "--stateful", "--seed", "1"
+    )
+    assert code == 1, out
+    assert out.rstrip().endswith("conformance: FAIL (vectors: FAIL; search: FAIL)"), out
+    assert "tasks run asynchronously" not in out, out
+    kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
+    assert " add " in kinds, kinds
+
+
+@needs_kafka
+def test_kafka_with_an_inline_executor_runs_on_run_steps_inside_the_drain() -> None:
+    """The protocol line by line: a task due in a drain runs inside it and its on_run steps
+    act there; a task it adds due by the drain reading is bucketed at the flushed bucket's
+    expiration and handed over later in the same drain, as a unit of its own (Kafka's
+    kafka-flush-current-time)."""
+    lines = [
+        {"step": "init", "tick_ms": 1, "wheel_size": 4, "timers": ["main"]},
+        {"step": "add", "task": "b", "delay_ms": 3, "on_run": []},
+        {
+            "step": "add",
+            "task": "a",
+            "delay_ms": 2,
+            "on_run": [
+                {"step": "cancel", "task": "b"},
+                {"step": "add", "task": "c", "delay_ms": 0, "on_run": []},
+            ],
+        },
+        {"step": "advance", "ms": 5},
+    ]
+    done = subprocess.run(
+        ["sh", str(LAUNCHER), "--timer-only", "--inline"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers[0]["capabilities"] == {"without": ["next_due_time"], "async_run": False}
+    assert answers[3]["events"] == [
+        {"kind": "task_ran", "task": "a", "at_ms": 5, "unit": "a", "due_ms": 2},
+        {"kind": "task_ran", "task": "c", "at_ms": 5, "unit": "c", "due_ms": 5},
+    ]
+    assert answers[3]["state"]["timer_sizes"] == {"main": 0}  # b was cancelled before its turn
