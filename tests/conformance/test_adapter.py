@@ -438,7 +438,7 @@ def test_python_adapter_serve_answers_each_line() -> None:
     assert answers[0] == {"error": "the first step of a run must be init"}
     assert answers[2]["state"]["timer_sizes"] == {"main": 1}
     assert answers[3]["error"].startswith("not JSON")
-    assert "unknown step kind 'warp'" in answers[4]["error"]
+    assert 'unknown step kind "warp"' in answers[4]["error"]
     assert "unknown task or operation label 'nobody'" in answers[5]["error"]
     assert answers[6]["result"] is True  # due 5 (R1: 7 rounds down to 5 with tick 5)
     assert [event["task"] for event in answers[6]["events"]] == ["t"]
