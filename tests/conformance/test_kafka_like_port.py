@@ -115,3 +115,28 @@ def test_each_bug_in_the_kafka_like_port_fails_with_allow_kafka(
     assert code == 1, out
     assert "conformance: FAIL (vectors: FAIL;" in out, out
     assert "no other allowed difference explains it" in out or "not explained by" in out, out
+
+
+def test_a_negative_start_replays_with_allow_kafka(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Truncating arithmetic from a negative start: the port's second level, created at -5
+    rounded toward zero, finds a task due at -1 already expired and runs it inside add, as
+    Kafka's does; the kit's model judges "due at once" on every level too."""
+    steps = tmp_path / "negative.jsonl"
+    steps.write_text(
+        '{"step": "init", "tick_ms": 1, "wheel_size": 4, "start_ms": -5, "clock_ms": -5}\n'
+        '{"step": "add", "task": "a", "delay_ms": 4}\n'
+        '{"step": "clock_advance", "ms": 10}\n'
+        '{"step": "add", "task": "b", "delay_ms": 3}\n'
+        '{"step": "advance", "ms": 5}\n',
+        encoding="utf-8",
+    )
+    adapter = _adapter("--timer-only")
+    code, out = _conformance(capsys, "--adapter", adapter, "--timer-only", "--replay", str(steps))
+    assert code == 1 and "FAIL replay: step 2 (add)" in out, out
+    code, out = _conformance(
+        capsys, "--adapter", adapter, "--timer-only", "--replay", str(steps), "--allow", "kafka"
+    )
+    assert code == 0, out
+    assert "kafka-truncating-division (R1, negative clock readings" in out, out
