@@ -12,8 +12,10 @@ too, as docs/conformance.md shows them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from kpurgatory.conformance.adapter_process import (
     DEFAULT_STEP_TIMEOUT_S,
@@ -119,9 +121,28 @@ def replay_vectors(
     return results
 
 
+def _read_vector(path: Path) -> dict[str, Any]:
+    """``load_vector``, with a file that is not UTF-8 or not JSON refused by line (and
+    column): ``ValueError`` with a message for the porter."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ValueError(
+            f"line {line}: not UTF-8 (byte {data[exc.start]:#04x} at column {column})"
+        ) from None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"line {exc.lineno}: not JSON ({exc.msg} at column {exc.colno})") from None
+    return load_vector(path)
+
+
 def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResult:
     try:
-        vector = load_vector(path)
+        vector = _read_vector(path)
         name = str(vector.get("name", path.stem))
         steps, expected = vector_steps(vector)
     except (OSError, ValueError, TypeError, KeyError) as exc:

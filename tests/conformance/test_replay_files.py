@@ -1,7 +1,7 @@
-"""A replay file's mistakes are the file's, named by line, and never reach the port.
+"""An input file's mistakes are the file's, named by line; a replay's never reach the port.
 
-- every input error names its line: a line that is not UTF-8, not JSON (with the column),
-  not a step (the field, the JSON it had);
+- every input error names its line (a replay file, a vector file): a line that is not
+  UTF-8, not JSON (with the column), not a step (the field, the JSON it had);
 - a step the run excludes (a purgatory step under ``--timer-only``, in a task's
   ``on_run`` too; a step the port declares it lacks) is refused with its line before the
   replay sends anything of the file to the port, instead of being reported as the port's
@@ -86,3 +86,21 @@ def test_a_step_the_port_declares_it_lacks_is_refused_with_its_line(
     assert (
         f"--replay {path}: line 3: the step needs next_due_time, which the port declares it lacks"
     ) in err, err
+
+
+@pytest.mark.parametrize(
+    ("third", "message"),
+    [
+        (b" \xff ]}", "line 3: not UTF-8 (byte 0xff at column 2)"),
+        (b" nope ]}", "line 3: not JSON (Expecting value at column 2)"),
+    ],
+)
+def test_a_vector_file_that_cannot_be_read_names_its_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, third: bytes, message: str
+) -> None:
+    path = tmp_path / "broken.json"
+    path.write_bytes(b'{"format": "kpurgatory-conformance-vector",\n "steps": [\n' + third + b"\n")
+    code = main(["conformance", "--adapter", PYTHON_ADAPTER, "--vectors", str(path)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert f"NOT CONSUMED broken: cannot read the vector: {message}" in out, out
