@@ -263,8 +263,9 @@ class LongPollServer(LongPollHttp):
 
     Constructing it starts the purgatory's reaper thread; ``start`` binds (port 0
     picks a free port) and returns the bound address; ``close`` stops accepting,
-    answers every waiting fetch with what it has, and shuts the purgatory down
-    (joining the reaper). Call ``close`` even if ``start`` failed.
+    answers every waiting fetch with what it has, and shuts the purgatory down (which
+    stops its reaper thread without waiting for it, R39). Call ``close`` even if
+    ``start`` failed.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -288,7 +289,7 @@ class LongPollServer(LongPollHttp):
         for topic in sorted(self._fetched_topics):
             for operation in self.fetches.cancel_for_key(topic):
                 operation.force_complete()  # answers now, with what it has
-        self.fetches.shutdown()  # stops and joins the reaper, closes the timer
+        self.fetches.shutdown()  # stops the reaper, closes the timer; waits for no thread (R39)
         # --8<-- [end:close]
         if self._handlers:
             await asyncio.wait(set(self._handlers), timeout=5.0)

@@ -3,10 +3,11 @@
 Every lock, condition and flag that matters for correctness is created through this
 module's factories (``new_lock``, ``new_condition``, ``new_flag``) and used only through
 ``acquire``/``release``, the condition's ``wait``/``notify_all`` and the ``AtomicFlag``
-methods. Tests of the concurrent paths replace the factories
-with instrumented versions that yield to a scheduler at each of these points, so the
-exact interleavings that broke Kafka (KAFKA-6653, KAFKA-8334, ...) can be replayed on
-the real code.
+methods; so is every dict that threads share without a lock (``new_shared_dict``: each
+of its single operations is atomic, Java's ``ConcurrentHashMap``). Tests of the
+concurrent paths replace the factories with instrumented versions that yield to a
+scheduler at each of these points, so the exact interleavings that broke Kafka
+(KAFKA-6653, KAFKA-8334, ...) can be replayed on the real code.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ __all__ = [
     "new_condition",
     "new_flag",
     "new_lock",
+    "new_shared_dict",
     "override",
+    "shared_dict_factory",
 ]
 
 
@@ -93,6 +96,11 @@ flag_factory: Callable[[bool], AtomicFlag] = _default_flag
 condition_factory: Callable[[AbstractLock], threading.Condition] = _default_condition
 """Creates every condition variable over a given lock; tests may rebind it."""
 
+shared_dict_factory: Callable[[], dict[Any, Any]] = dict
+"""Creates every dict that threads share without a lock; tests may rebind it to a dict
+subclass whose operations yield to a scheduler (a plain ``dict`` by default: each of its
+single operations is atomic under the GIL, and under a per-object lock with it off)."""
+
 
 def new_lock() -> AbstractLock:
     """A fresh re-entrant lock (Kafka's ``ReentrantLock``) from ``lock_factory``."""
@@ -109,12 +117,22 @@ def new_condition(lock: AbstractLock) -> threading.Condition:
     return condition_factory(lock)
 
 
+def new_shared_dict() -> dict[Any, Any]:
+    """A fresh dict for threads to share without a lock, from ``shared_dict_factory``.
+
+    Its users make no assumption beyond the atomicity of each single call (``d[k] = v``,
+    ``pop``, ``popitem``, ``clear``, ``len``): a sequence of calls may interleave with
+    other threads' calls anywhere, and the controlled schedules switch threads there."""
+    return shared_dict_factory()
+
+
 @contextmanager
 def override(
     *,
     lock: Callable[[], AbstractLock] | None = None,
     flag: Callable[[bool], AtomicFlag] | None = None,
     condition: Callable[[AbstractLock], threading.Condition] | None = None,
+    shared_dict: Callable[[], dict[Any, Any]] | None = None,
 ) -> Iterator[None]:
     """Rebind the given factories for the duration of a ``with`` block, then restore them.
 
@@ -123,8 +141,10 @@ def override(
     that every synchronization point of theirs yields to a scheduler. Not thread-safe:
     call it from the test's main thread while no other thread creates primitives.
     """
-    global lock_factory, flag_factory, condition_factory
-    saved = (lock_factory, flag_factory, condition_factory)
+    global lock_factory, flag_factory, condition_factory, shared_dict_factory
+    saved = (lock_factory, flag_factory, condition_factory, shared_dict_factory)
+    if shared_dict is not None:
+        shared_dict_factory = shared_dict
     if lock is not None:
         lock_factory = lock
     if flag is not None:
@@ -134,4 +154,4 @@ def override(
     try:
         yield
     finally:
-        lock_factory, flag_factory, condition_factory = saved
+        lock_factory, flag_factory, condition_factory, shared_dict_factory = saved

@@ -246,7 +246,7 @@ class DelayedOperationPurgatory(Generic[T]):
         self._num_purged = 0
         self._num_completed = 0
         self._num_expired = 0
-        self._candidates: dict[int, T] = {}
+        self._candidates: dict[int, T] = sync.new_shared_dict()  # no lock: single calls
         self._candidates_limit = 2 * self._purge_interval + 1024
         self._scan_all = False
         self._let_go_bound = 0  # R71: candidates unlinked per let-go or purge (0: all)
@@ -481,8 +481,9 @@ class DelayedOperationPurgatory(Generic[T]):
                 watchers.ops[op_id] = operation
                 shard.count += 1
             watched += 1
-        if watched and operation._completed:  # completed meanwhile by a lock-free caller:
-            self._note_completed(operation)  # maybe before its last watch
+        if watched and operation._completed:  # completed meanwhile by a lock-free caller,
+            self._note_completed(operation)  # maybe before its last watch: its finisher's
+            self._let_go_if_idle()  # let-go (R61) may have missed a watch
         return watched
 
     def _time(self, operation: T) -> None:
@@ -511,10 +512,30 @@ class DelayedOperationPurgatory(Generic[T]):
                 return
             operation._counted = False
             self._unfinished -= 1
-            if self._unfinished or not self._purge_when_idle:
+            if not self._idle():
                 return
-            self._estimated_total_operations = self._timer.size
-            self._estimate_resets += 1
+        self._let_go()
+
+    def _let_go_if_idle(self) -> None:
+        """R61 for a submission whose operation finished while it was being watched: its
+        finisher's let-go may have run before the last watch, so with no unfinished
+        operation left, let go again. Reference equivalent: same."""
+        with self._counters_lock:
+            if not self._idle():
+                return
+        self._let_go()
+
+    def _idle(self) -> bool:
+        """Counters lock held: if no operation is unfinished (and R61 is on), reset the
+        estimate as a purge does (R30) and return True: the caller lets go."""
+        if self._unfinished or not self._purge_when_idle:
+            return False
+        self._estimated_total_operations = self._timer.size
+        self._estimate_resets += 1
+        return True
+
+    def _let_go(self) -> None:
+        """Unlink every finished operation (R61), as a purge pass."""
         purged = self._purge_pass()
         if purged:
             with self._counters_lock:
@@ -820,11 +841,16 @@ class DelayedOperationPurgatory(Generic[T]):
     def _purge_candidates(self, limit: int = 0) -> int:
         """Unlink each purge candidate from the lists of its keys; return the pairs unlinked.
 
-        Takes the candidates one ``popitem`` at a time (each one atomic C call, so a
-        concurrent purge or ``_unwatch`` never sees an operation taken twice), at most as
-        many as there were on entry: a candidate recorded meanwhile may stay for the next
-        purge, and a steady stream of completions cannot keep this loop going (and at
-        most ``limit``, if given, R71). Not a
+        Takes the candidates one ``popitem`` at a time (each one atomic C call, so two
+        concurrent passes, or a pass and an ``_unwatch``, never take the same record), at
+        most as many as there were on entry: a candidate recorded meanwhile may stay for
+        the next purge, and a steady stream of completions cannot keep this loop going
+        (and at most ``limit``, if given, R71). One pass may still pop the same operation
+        twice: a submission or a completing call may record it again after this pass took
+        it (R61's let-go runs inside ``force_complete``, while the submission that watches
+        the operation notes it after its last watch). The pass unlinks it once: every key
+        is unlinked after the last pop, so after every watch either record speaks for.
+        Not a
         ``copy()``: copying a dict costs O(its table), which keeps the size of its largest
         burst after pops emptied it (9 us per purge on a free-threaded 3.13 for a dict
         holding one entry), while ``popitem`` takes from the end and shrinks what later
@@ -833,7 +859,7 @@ class DelayedOperationPurgatory(Generic[T]):
         partitions). O(keys) per candidate. A key that raises is skipped (R67,
         ``_key_failed``)."""
         candidates = self._candidates
-        taken: list[T] = []  # keeps the operations alive: their ids stay theirs
+        taken: dict[int, T] = {}  # keeps the operations alive: their ids stay theirs
         by_key: dict[Hashable, list[int]] = {}
         interrupt: BaseException | None = None
         count = len(candidates)
@@ -842,7 +868,9 @@ class DelayedOperationPurgatory(Generic[T]):
                 op_id, operation = candidates.popitem()
             except KeyError:  # emptied meanwhile by an _unwatch or another purge
                 break
-            taken.append(operation)
+            if op_id in taken:  # recorded again after this pass took it: grouped already
+                continue
+            taken[op_id] = operation
             keys = operation._watch_keys
             if keys is not None:
                 for key in keys:

@@ -271,12 +271,16 @@ class DelayedOperationPurgatory(StopOnExit, Generic[T]):
         """Watch the operation on each key in order while it is unfinished (R24,
         KAFKA-18027), logging each watch's undo."""
         operation._watch_keys = tuple(keys)
+        watched = False
         for key in keys:
             if operation._is_finished():
                 break
             with self._lock:
                 self._watchers.setdefault(key, []).append(operation)
             undo.push(self._unwatch, key, operation)
+            watched = True
+        if watched and operation._is_finished():  # its finisher's let-go (R61) may have
+            self._let_go_if_idle()  # run before the last watch: let go again if idle
 
     def _add_to_estimate(self) -> int:
         """Count the operation in the estimate (R30); return the resets so far."""
@@ -313,6 +317,12 @@ class DelayedOperationPurgatory(StopOnExit, Generic[T]):
                 return
             operation._counted = False
             self._unfinished -= 1
+        self._let_go_if_idle()
+
+    def _let_go_if_idle(self) -> None:
+        """With no unfinished operation left (and R61 on), reset the estimate and unlink
+        every finished operation: a purge at the moment nothing is left to wait for."""
+        with self._lock:
             if self._unfinished or not self._purge_when_idle:
                 return
             self._estimated_total_operations = self._timer.size

@@ -1,7 +1,8 @@
 """The specification of kpurgatory, as executable Python.
 
 - ``rules``: the index of the numbered rules (R1, R2, ...): ids, sections and titles of
-  docs/spec.md, where alone the rules are worded.
+  docs/spec.md, where alone the rules are worded, and who owes each rule (every port, a
+  port that offers a feature, or no port: Python only).
 - ``protocols``: the interfaces every implementation provides (``Clock``, ``Timer``, ...).
 - ``arithmetic``: the time arithmetic the rules are stated in, with PEP 316 contracts.
 - ``events``: the event model that machines, replays and conformance vectors record.

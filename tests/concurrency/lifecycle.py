@@ -19,7 +19,12 @@ Each builder returns a scenario for ``scenarios.run_scenario`` (same conventions
 * abandon vs complete vs expire (bug 7, R40): exactly one wins; an abandoned operation is
   unwatched, untimed and gets no callback;
 * ``cancel()`` vs the submission of the same operation (R40): abandoned as a whole, or
-  submitted as if the cancel came first.
+  submitted as if the cancel came first;
+* R61's let-go pass, started by the ``force_complete`` that finishes the last
+  operation, vs that operation's own submission: nothing raises, nothing stays watched;
+* a ``maybe_try_complete`` knock vs a lock holder of the purgatory's and a
+  ``force_complete`` (R20, R41, R55): a ``try_complete`` starts after the knock began,
+  or the operation was finished before the knock returned.
 """
 
 from __future__ import annotations
@@ -348,6 +353,131 @@ def submit_vs_cancel() -> Build:
                 _expect(result, world.timer.size == 1, "pending, yet not timed")
                 world.purgatory.advance_clock(DELAY_MS)
                 _expect(result, world.count("expire", "op") == 1, f"log {world.log}")
+
+        return check
+
+    return build
+
+
+LET_GO_MODES = ("candidates", "scan", "bounded", "unwatch")
+"""How the optimized purgatory's let-go pass finds finished operations: its purge
+candidates, a scan of every list (the candidates overflowed: limit 0), or candidates
+taken one per pass (R71's bound 1, the rest left to ``_let_go_step``); ``unwatch`` adds
+a third thread's ``check_and_complete("b")``, whose unlinking of a finished one-key
+operation takes it out of the candidates too (both implementations)."""
+
+
+def let_go_vs_submission(mode: str = "candidates") -> Build:
+    """R61, R16, R38, R71: a let-go pass started by a ``force_complete`` races the
+    submission of the operation it completes.
+
+    ``other`` submits ``quick`` on ``b`` with delay 0 (it expires inside its own
+    submission: a completed operation still watched, a purge candidate), then forces
+    ``op``, which ``submit`` is submitting on ``b`` and ``a`` meanwhile. If the force wins
+    while ``op`` is still being watched, ``op`` was the last unfinished operation, so the
+    force runs R61's let-go pass, and the submission may record ``op`` as completed again
+    while that pass runs. Afterwards no thread raised, the force returned True (``op`` was
+    never ready), each operation's ``on_complete`` ran once, and nothing stays watched
+    (R61: every operation is finished; in ``bounded`` mode once the let-go steps a
+    driver would call are done). ``mode`` (``LET_GO_MODES``) only changes the optimized
+    purgatory.
+    """
+    if mode not in LET_GO_MODES:
+        raise ValueError(f"mode must be one of {LET_GO_MODES}, got {mode!r}")
+
+    def build(world: World) -> Check:
+        op = world.operation("op", delay_ms=LONG_DELAY_MS)
+        quick = world.operation("quick", delay_ms=0)
+        purgatory = world.purging(1000)  # Kafka's interval: two shards, no purge due
+        if mode == "scan" and hasattr(purgatory, "_candidates_limit"):
+            purgatory._candidates_limit = 0
+        if mode == "bounded" and hasattr(purgatory, "_let_go_bound"):
+            purgatory._let_go_bound = 1
+        world.sched.spawn("submit", lambda: purgatory.try_complete_else_watch(op, ["b", "a"]))
+
+        def other() -> bool:
+            purgatory.try_complete_else_watch(quick, ["b"])
+            return bool(op.force_complete())
+
+        world.sched.spawn("other", other)
+        if mode == "unwatch":
+            world.sched.spawn("check", lambda: purgatory.check_and_complete("b"))
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            results = {name: result.results[name] for name in ("submit", "other")}
+            _expect(result, results == {"submit": False, "other": True}, f"{result.results}")
+            for name in ("op", "quick"):
+                _expect(result, world.count("complete", name) == 1, f"{name}: {world.log}")
+            steps = 0
+            while mode == "bounded" and hasattr(purgatory, "_let_go_step") and steps < 10:
+                steps += 1  # the driver's later loop callbacks (R71)
+                if not purgatory._let_go_step():
+                    break
+            _expect(result, purgatory.watched == 0, f"finished ones still watched: {purgatory}")
+            if hasattr(purgatory, "_check"):  # the optimized representation invariants
+                purgatory._check()
+
+        return check
+
+    return build
+
+
+KNOCK_HOLDERS = ("check", "cancel_for_key", "submit")
+"""The purgatory's paths that hold an operation's lock and owe a knock its attempt:
+``check_and_complete`` (R41), ``cancel_for_key`` (R55) and the submission (R41)."""
+
+
+def knock_vs_holder(
+    holder: str, force: bool, outcomes: list[tuple[bool, bool]] | None = None
+) -> Build:
+    """R20, R41, R55: ``maybe_try_complete`` knocks while a purgatory path may hold the
+    operation's lock; with ``force``, a third thread ``force_complete``s the operation.
+
+    ``holder`` (``KNOCK_HOLDERS``) runs ``check_and_complete("k")``, ``cancel_for_key("k")``
+    or the operation's own submission on ``k``; the event thread makes the condition
+    true, then knocks. Checked on every schedule, R20's guarantee: a ``try_complete``
+    that read the condition true started after the knock began, unless the force won
+    (a finished operation is never tried again, R18); and the operation ends completed,
+    once. ``outcomes``, if given, receives per schedule (a try came after the knock
+    began, the operation was finished when the knock returned)."""
+    if holder not in KNOCK_HOLDERS:
+        raise ValueError(f"holder must be one of {KNOCK_HOLDERS}, got {holder!r}")
+
+    def build(world: World) -> Check:
+        op = world.operation("op", delay_ms=LONG_DELAY_MS)
+        purgatory = world.purgatory
+        if holder == "submit":
+            world.sched.spawn("holder", lambda: purgatory.try_complete_else_watch(op, ["k"]))
+        else:
+            assert purgatory.try_complete_else_watch(op, ["k"]) is False
+            call = purgatory.check_and_complete if holder == "check" else purgatory.cancel_for_key
+            world.sched.spawn("holder", lambda: call("k"))
+        trace: list[str] = []
+        op.trace = trace
+        finished_at_return: list[bool] = []
+
+        def knock() -> bool:
+            op.ready = True
+            trace.append("knock began")
+            done = bool(op.maybe_try_complete())
+            finished_at_return.append(op.is_completed)  # no switch point in between
+            return done
+
+        world.sched.spawn("event", knock)
+        if force:
+            world.sched.spawn("force", op.force_complete)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            began = trace.index("knock began")
+            tried = "try_complete read ready=True" in trace[began:]
+            if outcomes is not None:
+                outcomes.append((tried, finished_at_return[0]))
+            forced = result.results.get("force") is True
+            _expect(result, tried or forced, f"knock lost (R20): {trace}")
+            _expect(result, op.is_completed, "completion lost: operation still pending")
+            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
 
         return check
 

@@ -47,6 +47,7 @@ from typing import Any, Literal, SupportsIndex
 
 __all__ = [
     "GUARDS",
+    "UNGUARDED",
     "Guard",
     "GuardedDict",
     "GuardedList",
@@ -163,6 +164,8 @@ GUARDS: list[Guard] = [
         attr_lock("_lock"),
     ),
     Guard(_REF_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_lock")),
+    Guard(_REF_P, "DelayedOperationPurgatory", "_unfinished", "field", attr_lock("_lock")),
+    Guard(_REF_P, "DelayedOperationPurgatory", "_estimate_resets", "field", attr_lock("_lock")),
     Guard(
         _REF_P,
         "DelayedOperationPurgatory",
@@ -229,6 +232,14 @@ GUARDS: list[Guard] = [
         attr_lock("_counters_lock"),
     ),
     Guard(_OPT_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_counters_lock")),
+    Guard(_OPT_P, "DelayedOperationPurgatory", "_unfinished", "field", attr_lock("_counters_lock")),
+    Guard(
+        _OPT_P,
+        "DelayedOperationPurgatory",
+        "_estimate_resets",
+        "field",
+        attr_lock("_counters_lock"),
+    ),
     Guard(
         _OPT_P, "DelayedOperationPurgatory", "_num_completed", "field", attr_lock("_counters_lock")
     ),
@@ -251,6 +262,76 @@ GUARDS: list[Guard] = [
 
 Keep in step with the implementations: ``Lockset.installed`` fails if a listed class or
 attribute no longer exists."""
+
+
+_CONST = "set at construction (or by a test or driver before the object is shared), never rebound"
+_SYNC = "a lock, condition, event, thread or flag object: the synchronization itself"
+_GUARDED_INSIDE = "an object set at construction whose own methods or fields have rows"
+
+UNGUARDED: dict[str, str] = {
+    **{
+        f"DelayedOperationPurgatory.{name}": _CONST
+        for name in (
+            "_name", "_broker_id", "_purge_interval", "_reaper_enabled", "_timer_enabled",
+            "_num_shards", "_timer", "_reaper", "_candidates_limit", "_purge_when_idle",
+            "_let_go_bound",
+        )
+    },
+    **{
+        f"DelayedOperationPurgatory.{name}": _SYNC
+        for name in ("_lock", "_counters_lock", "_shutdown_lock", "_shutdown_finished",
+                     "_stop_reaper")
+    },
+    "DelayedOperationPurgatory._shards": _GUARDED_INSIDE,
+    "DelayedOperationPurgatory._candidates": (
+        "a sync.new_shared_dict: no lock by design, each call atomic; the schedules switch "
+        "threads between its calls (a SchedDict)"
+    ),
+    "DelayedOperationPurgatory._scan_all": (
+        "a request flag any thread may set (set before the candidates are cleared) and the "
+        "scan clears first: a stale read only moves the scan to the next pass; _check "
+        "asserts every completed watched operation is a candidate or scanned"
+    ),
+    "DelayedOperationPurgatory._let_go_owed": (
+        "written only by bounded passes (R71), which run on the event loop's one thread"
+    ),
+    **{
+        f"SystemTimer.{name}": _CONST
+        for name in ("_name", "_tick_ms", "_wheel_size", "_clock", "_deadline_base",
+                     "_owns_executor", "_executor", "_next_due")
+    },
+    **{f"SystemTimer.{name}": _SYNC for name in ("_lock", "_condition")},
+    **{f"SystemTimer.{name}": _GUARDED_INSIDE for name in ("_counter", "_queue", "_wheel")},
+    "TimerTask._delay_ms": _CONST,
+    **{
+        f"DelayedOperation.{name}": _SYNC
+        for name in ("_lock", "_flags", "_completed", "_try_complete_pending", "_submitted")
+    },
+    "DelayedOperation._outcome": (
+        "written once, by the one winner of the completed flag's compare-and-set"
+    ),
+    "DelayedOperation._owner": (
+        "written by the claim (the submitted flag's compare-and-set picks one writer) and "
+        "by a rollback under the operation's lock"
+    ),
+    "DelayedOperation._untimed": (
+        "written under the operation's lock by cancel_for_key and a rollback (a row would "
+        "flag the claim's own rollback when the lock's acquire raised, before it held it)"
+    ),
+    "DelayedOperation._counted": (
+        "written under its purgatory's counters lock (a guard is a function of the "
+        "operation, and a rollback has released the operation's purgatory by then)"
+    ),
+    "DelayedOperation._expiring": "written by run under the operation's lock, read there",
+    "DelayedOperation._waiter": (
+        "set by kpurgatory.aio before the submission, cleared by the one winner of the "
+        "completed flag's compare-and-set"
+    ),
+}  # fmt: skip
+"""The instance fields no row of ``GUARDS`` covers, each with why it needs none
+(``Owner.attribute``, by the name of the class that owns it in either implementation).
+tests/concurrency/test_lockset.py fails on a field of a timer, purgatory or operation
+that is in neither table: a new shared field must be given a lock or a reason."""
 
 
 def is_pure(module: str) -> bool:

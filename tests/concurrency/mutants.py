@@ -319,6 +319,53 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "later purge unlinks it from its other keys (R30; found by the slow tier).",
     ),
     Mutant(
+        "opt-let-go-takes-twice",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._purge_candidates",
+        "        if op_id in taken:  # recorded again after this pass took it: grouped already\n"
+        "            continue\n",
+        "",
+        "A purge or let-go pass that pops an operation recorded again meanwhile groups its "
+        "id twice under each key and unlinks it twice: KeyError out of the force_complete "
+        "that started R61's let-go, and finished operations stay watched (R16, R61).",
+    ),
+    Mutant(
+        "opt-let-go-misses-last-watch",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._watch",
+        "        self._let_go_if_idle()",
+        "        pass",
+        "A submission whose operation was finished (by a lock-free force_complete) while it "
+        "was watching it does not let go again: the finisher's let-go ran before the last "
+        "watch, and the finished operation stays watched with nothing unfinished (R61).",
+    ),
+    Mutant(
+        "ref-let-go-misses-last-watch",
+        f"{_R}.purgatory",
+        "DelayedOperationPurgatory._watch",
+        "        self._let_go_if_idle()",
+        "        pass",
+        "The reference's submission does not let go again after watching an operation "
+        "finished meanwhile: it stays watched with nothing unfinished (R61).",
+    ),
+    Mutant(
+        "opt-submission-ignores-knock",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._submit",
+        "if not operation._try_complete_pending:  # a knock found the lock held: ours (R41)",
+        "if True:",
+        "The submission does not look at the pending flag after releasing the lock: a "
+        "knock that found it held is never answered (R41, KAFKA-8334's shape).",
+    ),
+    Mutant(
+        "opt-cancel-for-key-ignores-knock",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory.cancel_for_key",
+        "if operation._try_complete_pending and not operation._completed:",
+        "if False:",
+        "cancel_for_key drops a knock that found the operation's lock held by it (R55).",
+    ),
+    Mutant(
         "opt-cancel-is-plain-cancel",
         f"{_O}.operation",
         "DelayedOperation.cancel",
@@ -356,6 +403,24 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "        if True:\n            self._num_completed += completed",
         "num_completed incremented without its lock: concurrent winners can be lost "
         "(survived the sampled run).",
+    ),
+    Mutant(
+        "ref-unfinished-unlocked",
+        f"{_R}.purgatory",
+        "DelayedOperationPurgatory._left_watching",
+        "    with self._lock:\n        if not operation._counted:",
+        "    if True:\n        if not operation._counted:",
+        "R61's unfinished count taken down without the purgatory lock: concurrent finishes "
+        "lose updates with the GIL off (an outside mutation run's survivor; the lockset "
+        "table did not list the field).",
+    ),
+    Mutant(
+        "opt-unfinished-unlocked",
+        f"{_O}.purgatory",
+        "DelayedOperationPurgatory._left_watching",
+        "    with self._counters_lock:\n        if not operation._counted:",
+        "    if True:\n        if not operation._counted:",
+        "The optimized unfinished count taken down without the counters lock (R61).",
     ),
 )
 """Lock removals the sampled mutation run (issue 11) found surviving the suite."""

@@ -79,7 +79,8 @@ def scheduled_operation(base: Any) -> type[Any]:
 
     ``ready`` is the condition; ``log`` receives ``("complete", name)`` and
     ``("expire", name)``; ``try_complete`` passes a checkpoint between reading the
-    condition and acting on it.
+    condition and acting on it, and appends what it read to ``trace`` if a scenario set
+    that attribute (a list).
     """
 
     class ScheduledOperation(base):  # type: ignore[misc]
@@ -97,6 +98,9 @@ def scheduled_operation(base: Any) -> type[Any]:
             inside.add(me)
             try:
                 ready = self.ready
+                trace = self.__dict__.get("trace")  # a scenario's own record of the tries
+                if trace is not None:
+                    trace.append(f"try_complete read ready={ready}")
                 checkpoint(f"{self.name}.try_complete acts on ready={ready}")
                 return bool(ready and self.force_complete())
             finally:

@@ -1,12 +1,13 @@
 """A controlled scheduler: real threads that run one at a time, switching only where we say.
 
 Every synchronization point of the code under test (lock acquire/release/try-acquire,
-condition wait/notify, atomic-flag get/set/compare-and-set/get-and-set) goes through
-``kpurgatory.sync``; inside ``instrumented(scheduler)`` those factories build the
-primitives below, which call ``Scheduler.yield_point`` before acting. A thread that
-reaches a yield point stops and the scheduler picks which thread runs next, so exactly
-one managed thread runs at any moment and a run is a deterministic function of the
-choices made. The choices come from a ``Chooser``:
+condition wait/notify, atomic-flag get/set/compare-and-set/get-and-set, each call on a
+dict shared without a lock) goes through ``kpurgatory.sync``; inside
+``instrumented(scheduler)`` those factories build the primitives below, which call
+``Scheduler.yield_point`` before acting. A thread that reaches a yield point stops and
+the scheduler picks which thread runs next, so exactly one managed thread runs at any
+moment and a run is a deterministic function of the choices made. The choices come from a
+``Chooser``:
 
 * ``PriorityChooser``: a PCT schedule (thread priorities plus demotion points) drawn by
   Hypothesis, so a failing interleaving shrinks to a few demotions;
@@ -15,7 +16,8 @@ choices made. The choices come from a ``Chooser``:
   number of preemptions, as in CHESS), replaying each one from scratch.
 
 Because only one thread runs at a time and all shared state of the code under test is
-accessed under an instrumented lock or through an instrumented flag, switching only at
+accessed under an instrumented lock, through an instrumented flag or by single calls on
+an instrumented shared dict, switching only at
 these points covers every behaviour the real code can show (the classic reduction for
 data-race-free programs); plain attribute reads the code does outside any lock would be
 a data race, and ``checkpoint`` lets a test add a switch point where it wants one.
@@ -49,6 +51,7 @@ __all__ = [
     "PriorityChooser",
     "RunResult",
     "SchedCondition",
+    "SchedDict",
     "SchedFlag",
     "SchedLock",
     "ScheduleAborted",
@@ -319,6 +322,10 @@ class Scheduler:
     def flag(self, value: bool = False, name: str | None = None) -> SchedFlag:
         """A new instrumented atomic flag."""
         return SchedFlag(self, value, name or self._fresh_name("flag"))
+
+    def shared_dict(self, name: str | None = None) -> SchedDict:
+        """A new dict shared without a lock whose calls are yield points."""
+        return SchedDict(self, name or self._fresh_name("dict"))
 
     def condition(self, lock: AbstractLock) -> SchedCondition:
         """A new instrumented condition over an instrumented ``lock``."""
@@ -614,6 +621,47 @@ class SchedFlag(sync.AtomicFlag):
         return f"SchedFlag({self.name}={self._value})"
 
 
+class SchedDict(dict[Any, Any]):
+    """A dict shared without a lock (``sync.new_shared_dict``) whose every single call is
+    a yield point: the scheduler may switch threads between two calls of one thread, as
+    the interpreter may. Each call itself stays atomic (one step), as a ``dict``'s is."""
+
+    def __init__(self, sched: Scheduler, name: str) -> None:
+        super().__init__()
+        self._sched = sched
+        self.name = name
+
+    def _step(self, what: str) -> None:
+        self._sched.yield_point(f"{what} {self.name}")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._step("store into")
+        super().__setitem__(key, value)
+
+    def __contains__(self, key: object) -> bool:
+        self._step("look up in")
+        return super().__contains__(key)
+
+    def __len__(self) -> int:
+        self._step("count")
+        return super().__len__()
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        self._step("pop from")
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[Any, Any]:
+        self._step("popitem from")
+        return super().popitem()
+
+    def clear(self) -> None:
+        self._step("clear")
+        super().clear()
+
+    def __repr__(self) -> str:
+        return f"SchedDict({self.name}, {dict(self)!r})"
+
+
 class SchedCondition(threading.Condition):
     """A condition variable over a ``SchedLock`` whose wait and notify are yield points.
 
@@ -705,6 +753,7 @@ def instrumented(sched: Scheduler, *, lock_discipline: bool = True) -> Iterator[
                 lock=sched.lock,
                 flag=lambda value: sched.flag(value),
                 condition=sched.condition,
+                shared_dict=sched.shared_dict,
             ),
             lockset.installed() if lock_discipline else nullcontext(),
         ):
@@ -740,8 +789,8 @@ def label_primitives(obj: object, prefix: str) -> None:
     """
     for attribute in attribute_names(obj):
         value = getattr(obj, attribute, None)
-        if isinstance(value, (SchedLock, SchedFlag, SchedCondition)):
-            if not value.name.startswith(("lock#", "flag#", "cond#")):
+        if isinstance(value, (SchedLock, SchedFlag, SchedCondition, SchedDict)):
+            if not value.name.startswith(("lock#", "flag#", "cond#", "dict#")):
                 continue  # already named (e.g. a lock shared by two operations)
             value.name = f"{prefix}.{attribute.lstrip('_')}"
 

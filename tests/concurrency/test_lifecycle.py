@@ -5,13 +5,15 @@ suite, one bound deeper under ``slow``, and random PCT schedules through Hypothe
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.concurrency import lifecycle as lc
 from tests.concurrency import scenarios as sc
-from tests.concurrency.scheduler import PriorityChooser
+from tests.concurrency.scheduler import PriorityChooser, RunResult, explore
 
 slow = pytest.mark.slow
 
@@ -80,7 +82,69 @@ def test_r40_cancel_racing_the_submission(subject: sc.Impl, bound: int) -> None:
     sc.exhaust(subject, lc.submit_vs_cancel(), bound=bound)
 
 
-BUILDS = {
+@pytest.mark.parametrize(
+    ("mode", "bound"),
+    [
+        *((mode, 2) for mode in ("candidates", "scan", "bounded")),
+        ("unwatch", 1),
+        pytest.param("unwatch", 2, marks=slow),
+        pytest.param("candidates", 3, marks=slow),
+    ],
+)
+def test_r61_r71_let_go_racing_the_submission_of_the_operation_it_finishes(
+    subject: sc.Impl, mode: str, bound: int
+) -> None:
+    """A let-go pass popped the same candidate twice (the submission recorded it again
+    while the pass ran) and raised KeyError out of the winning force_complete; and a
+    let-go that ran before the submission's last watch left a finished operation
+    watched with nothing unfinished (both implementations)."""
+    if mode in ("scan", "bounded") and subject.name != "optimized":
+        pytest.skip("the modes are the optimized purgatory's ways to find finished operations")
+    sc.exhaust(subject, lc.let_go_vs_submission(mode), bound=bound, max_runs=150_000)
+
+
+@pytest.mark.parametrize("holder", lc.KNOCK_HOLDERS)
+@pytest.mark.parametrize(
+    ("force", "bound"), [(False, 2), (True, 1), pytest.param(True, 2, marks=slow)]
+)
+def test_r20_r41_r55_a_knock_is_tried_after_it_began_unless_a_force_finished_it(
+    subject: sc.Impl, holder: str, force: bool, bound: int
+) -> None:
+    sc.exhaust(subject, lc.knock_vs_holder(holder, force), bound=bound, max_runs=20_000)
+
+
+@pytest.mark.parametrize("holder", ["check", "submit"])
+def test_r20_a_knock_may_return_untried_once_a_force_finished_the_operation(
+    subject: sc.Impl, holder: str
+) -> None:
+    """The shape of a real-thread history an outside checker rejected: the knock's try-lock
+    fails, the holder releases and looks at the pending flag before the knock sets it,
+    then a force_complete finishes the operation, and the knocker, seeing it finished,
+    returns without its retry. No try_complete started after the knock began, and none
+    is owed: the operation was finished before the knock returned (R20)."""
+    outcomes: list[tuple[bool, bool]] = []
+    knock = lc.knock_vs_holder(holder, True, outcomes)
+
+    def stop_at_the_shape(world: sc.World) -> sc.Check:
+        check = knock(world)
+
+        def checked(result: RunResult) -> None:
+            check(result)  # the guarantee holds on this schedule too
+            if outcomes[-1] == (False, True):
+                raise AssertionError(f"untried knock, finished on return: {result.choices}")
+
+        return checked
+
+    found = explore(
+        lambda chooser: sc.run_scenario(subject, stop_at_the_shape, chooser),
+        preemption_bound=2,
+        max_runs=20_000,
+    )
+    assert found.failure is not None, f"shape never met: {found.describe()}"
+    assert "untried knock, finished on return" in str(found.failure), str(found.failure)
+
+
+BUILDS: dict[str, Callable[[], sc.Build]] = {
     "cancel_for_key": lc.submit_vs_cancel_for_key,
     "shutdown": lc.submit_vs_shutdown,
     "shutdown_twice": lc.shutdown_vs_shutdown,
@@ -91,6 +155,9 @@ BUILDS = {
     "maybe_check": lc.maybe_vs_check,
     "abandon": lc.abandon_race,
     "submit_cancel": lc.submit_vs_cancel,
+    "let_go_submit": lc.let_go_vs_submission,
+    "knock_check_force": lambda: lc.knock_vs_holder("check", True),
+    "knock_cancel_force": lambda: lc.knock_vs_holder("cancel_for_key", True),
 }
 
 

@@ -235,3 +235,42 @@ def test_priority_chooser_runs_highest_priority_and_demotes() -> None:
     assert chooser.choose([0, 1], False) == 1  # thread 1 has priority 5
     assert chooser.choose([1, 0], True) == 1  # point 2: running thread 1 demoted
     assert chooser.choose([0, 1], True) == 0
+
+
+def test_shared_dicts_are_instrumented_and_each_call_is_one_step() -> None:
+    """A dict shared without a lock (``sync.new_shared_dict``) is the scheduler's inside
+    ``instrumented``: two threads' single calls interleave at every call, each call whole
+    (both orders of two stores are explored), and the factory is restored afterwards."""
+    finals: set[tuple[tuple[str, int], ...]] = set()
+
+    def run(chooser: Chooser) -> None:
+        sched = Scheduler(chooser)
+        with instrumented(sched, lock_discipline=False):
+            shared = sync.new_shared_dict()
+        for index in range(2):
+
+            def store(index: int = index) -> None:
+                shared["k"] = index
+
+            sched.spawn(f"t{index}", store)
+        sched.run()
+        finals.add(tuple(shared.items()))
+
+    found = explore(run, preemption_bound=None, max_runs=50)
+    assert found.complete and found.failure is None
+    assert finals == {(("k", 0),), (("k", 1),)}
+    assert type(sync.new_shared_dict()) is dict
+
+
+def test_the_optimized_purge_candidates_are_a_shared_dict() -> None:
+    """The optimized purgatory's candidates are shared without a lock, so the schedules
+    must be able to switch between their calls (the let-go race was invisible before)."""
+    from kpurgatory.optimized import DelayedOperationPurgatory, SystemTimer
+
+    sched = Scheduler(ListChooser([]))
+    with instrumented(sched, lock_discipline=False):
+        purgatory = DelayedOperationPurgatory(
+            "probe", timer=SystemTimer("probe"), reaper_enabled=False, shards=1
+        )
+    assert type(purgatory._candidates).__name__ == "SchedDict"
+    purgatory.shutdown()
