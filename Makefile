@@ -46,11 +46,25 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 # Nightly-style equivalence run: reference vs optimized machines under the deep Hypothesis
-# profile (2000 examples x 200 steps per machine; ~6 min CPU, no pytest timeout).
+# profile (2000 examples x 200 steps per machine; ~6 min CPU, no pytest timeout), then two
+# minutes of real-thread histories per implementation (make history).
 .PHONY: deep
 deep: $(STAMP)
 	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q -s --timeout 0 \
 		tests/machines/test_equivalence_timer.py tests/machines/test_equivalence_purgatory.py
+	$(MAKE) --no-print-directory history HISTORY_SECONDS=120
+
+# The history checker's long campaign (docs/testing-techniques.md, "Histories"): random
+# programs on 2-4 real threads against each implementation, every history searched for an
+# interleaving of the spec's steps; rejected histories are shrunk, printed and written to
+# build/history-failures/. HISTORY_SECONDS per implementation (the quick suite runs 150
+# histories of each). Exit status 1 if any history was rejected or undecided.
+HISTORY_SECONDS ?= 300
+HISTORY_ARGS ?=
+.PHONY: history freethreaded-history
+history: $(STAMP)
+	$(PY) -m kpurgatory.history --implementation both --seconds $(HISTORY_SECONDS) \
+		--failures-dir build/history-failures $(HISTORY_ARGS)
 
 # Compiled build: kpurgatory.optimized compiled with mypyc (KPURGATORY_COMPILE=1, setup.py) into
 # a wheel installed in its own venv; the suite runs from a copy of the tree without kpurgatory/,
@@ -221,6 +235,11 @@ $(FT_STAMP): pyproject.toml constraints.txt constraints-freethreaded.txt \
 
 freethreaded-test: $(FT_STAMP)
 	PYTHON_GIL=0 $(FT_PY) -m pytest -q $(XDIST) $(FT_PYTEST_ARGS)
+
+# The history checker's long campaign on 3.13t with the GIL off (CI, .ci/run).
+freethreaded-history: $(FT_STAMP)
+	PYTHON_GIL=0 $(FT_PY) -m kpurgatory.history --implementation both \
+		--seconds $(HISTORY_SECONDS) --failures-dir build/history-failures-ft $(HISTORY_ARGS)
 
 # The threads benchmark (docs/performance.md, "Threads"): the acks=all pattern on one and
 # two threads, and the timer's single lock, on this build and on the free-threaded one with

@@ -32,14 +32,18 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, TypeAlias, get_args
 
 __all__ = [
+    "NESTED_FIELDS",
     "NESTED_STEPS",
     "TIMER_STEP_KINDS",
     "Add",
     "Advance",
+    "CALLBACKS",
     "Cancel",
     "CancelForKey",
     "CheckAndComplete",
     "ClockAdvance",
+    "Close",
+    "ExecutorShutdown",
     "ForceComplete",
     "Init",
     "Key",
@@ -49,6 +53,7 @@ __all__ = [
     "Shutdown",
     "Step",
     "Watch",
+    "nested_steps",
     "step_from_json",
     "step_to_json",
     "steps_from_json",
@@ -140,6 +145,12 @@ class Watch:
     ``try_complete`` call on (2 = "becomes ready on the second try"). A later ``Watch``
     of the same label submits the same object again (R34: ``ValueError``); its other
     fields must then repeat the first ones. Result: the returned bool.
+
+    ``on_try``, ``on_complete`` and ``on_expiration`` are steps the operation performs
+    from those callbacks (only the kinds in ``NESTED_STEPS``): how a run calls back in
+    from user code (R63-R69). ``on_try`` runs on every try, after the try is counted and
+    before the flag is read, except in a try nested inside the operation's own
+    ``on_try`` (which bounds the recursion R69 leaves to the user).
     """
 
     operation: str
@@ -147,6 +158,9 @@ class Watch:
     keys: tuple[Key, ...]
     ready: bool = False
     ready_on_try: int | None = None
+    on_try: tuple[Step, ...] = ()
+    on_complete: tuple[Step, ...] = ()
+    on_expiration: tuple[Step, ...] = ()
     STEP: ClassVar[str] = "watch"
 
 
@@ -200,6 +214,30 @@ class NextDueTime:
 
 
 @dataclass(frozen=True)
+class Close:
+    """``timer.close()`` on the timer labelled ``timer`` (R14; from a task's run, R64).
+
+    Result: ``null``.
+    """
+
+    timer: str = "main"
+    STEP: ClassVar[str] = "close"
+
+
+@dataclass(frozen=True)
+class ExecutorShutdown:
+    """Shut down the executor the run gave the timer labelled ``timer`` (R65).
+
+    The timer stays open; from then on the executor refuses every task (its ``submit``
+    raises ``RuntimeError``, as a shut-down thread pool does), so a drain or an add that
+    hands a task over meets a refusal. Result: ``null``.
+    """
+
+    timer: str = "main"
+    STEP: ClassVar[str] = "executor_shutdown"
+
+
+@dataclass(frozen=True)
 class Shutdown:
     """``purgatory.shutdown()`` (R32); later purgatory calls raise. Result: ``null``."""
 
@@ -220,28 +258,78 @@ Step: TypeAlias = (
     | PurgatoryAdvance
     | Shutdown
     | NextDueTime
+    | Close
+    | ExecutorShutdown
 )
 """Any step of the language."""
 
 _KINDS: dict[str, type[Any]] = {cls.STEP: cls for cls in get_args(Step)}
 
 NESTED_STEPS: frozenset[str] = frozenset(
-    {"add", "cancel", "set_ready", "check_and_complete", "force_complete", "cancel_for_key"}
+    {
+        "add",
+        "cancel",
+        "set_ready",
+        "check_and_complete",
+        "force_complete",
+        "cancel_for_key",
+        "watch",
+        "advance",
+        "purgatory_advance",
+        "shutdown",
+        "close",
+    }
 )
-"""Step kinds a task may perform from its ``run`` (``Add.on_run``): none moves the clock."""
+"""Step kinds user code may perform when the library calls it (a task's ``run``:
+``Add.on_run``; an operation's callbacks: ``Watch.on_try``, ``on_complete``,
+``on_expiration``): every public call R69 allows from a callback. ``advance`` and
+``purgatory_advance`` there are nested drains; ``clock_advance`` and ``init`` are not
+calls of the library, and ``next_due_time`` reads only."""
+
+CALLBACKS: tuple[str, ...] = ("on_try", "on_complete", "on_expiration")
+"""The fields of a ``Watch`` that carry nested steps, in the order the callbacks run."""
+
+NESTED_FIELDS: frozenset[str] = frozenset({"on_run", *CALLBACKS})
+"""Every field that carries nested steps (a task's and an operation's)."""
 
 TIMER_STEP_KINDS: frozenset[str] = frozenset(
-    {"init", "add", "cancel", "advance", "clock_advance", "next_due_time"}
+    {
+        "init",
+        "add",
+        "cancel",
+        "advance",
+        "clock_advance",
+        "next_due_time",
+        "close",
+        "executor_shutdown",
+    }
 )
 """The step kinds a port of the timer alone can answer (``kpurgatory conformance --timer-only``)."""
 
 
+def nested_steps(step: Step) -> list[tuple[str, Step]]:
+    """The steps ``step`` carries for callbacks (a task's ``on_run``, an operation's
+    ``on_try``, ``on_complete``, ``on_expiration``), each with its field, in that order;
+    not recursive."""
+    if isinstance(step, Add):
+        return [("on_run", inner) for inner in step.on_run]
+    if isinstance(step, Watch):
+        return [(name, inner) for name in CALLBACKS for inner in getattr(step, name)]
+    return []
+
+
 def step_to_json(step: Step) -> dict[str, Any]:
-    """The step as a JSON-ready dict: ``{"step": kind, <every field>}`` (lists for tuples)."""
+    """The step as a JSON-ready dict: ``{"step": kind, <every field>}`` (lists for tuples).
+
+    A watch's callback fields (``CALLBACKS``) are written only when they carry steps, so
+    a watch that calls nothing back reads as it always did (an adapter that predates them
+    never meets them)."""
     out: dict[str, Any] = {"step": step.STEP}
     for f in fields(step):
         value = getattr(step, f.name)
-        if f.name == "on_run":
+        if f.name in CALLBACKS and not value:
+            continue
+        if f.name in NESTED_FIELDS:
             out[f.name] = [step_to_json(inner) for inner in value]
         elif isinstance(value, tuple):
             out[f.name] = list(value)
@@ -336,7 +424,7 @@ def _field_value(kind: str, name: str, value: Any) -> Any:
         if not _is_key(value):
             raise TypeError(f"{where} must be a string or an integer, got {_json(value)}")
         return value
-    if name in ("keys", "timers", "on_run"):
+    if name in ("keys", "timers") or name in NESTED_FIELDS:
         if not isinstance(value, list | tuple):
             raise TypeError(f"{where} must be an array, got {_json(value)}")
         if name == "keys":
@@ -352,8 +440,9 @@ def _field_value(kind: str, name: str, value: Any) -> Any:
         nested = tuple(step_from_json(item) for item in value)
         for inner in nested:
             if inner.STEP not in NESTED_STEPS:
+                who = "a task" if name == "on_run" else f"an operation's {name}"
                 raise ValueError(
-                    f"{where}: a task may not perform {_json(inner.STEP)}; "
+                    f"{where}: {who} may not perform {_json(inner.STEP)}; "
                     f"allowed: {_json(sorted(NESTED_STEPS))}"
                 )
         return nested

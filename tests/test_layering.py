@@ -1,7 +1,9 @@
 """Imports run one way: spec imports no implementation, reference never imports optimized,
 the conformance kit (with the workload generator it builds vectors from) and the asyncio
-layer never import the Spark pipeline or the benchmarks; the step language sits below
-both the kit and the generator, and the generator never imports the kit.
+layer never import the Spark pipeline or the benchmarks; the history checker imports none
+of them nor the kit (which may reuse it), and its model and search no implementation;
+the step language sits below both the kit and the generator, and the generator never
+imports the kit.
 
 Checked on the source (every ``import`` and ``from ... import`` statement, including
 ones inside functions), because importing any subpackage at run time executes the
@@ -30,6 +32,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "kpurgatory.bench",
         "kpurgatory.conformance",
     ),
+    "history": ("kpurgatory.pipeline", "kpurgatory.bench", "kpurgatory.conformance"),
+    "history/model.py": ("kpurgatory.reference", "kpurgatory.optimized"),
+    "history/search.py": ("kpurgatory.reference", "kpurgatory.optimized"),
     "steps.py": (
         "kpurgatory.conformance",
         "kpurgatory.workloads",

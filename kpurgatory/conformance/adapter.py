@@ -26,6 +26,7 @@ from kpurgatory.conformance.adapter_process import (
     step_kinds,
 )
 from kpurgatory.conformance.differences import Judge, report_json
+from kpurgatory.conformance.hang import hang_diagnosis
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Init, step_to_json
 from kpurgatory.conformance.vector_report import (
     BEFORE_TAIL,
@@ -175,6 +176,9 @@ def _replay_one(adapter: AdapterProcess, path: Path, judge: Judge) -> VectorResu
         except AdapterError as exc:
             result.status = "not consumed"
             result.step_index, result.message = index, str(exc)
+            diagnosis = hang_diagnosis(steps[: index + 1]) if exc.timed_out else None
+            if diagnosis is not None:  # a hang in a call back in: a verdict, not a lost vector
+                result.status, result.message = "failed", f"{exc}: {diagnosis}"
             result.step = step_to_json(step)
             result.before = [step_to_json(earlier) for earlier in steps[:index]]
             result.stderr = adapter.stderr_tail()

@@ -26,7 +26,7 @@ from typing import IO, Any
 from kpurgatory.conformance.answer import UNEXPOSED_STATE_NAMES, AnswerError, parse_answer
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.driver import Observation
-from kpurgatory.conformance.steps import Add, Step, step_to_json
+from kpurgatory.conformance.steps import Step, nested_steps, step_to_json
 
 __all__ = [
     "DEFAULT_STEP_TIMEOUT_S",
@@ -56,12 +56,14 @@ class AdapterError(RuntimeError):
     """The adapter did not answer a step properly: exited, timed out, or wrote garbage.
 
     ``answered`` says whether the step got any answer at all (an ``{"error": ...}``
-    answer or a malformed line counts as answered; an exit or timeout does not).
+    answer or a malformed line counts as answered; an exit or timeout does not);
+    ``timed_out`` whether the adapter was stopped for not answering in time (a hang).
     """
 
-    def __init__(self, message: str, *, answered: bool) -> None:
+    def __init__(self, message: str, *, answered: bool, timed_out: bool = False) -> None:
         super().__init__(message)
         self.answered = answered
+        self.timed_out = timed_out
 
 
 _EOF = object()
@@ -199,7 +201,7 @@ class AdapterProcess:
         try:
             line = self._lines.get(timeout=self.step_timeout_s)
         except queue.Empty:
-            raise AdapterError(self._silence_message(), answered=False) from None
+            raise AdapterError(self._silence_message(), answered=False, timed_out=True) from None
         if line is _EOF:
             raise AdapterError(self._exit_message("without answering"), answered=False)
         assert isinstance(line, str)
@@ -321,9 +323,9 @@ def _parse_answer(
 
 
 def step_kinds(step: Step) -> set[str]:
-    """The kinds a step exercises: its own and those of the steps a task runs (``on_run``)."""
+    """The kinds a step exercises: its own and those of the steps its callbacks perform (a
+    task's ``on_run``, an operation's ``on_try``, ``on_complete``, ``on_expiration``)."""
     kinds = {step.STEP}
-    if isinstance(step, Add):
-        for inner in step.on_run:
-            kinds |= step_kinds(inner)
+    for _, inner in nested_steps(step):
+        kinds |= step_kinds(inner)
     return kinds

@@ -10,17 +10,18 @@ is listed as not consumed (not sent), and the report names what was not checked.
 docs/conformance.md states the contract.
 
 ``without`` names step kinds (``cancel``, ``next_due_time``, ``clock_advance``, ...)
-and three features: ``re_add`` (adding a task that is already scheduled or has run),
-``on_run`` (a task performing steps when it runs) and ``size`` (the timers' sizes:
-``state.timer_sizes`` is then not compared).
+and four features: ``re_add`` (adding a task that is already scheduled or has run),
+``on_run`` (a task performing steps when it runs), ``callbacks`` (an operation whose
+``try_complete``, ``on_complete`` or ``on_expiration`` performs steps) and ``size``
+(the timers' sizes: ``state.timer_sizes`` is then not compared).
 
 ``async_run``: the port runs expired tasks after the flush, on another thread. It
 must still answer a step only once the tasks that step handed over have run (wait for
 its executor to go idle). What the kit checks then: each task runs exactly once, never
 early, at the clock reading of the step that was due to run it, and a cancel before the
-flush wins; the order of the tasks within one step is not compared, and no task
-performs steps when it runs (``on_run``: with tasks on other threads their order is
-not defined).
+flush wins; the order of the tasks within one step is not compared, and no task or
+operation callback performs steps (``on_run``, ``callbacks``: with tasks on other
+threads their order is not defined).
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kpurgatory.conformance.steps import Add, Step
+from kpurgatory.conformance.steps import Add, Step, Watch, nested_steps
 
 __all__ = ["CAPABILITY_NAMES", "FEATURES", "Capabilities", "needed"]
 
-FEATURES: tuple[str, ...] = ("re_add", "on_run", "size")
+FEATURES: tuple[str, ...] = ("re_add", "on_run", "callbacks", "size")
 """Declarable features that are not step kinds."""
 
 CAPABILITY_NAMES: frozenset[str] = frozenset(
@@ -85,9 +86,9 @@ class Capabilities:
         return Capabilities(self.without | other.without, self.async_run or other.async_run)
 
     def has(self, name: str) -> bool:
-        """Whether the port has step kind or feature ``name`` (``on_run`` also needs
-        tasks run inline)."""
-        if name == "on_run" and self.async_run:
+        """Whether the port has step kind or feature ``name`` (``on_run`` and
+        ``callbacks`` also need tasks run inline)."""
+        if name in ("on_run", "callbacks") and self.async_run:
             return False
         return name not in self.without
 
@@ -120,8 +121,10 @@ def needed(steps: Iterable[Step]) -> set[str]:
             added.add(step.task)
             if step.on_run:
                 names.add("on_run")
-            for inner in step.on_run:
-                visit(inner)
+        elif isinstance(step, Watch) and nested_steps(step):
+            names.add("callbacks")
+        for _, inner in nested_steps(step):
+            visit(inner)
 
     for step in steps:
         if step.STEP == "init":

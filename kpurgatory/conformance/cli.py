@@ -314,7 +314,9 @@ def _search(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     only = " (timer steps only)" if args.timer_only else ""
     print(f"stateful: {stats.runs} sequences, {stats.steps} steps through {args.adapter!r}{only}")
     print(f"  steps by kind: {kinds}")
-    never = [kind for kind in sent if not stats.kinds.get(kind)]
+    nested = ", ".join(f"{kind} {count}" for kind, count in sorted(stats.nested.items()))
+    print(f"  steps callbacks perform, by kind: {nested or 'none'}")
+    never = [kind for kind in sent if not stats.kinds.get(kind) and not stats.nested.get(kind)]
     print("  step kinds never sent: " + (", ".join(never) if never else "none"))
     if adapter.capabilities.describe():
         print(f"  not checked: {adapter.capabilities.describe()}")

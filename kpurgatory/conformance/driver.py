@@ -46,6 +46,7 @@ from kpurgatory.steps import Step
 __all__ = [
     "IMPLEMENTATION_ERRORS",
     "PUBLIC_API",
+    "CallIn",
     "Compact",
     "Driver",
     "DriverSide",
@@ -56,6 +57,7 @@ __all__ = [
     "canonical_events",
     "compare_observations",
     "first_divergence",
+    "observed_error",
     "run_steps",
     "sequence_error",
     "state_difference",
@@ -73,12 +75,46 @@ PUBLIC_API: tuple[str, ...] = (
 """The names an implementation module must export to be driven."""
 
 
+def observed_error(exc: BaseException) -> str | None:
+    """The name an observation records for ``exc`` (``raised``), or None if it is not an
+    implementation's error (a crash, an interrupt: the caller re-raises it).
+
+    One of ``IMPLEMENTATION_ERRORS`` is recorded by its class name. A call that met
+    several errors raises them together (R53: a ``BaseExceptionGroup``, in the order
+    raised), recorded as its first one: a port that raises only its first error, or a
+    group of them, gives the same observation."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, IMPLEMENTATION_ERRORS):
+        return type(exc).__name__
+    return None
+
+
 class StepError(ValueError):
     """A step the driver cannot execute (no ``init`` first, unknown label, ...).
 
     This is a fault of the step list, not of the implementation, so it is raised and
     never recorded in an observation.
     """
+
+
+@dataclass(frozen=True, slots=True)
+class CallIn:
+    """One call back into the library from user code, as the driver performed it.
+
+    ``callback`` is where it ran (``run`` of a task, or an operation's ``try_complete``,
+    ``on_complete``, ``on_expiration``; ``run`` of an operation is the timer expiring it),
+    ``owner`` the task or operation label, ``step`` the nested step (for an operation the
+    timer ran inside its own submission, that ``watch``), ``locked`` the operations whose
+    lock the library held then, and ``reenters`` the one among them the call takes again
+    (R63), if any. A port that hangs is told which one (``kpurgatory.conformance.hang``).
+    """
+
+    callback: str
+    owner: str
+    step: Step
+    locked: tuple[str, ...]
+    reenters: str | None
 
 
 @dataclass(slots=True)
@@ -88,6 +124,7 @@ class _World:
     clock: ManualClock
     timers: dict[str, Any]
     purgatory: Any
+    executors: dict[str, InlineExecutor]
 
 
 class Driver:
@@ -126,6 +163,8 @@ class Driver:
         self._unit: str | None = None  # the hand-over running at the top level of a step
         self._unit_due: int | None = None
         self._nested_error: StepError | None = None
+        self._held: list[str] = []  # operations whose lock the library holds, outermost first
+        self.calls_in: list[CallIn] = []  # the last step's calls back in, in order
         self._calls: dict[type, Callable[[Any, Any], Any]] = {
             language.Add: self._add,
             language.Cancel: self._cancel,
@@ -139,6 +178,8 @@ class Driver:
             language.PurgatoryAdvance: self._purgatory_advance,
             language.NextDueTime: self._next_due_time,
             language.Shutdown: self._shutdown,
+            language.Close: self._close,
+            language.ExecutorShutdown: self._executor_shutdown,
         }
 
     # -- public ----------------------------------------------------------------------
@@ -171,6 +212,7 @@ class Driver:
         events: list[CompactEvent] = []
         tries: dict[str, int] = {}
         self._events, self._step_tries = events, tries
+        self.calls_in = []
         raised: str | None = None
         result: Any = None
         world = self._world
@@ -184,8 +226,10 @@ class Driver:
                 result = call(world, step)
             except StepError:  # a fault of the steps, not of the implementation
                 raise
-            except IMPLEMENTATION_ERRORS as exc:
-                raised = type(exc).__name__
+            except BaseException as exc:
+                raised = observed_error(exc)
+                if raised is None:
+                    raise
             if self._nested_error is not None:
                 error, self._nested_error = self._nested_error, None
                 raise error
@@ -244,6 +288,7 @@ class Driver:
             raise StepError("the first step of a run must be init")
         init = step
         self._clock = clock = ManualClock(init.clock_ms)
+        executors = {label: InlineExecutor() for label in init.timers}
         timers = {
             label: self.impl.SystemTimer(
                 label,
@@ -251,7 +296,7 @@ class Driver:
                 init.wheel_size,
                 init.start_ms,
                 clock=clock,
-                executor=InlineExecutor(),
+                executor=executors[label],
             )
             for label in init.timers
         }
@@ -262,7 +307,7 @@ class Driver:
             reaper_enabled=False,
             timer_enabled=init.timer_enabled,
         )
-        self._world = _World(clock, timers, purgatory)
+        self._world = _World(clock, timers, purgatory, executors)
         self._tick = timers[init.timers[0]].tick_ms  # the purgatory's timer's, for watches
 
     def _timer(self, world: _World, label: str) -> Any:
@@ -330,12 +375,14 @@ class Driver:
         previous = self._schedule(label, due)
         via = self._via
         via.append("try_complete_else_watch")
+        self._held.append(label)  # the submission holds the operation's lock (R22)
         try:
             return bool(world.purgatory.try_complete_else_watch(op, list(step.keys)))
         except BaseException:
             self._unschedule(label, previous)
             raise
         finally:
+            self._held.pop()
             via.pop()
 
     def _set_ready(self, world: _World, step: language.SetReady) -> None:
@@ -370,6 +417,13 @@ class Driver:
     def _shutdown(self, world: _World, step: language.Shutdown) -> None:
         world.purgatory.shutdown()
 
+    def _close(self, world: _World, step: language.Close) -> None:
+        self._timer(world, step.timer).close()
+
+    def _executor_shutdown(self, world: _World, step: language.ExecutorShutdown) -> None:
+        self._timer(world, step.timer)  # StepError for an unknown label
+        world.executors[step.timer].shutdown()
+
     def _schedule(self, label: str, due: int) -> int | None:
         """Set ``label``'s unit due time to ``due`` before its add or watch is called (a task
         due at once is handed over inside the call, R3, and its events need the due time);
@@ -403,37 +457,82 @@ class Driver:
         entered = self._enter_unit(task.label)
         try:
             self._record("task_ran", task.label, None)
-            world = self._require_world()
-            for inner in task.on_run:
-                call = self._calls.get(type(inner))
-                try:
-                    if call is None:
-                        raise StepError(f"{inner.STEP}: not allowed after init")
-                    call(world, inner)
-                except StepError as exc:
-                    # Not the implementation's fault: the sequence is invalid. Recorded
-                    # and raised by ``execute`` once the call returns (the task's own
-                    # caller, the implementation, would treat it as a task's failure).
-                    if self._nested_error is None:
-                        self._nested_error = StepError(
-                            f"{inner.STEP} in the run of task {task.label!r}: {exc}"
-                        )
-                    break
-                except IMPLEMENTATION_ERRORS:
-                    # The run is one call of user code: a step that raised ends it, like a
-                    # Python function that raised; the later steps do not happen. The
-                    # exception is not observed (docs/vectors.md, "on_run").
-                    break
+            self._perform("run", f"task {task.label!r}", task.label, task.on_run)
         finally:
             if entered:
                 self._unit = self._unit_due = None
 
+    def _callback(self, callback: str, op: Any, steps: tuple[Step, ...], *, held: bool) -> None:
+        """Perform an operation's callback steps (``Watch.on_try`` and the others);
+        ``held``: the library holds the operation's lock while the callback runs."""
+        if held:
+            self._held.append(op.label)
+        try:
+            self._perform(callback, f"operation {op.label!r}", op.label, steps)
+        finally:
+            if held:
+                self._held.pop()
+
+    def _perform(self, callback: str, who: str, owner: str, steps: tuple[Step, ...]) -> None:
+        """Perform ``steps`` from user code: a task's run or an operation's callback.
+
+        The callback is one call of user code: a step that raises ends it, like a Python
+        function that raised; the later steps do not happen, and the exception is not
+        observed (docs/vectors.md, "Callbacks").
+        """
+        world = self._require_world()
+        for inner in steps:
+            locked = tuple(dict.fromkeys(self._held))
+            self.calls_in.append(CallIn(callback, owner, inner, locked, self._reentered(inner)))
+            call = self._calls.get(type(inner))
+            try:
+                if call is None:
+                    raise StepError(f"{inner.STEP}: not allowed after init")
+                call(world, inner)
+            except StepError as exc:
+                # Not the implementation's fault: the sequence is invalid. Recorded and
+                # raised by ``execute`` once the call returns (the implementation, the
+                # callback's caller, would treat it as the callback's failure).
+                if self._nested_error is None:
+                    where = "run" if callback == "run" else callback
+                    self._nested_error = StepError(f"{inner.STEP} in the {where} of {who}: {exc}")
+                break
+            except BaseException as exc:
+                if observed_error(exc) is None:
+                    raise
+                break
+
+    def _reentered(self, step: Step) -> str | None:
+        """The operation whose lock the library holds now that ``step`` takes again: a
+        ``cancel`` (abandon) of it, or a ``check_and_complete`` (a try) or
+        ``cancel_for_key`` (its timer entry is cancelled under its lock) of a key it is
+        pending on."""
+        held = self._held
+        if not held:
+            return None
+        if isinstance(step, language.Cancel) and step.task in held:
+            return step.task
+        if isinstance(step, language.CheckAndComplete | language.CancelForKey):
+            for label in reversed(held):
+                op = self.operations.get(label)
+                if op is None or op.is_completed or getattr(op, "is_abandoned", False):
+                    continue
+                if step.key in op.keys:
+                    return label
+        return None
+
     def _expiry_run(self, op: Any, run: Callable[[], None]) -> None:
         entered = self._enter_unit(op.label)
+        label = op.label
+        if label in self._held:  # due at once: the timer runs it inside its own submission
+            locked = tuple(dict.fromkeys(self._held))
+            self.calls_in.append(CallIn("run", label, op.watch_step, locked, label))
         self._via.append("expiry")
+        self._held.append(label)  # the run holds the operation's lock (R17)
         try:
             run()
         finally:
+            self._held.pop()
             self._via.pop()
             if entered:
                 self._unit = self._unit_due = None

@@ -39,6 +39,7 @@ __all__ = [
     "LIMIT",
     "NEGATIVE_TIME_DIFFERENCE",
     "ConformanceMachine",
+    "HangFound",
     "MachineRun",
     "available",
     "start_rule",
@@ -59,6 +60,14 @@ CLOCK_READINGS = (0, 0, 7, -5, 1000, -LIMIT, LIMIT)
 
 START_OFFSETS = (0, 0, 0, -3, 5)
 """The timers' start time relative to the clock reading."""
+
+
+class HangFound(BaseException):
+    """Raised by the machine when the other side stopped answering (a hang).
+
+    A ``BaseException``, so Hypothesis does not shrink it: every candidate run of a port
+    that hangs costs the whole answer timeout, and shrinking would take minutes or hours.
+    ``run_stateful`` reports the sequence as found instead."""
 
 
 @dataclass
@@ -124,6 +133,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.tick = 1
         self.wheel = 20
         self.shut_down = False
+        self.spawned = 0  # operations a callback submits (labels cb1, cb2, ...)
+        self.sweeping_tries = 0  # operations whose try_complete sweeps a key
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -133,6 +144,12 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.steps.append(step)
         run.stats.steps += 1
         run.stats.kinds[step.STEP] = run.stats.kinds.get(step.STEP, 0) + 1
+        nested = run.stats.nested
+        pending = [inner for _, inner in language.nested_steps(step)]
+        while pending:
+            inner = pending.pop()
+            nested[inner.STEP] = nested.get(inner.STEP, 0) + 1
+            pending += [deeper for _, deeper in language.nested_steps(inner)]
         expected = self.reference.execute(step)
         failure = compare_step(
             self.steps, expected, run.other, step, self.judge, run.stats.accepted
@@ -144,6 +161,8 @@ class ConformanceMachine(RuleBasedStateMachine):
                 reject()
             run.on_failure(failure)
             run.found.append(failure)
+            if failure.hung:
+                raise HangFound(failure.message)
             raise AssertionError(f"step {failure.step_number} {step.STEP}: {failure.message}")
 
     def teardown(self) -> None:
@@ -209,20 +228,40 @@ class ConformanceMachine(RuleBasedStateMachine):
         return data.draw(st.sampled_from(sorted(self.operations)))
 
     def nested(self, data: st.DataObject, own: str) -> tuple[Step, ...]:
-        """Steps a new task performs when it runs (``Add.on_run``)."""
-        steps: list[Step] = []
-        kinds = ["cancel", "add"]
+        """Steps a new task performs when it runs (``Add.on_run``): every call R69 allows
+        from a task's run that the port has (``callback_steps``)."""
+        return self.callback_steps(data, own, "on_run")
+
+    def callback_steps(self, data: st.DataObject, own: str, where: str) -> tuple[Step, ...]:
+        """Up to two steps a task's ``on_run`` (``where``) or an operation's ``on_try``,
+        ``on_complete`` or ``on_expiration`` performs: cancels, re-adds of tasks that run
+        nothing, flags, sweeps, forced completions, ``cancel_for_key``, a submission of a
+        new operation that calls nothing back, a nested drain, and rarely a shutdown or a
+        close (R69). A task never re-adds itself, and sweeps from a ``try_complete`` are
+        rationed (``sweeping_tries``): each try of such an operation sweeps again, and
+        operations trying each other multiply the tries."""
+        kinds = ["cancel", "cancel", "add", "add", "advance"]
         if not self.run.timer_only:
-            kinds += ["set_ready", "check", "force", "cancel_for_key"]
+            kinds += ["set_ready", "set_ready", "check", "check", "force", "cancel_for_key"]
+            kinds += ["watch", "purgatory_advance", "shutdown"]
+        kinds.append("close")
         step_kind = {"check": "check_and_complete", "force": "force_complete"}
         kinds = [kind for kind in kinds if self.run.capabilities.has(step_kind.get(kind, kind))]
         if not self.run.capabilities.has("re_add"):  # a nested add re-adds an existing task
             kinds = [kind for kind in kinds if kind != "add"]
+        if where == "on_try" and self.sweeping_tries >= 2:
+            kinds = [kind for kind in kinds if kind not in ("check", "cancel_for_key")]
         if not kinds:
             return ()
+        steps: list[Step] = []
         for _ in range(data.draw(st.integers(0, 2))):
             kind = data.draw(st.sampled_from(kinds))
             quiet = sorted(label for label, (_, run) in self.tasks.items() if not run)
+            # rare: the run's later steps only show a closed world (less rare for a timer
+            # alone, whose only close is this one)
+            rarity = 1 if self.run.timer_only else 3
+            if kind in ("shutdown", "close") and data.draw(st.integers(0, rarity)) != 0:
+                continue
             if kind == "cancel" and (self.tasks or self.operations):
                 labels = sorted(self.tasks) + sorted(self.operations)
                 steps.append(language.Cancel(data.draw(st.sampled_from(labels))))
@@ -238,6 +277,24 @@ class ConformanceMachine(RuleBasedStateMachine):
                 steps.append(language.ForceComplete(self.op_label(data)))
             elif kind == "cancel_for_key":
                 steps.append(language.CancelForKey(data.draw(st.sampled_from(KEY_POOL))))
+            elif kind == "watch":
+                self.spawned += 1  # never named again: a later run of it resubmits (R34)
+                keys = tuple(data.draw(st.lists(st.sampled_from(KEY_POOL), min_size=1, max_size=2)))
+                steps.append(language.Watch(f"cb{self.spawned}", self.delay(data), keys))
+            elif kind == "advance":
+                timer = data.draw(st.sampled_from(self.timers))
+                moves = data.draw(st.integers(0, 2 * self.tick * self.wheel))
+                steps.append(language.Advance(moves, timer))
+            elif kind == "purgatory_advance":
+                steps.append(language.PurgatoryAdvance(data.draw(st.integers(0, self.tick * 3))))
+            elif kind == "shutdown":
+                steps.append(language.Shutdown())
+            elif kind == "close":
+                steps.append(language.Close(data.draw(st.sampled_from(self.timers))))
+        if where == "on_try" and any(
+            isinstance(step, language.CheckAndComplete | language.CancelForKey) for step in steps
+        ):
+            self.sweeping_tries += 1
         assert all(not (isinstance(s, language.Add) and s.task == own) for s in steps)
         return tuple(steps)
 
@@ -316,6 +373,39 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.tasks[label] = (delay, on_run)
         self.do(language.Add(label, delay, data.draw(st.sampled_from(self.timers)), on_run))
 
+    @precondition(available("add"))
+    @rule(data=st.data())
+    def add_with_the_same_due_time(self, data: st.DataObject) -> None:
+        """A task due when an existing one is: one bucket flushed with several entries,
+        the shape of a flush that runs only its first task (published ports, Kafka-like
+        ones too), which uniform draws meet too rarely."""
+        driver = self.reference.driver
+        if driver is None or not self.tasks:
+            return
+        other = self.task_label(data)
+        due = driver.due_ms(other)
+        if due is None:
+            return
+        label = f"t{len(self.tasks)}"
+        delay = max(-LIMIT, min(LIMIT, due - driver.clock.now_ms()))
+        delay += data.draw(st.integers(0, self.tick - 1))  # rounds down to the same due
+        self.tasks[label] = (delay, ())
+        self.do(language.Add(label, delay, data.draw(st.sampled_from(self.timers))))
+
+    @precondition(available("add", "on_run", "close"))
+    @rule(data=st.data(), now=st.integers(0, 3))
+    def add_task_closing_its_timer(self, data: st.DataObject, now: int) -> None:
+        """Sometimes: a task whose run closes its timer, so the rest of its drain stays
+        unrun (R64) and the closed timer moves no clock (R14)."""
+        if now != 0:
+            return
+        label = f"t{len(self.tasks)}"
+        timer = data.draw(st.sampled_from(self.timers))
+        on_run: tuple[Step, ...] = (language.Close(timer),)
+        delay = self.delay(data)
+        self.tasks[label] = (delay, on_run)
+        self.do(language.Add(label, delay, timer, on_run))
+
     @precondition(available("add", "re_add"))
     @rule(data=st.data())
     def re_add_task(self, data: st.DataObject) -> None:
@@ -366,7 +456,13 @@ class ConformanceMachine(RuleBasedStateMachine):
         self, data: st.DataObject, keys: list[Key], ready: bool, ready_on_try: int | None
     ) -> None:
         label = f"op{len(self.operations)}"
-        step = Watch(label, self.delay(data), tuple(keys), ready, ready_on_try)
+        self.operations[label] = Watch(label, 0, ())  # its callbacks may name it
+        callbacks: dict[str, tuple[Step, ...]] = {}
+        if self.run.capabilities.has("callbacks") and data.draw(st.integers(0, 2)) == 0:
+            for where in language.CALLBACKS:
+                if data.draw(st.booleans()):
+                    callbacks[where] = self.callback_steps(data, label, where)
+        step = Watch(label, self.delay(data), tuple(keys), ready, ready_on_try, **callbacks)
         self.operations[label] = step
         self.do(step)
 
@@ -408,8 +504,16 @@ class ConformanceMachine(RuleBasedStateMachine):
     def purgatory_advance(self, data: st.DataObject) -> None:
         self.do(language.PurgatoryAdvance(self.moves(data)))
 
+    @precondition(available("executor_shutdown"))
+    @rule(data=st.data(), now=st.integers(0, 7))
+    def executor_shutdown(self, data: st.DataObject, now: int) -> None:
+        """Rare: a timer's executor refuses every task from then on (R65), which hides
+        every later hand-over of that timer, so most runs keep theirs."""
+        if now == 0:
+            self.do(language.ExecutorShutdown(data.draw(st.sampled_from(self.timers))))
+
     @precondition(available_for_purgatory("shutdown"))
-    @rule(now=st.integers(0, 5))
+    @rule(now=st.integers(0, 3))
     def shutdown(self, now: int) -> None:
         if now == 0 and not self.shut_down:  # rare: later steps raise
             self.shut_down = True

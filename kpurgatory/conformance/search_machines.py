@@ -17,7 +17,6 @@ from hypothesis.stateful import precondition, rule
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.machine import (
     CLOCK_READINGS,
-    LIMIT,
     NEGATIVE_TIME_DIFFERENCE,
     START_OFFSETS,
     ConformanceMachine,
@@ -38,27 +37,11 @@ __all__ = [
 
 
 class TimerOnlyMachine(ConformanceMachine):
-    """The machine for a timer-only port: the same timer rules plus shapes that
-    published timer ports get wrong and uniform draws meet too rarely: tasks sharing
-    a due time (one bucket flushed with several entries), an add right after the
-    clock moved without a drain (the wheel's current time is behind the clock, R2),
-    and an add due at once right after an advance by whole ticks (R2, R3)."""
-
-    @precondition(available("add"))
-    @rule(data=st.data())
-    def add_with_the_same_due_time(self, data: st.DataObject) -> None:
-        driver = self.reference.driver
-        if driver is None or not self.tasks:
-            return
-        other = self.task_label(data)
-        due = driver.due_ms(other)
-        if due is None:
-            return
-        label = f"t{len(self.tasks)}"
-        delay = max(-LIMIT, min(LIMIT, due - driver.clock.now_ms()))
-        delay += data.draw(st.integers(0, self.tick - 1))  # rounds down to the same due
-        self.tasks[label] = (delay, ())
-        self.do(Add(label, delay, data.draw(st.sampled_from(self.timers))))
+    """The machine for a timer-only port: the same timer rules (tasks sharing a due time
+    among them) plus shapes that published timer ports get wrong and uniform draws meet
+    too rarely: an add right after the clock moved without a drain (the wheel's current
+    time is behind the clock, R2), and an add due at once right after an advance by whole
+    ticks (R2, R3)."""
 
     @precondition(available("add", "clock_advance"))
     @rule(data=st.data())

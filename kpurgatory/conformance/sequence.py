@@ -13,12 +13,15 @@ from kpurgatory.steps import (
     Add,
     Advance,
     Cancel,
+    Close,
+    ExecutorShutdown,
     ForceComplete,
     Init,
     NextDueTime,
     SetReady,
     Step,
     Watch,
+    nested_steps,
 )
 
 __all__ = ["sequence_error"]
@@ -31,9 +34,10 @@ def sequence_error(steps: Sequence[Step]) -> tuple[int, str] | None:
     would meet it: the first step is an ``init`` (a later ``init`` starts a new run);
     every timer label is declared by the run's ``init``; every label a step refers to
     (``cancel``, ``set_ready``, ``force_complete``, and the same inside a task's
-    ``on_run``) was defined earlier in the run by an ``add`` or a ``watch`` (a task's
-    ``on_run`` may name the task itself); a label is a task or an operation, not both;
-    a re-add repeats the task's delay and ``on_run``; a repeated watch repeats the watch.
+    ``on_run`` and an operation's callbacks) was defined earlier in the run by an ``add``
+    or a ``watch`` (a task's ``on_run`` may name the task itself, an operation's callbacks
+    the operation itself); a label is a task or an operation, not both; a re-add repeats
+    the task's delay and ``on_run``; a repeated watch repeats the watch.
     """
     tasks: dict[str, Add] = {}
     operations: dict[str, Watch] = {}
@@ -41,8 +45,11 @@ def sequence_error(steps: Sequence[Step]) -> tuple[int, str] | None:
 
     def check(step: Step, nested: bool) -> str | None:
         if isinstance(step, Init):
-            return "init inside a task's on_run" if nested else None
-        if isinstance(step, Add | Advance | NextDueTime) and step.timer not in timers:
+            return "init inside a callback's steps" if nested else None
+        if (
+            isinstance(step, Add | Advance | NextDueTime | Close | ExecutorShutdown)
+            and step.timer not in timers
+        ):
             return f"unknown timer label {step.timer!r}; init declared {list(timers)}"
         if isinstance(step, Add):
             if step.task in operations:
@@ -50,10 +57,6 @@ def sequence_error(steps: Sequence[Step]) -> tuple[int, str] | None:
             first = tasks.setdefault(step.task, step)
             if (first.delay_ms, first.on_run) != (step.delay_ms, step.on_run):
                 return f"a re-add of {step.task!r} must repeat its delay and on_run"
-            for inner in step.on_run:
-                problem = check(inner, True)
-                if problem is not None:
-                    return f"{inner.STEP} in the on_run of {step.task!r}: {problem}"
         elif isinstance(step, Cancel):
             if step.task not in tasks and step.task not in operations:
                 return f"unknown task or operation label {step.task!r} (not added or watched)"
@@ -64,6 +67,11 @@ def sequence_error(steps: Sequence[Step]) -> tuple[int, str] | None:
                 return f"a repeated watch of {step.operation!r} must repeat its first watch"
         elif isinstance(step, SetReady | ForceComplete) and step.operation not in operations:
             return f"unknown operation label {step.operation!r} (not watched before)"
+        owner = step.task if isinstance(step, Add) else getattr(step, "operation", "")
+        for field, inner in nested_steps(step):
+            problem = check(inner, True)
+            if problem is not None:
+                return f"{inner.STEP} in the {field} of {owner!r}: {problem}"
         return None
 
     for index, step in enumerate(steps):

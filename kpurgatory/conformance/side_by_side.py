@@ -19,6 +19,7 @@ from kpurgatory.conformance.adapter_process import AdapterError, AdapterProcess
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.differences import Judge, report_json
 from kpurgatory.conformance.driver import DriverSide, Observation
+from kpurgatory.conformance.hang import hang_diagnosis
 from kpurgatory.conformance.steps import Init, Step, step_to_json
 from kpurgatory.spec.known_differences import KnownDifference
 
@@ -74,6 +75,7 @@ class StatefulFailure:
     message: str
     expected: dict[str, Any] | None
     actual: dict[str, Any] | None
+    hung: bool = False  # the other side stopped answering (stopped after the timeout)
 
     @property
     def step_index(self) -> int:
@@ -116,6 +118,7 @@ class StatefulStats:
     runs: int = 0
     steps: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
+    nested: dict[str, int] = field(default_factory=dict)  # steps callbacks carry, by kind
     accepted: dict[str, int] = field(default_factory=dict)  # known difference id -> steps
 
 
@@ -133,11 +136,13 @@ def compare_step(
     try:
         actual = other.execute(step)
     except AdapterError as exc:
+        diagnosis = hang_diagnosis(steps) if exc.timed_out else None
         return StatefulFailure(
             list(steps),
-            f"no answer: {exc}",
+            f"no answer: {exc}" + (f": {diagnosis}" if diagnosis else ""),
             report_json(expected, timer_only=judge.timer_only),
             None,
+            hung=exc.timed_out,
         )
     absent: frozenset[str] = getattr(other, "last_absent", frozenset())
     message, used = judge.judge(step, expected, actual, absent=absent)

@@ -28,7 +28,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.driver import DriverSide, sequence_error
-from kpurgatory.conformance.machine import KEY_POOL, LIMIT
+from kpurgatory.conformance.machine import KEY_POOL, LIMIT, HangFound
 from kpurgatory.conformance.search_machines import make_machine
 from kpurgatory.conformance.side_by_side import (
     AdapterSide,
@@ -75,7 +75,8 @@ def run_stateful(
     Returns the shrunk failure (or None) and what the search covered. ``seed`` makes
     the search reproducible; ``allow`` and ``timer_only`` as in ``make_machine``.
     ``shrink=False`` returns the first failing sequence as found (same search, same
-    verdict, no time spent shrinking: for measuring what a search catches). Errors
+    verdict, no time spent shrinking: for measuring what a search catches). A port that
+    hangs (no answer within the adapter's timeout) is never shrunk. Errors
     that are not disagreements (a bug in the machine, an interrupt) propagate.
     """
     for name, value in (("max_examples", max_examples), ("step_count", step_count)):
@@ -108,6 +109,8 @@ def run_stateful(
     )
     try:
         run_state_machine_as_test(machine, settings=config)
+    except HangFound:  # not shrunk: every try of a port that hangs costs the timeout
+        return failures[-1], stats
     except AssertionError:
         if not failures:
             raise
@@ -186,6 +189,8 @@ def format_failure(failure: StatefulFailure, command: str, *, shrunk: bool = Tru
     """
     step = failure.steps[-1]
     what, sequence = ("stateful", "shrunk failing sequence") if shrunk else ("replay", "sequence")
+    if shrunk and failure.hung:
+        sequence = "failing sequence (not shrunk: every try of a port that hangs costs the timeout)"
     lines = [
         f"FAIL {what}: step {failure.step_number} ({step.STEP}) of the {sequence} "
         f"below: {failure.message}",

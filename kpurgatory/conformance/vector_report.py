@@ -17,7 +17,7 @@ from typing import Any
 
 from kpurgatory.conformance.adapter_process import STEP_KINDS
 from kpurgatory.conformance.capabilities import Capabilities
-from kpurgatory.conformance.steps import TIMER_STEP_KINDS
+from kpurgatory.conformance.steps import NESTED_FIELDS, TIMER_STEP_KINDS
 from kpurgatory.spec.known_differences import KnownDifference
 
 __all__ = ["BEFORE_TAIL", "VectorResult", "absent_line", "earlier_steps", "format_report"]
@@ -58,19 +58,23 @@ class VectorResult:
 
 BEFORE_TAIL = 15
 """How many of the steps just before a failing one a report prints (plus the ``init``
-and every step whose task performs ``on_run`` steps, whose effects show much later)."""
+and every step whose task or operation performs steps from a callback, whose effects
+show much later)."""
 
 
 def earlier_steps(before: Sequence[dict[str, Any]]) -> list[str]:
     """Report lines for the steps before a failing one, numbered from 1.
 
     All of them if there are few; otherwise the ``init``, every ``add`` with ``on_run``
-    steps, and the last ``BEFORE_TAIL``, with the gaps marked.
+    steps and every ``watch`` with callback steps, and the last ``BEFORE_TAIL``, with the
+    gaps marked.
     """
     keep = {
         index
         for index, step in enumerate(before)
-        if index == 0 or index >= len(before) - BEFORE_TAIL or step.get("on_run")
+        if index == 0
+        or index >= len(before) - BEFORE_TAIL
+        or any(step.get(name) for name in NESTED_FIELDS)
     }
     lines: list[str] = []
     previous = -1

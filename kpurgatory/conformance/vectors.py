@@ -31,6 +31,12 @@ from kpurgatory.conformance.steps import (
     step_to_json,
     steps_from_json,
 )
+from kpurgatory.conformance.timer_streams import GENERATOR_VERSION as TIMER_GENERATOR_VERSION
+from kpurgatory.conformance.timer_streams import (
+    NEGATIVE_START_SEED,
+    TIMER_SEEDS,
+    timer_stream,
+)
 from kpurgatory.spec.rules import SPEC_VERSION
 from kpurgatory.workloads import GENERATOR_VERSION, PRESETS, stream_steps
 
@@ -111,6 +117,7 @@ def make_vector(
     if impl is None:
         impl = importlib.import_module("kpurgatory.reference")
     observations = run_steps(impl, steps)
+    rules = rules_shown(steps, observations, rules)
     entries = [
         {"step": step_to_json(step), "expect": obs.to_json()}
         for step, obs in zip(steps, observations, strict=True)
@@ -134,6 +141,49 @@ def make_vector(
         },
         "steps": entries,
     }
+
+
+def rules_shown(
+    steps: Sequence[Step], observations: Sequence[Observation], declared: Sequence[str]
+) -> list[str]:
+    """The rule tags of a vector: the ``declared`` ones, then every rule that a port
+    missing it breaks somewhere in this run, in the order the run breaks them.
+
+    Found from the run itself: for each known difference of upstream Kafka (each is a
+    rule a port may miss: R61's let-go at idle, R2's current time, R8's result, ...) the
+    steps run on the kit's model of the reference with that one difference switched on
+    (``kafka_model``); if an observation differs from the reference's, the difference's
+    rule is tagged, ordered by the first step where it differs. So a port that misses a
+    rule and fails a vector finds that rule among the vector's tags (a test plants a
+    port without R61's let-go and checks it)."""
+    from kpurgatory.conformance.compare import compare_observations
+    from kpurgatory.conformance.kafka_model import kafka_model
+    from kpurgatory.spec.known_differences import KNOWN_DIFFERENCES
+
+    def first_difference(differences: frozenset[str]) -> int | None:
+        try:
+            model = run_steps(kafka_model(differences), steps)
+        except Exception:  # the model crashed: the run breaks the rule at once
+            model = []
+        return next(
+            (
+                i
+                for i, expected in enumerate(observations)
+                if i >= len(model) or compare_observations(expected, model[i]) is not None
+            ),
+            None,
+        )
+
+    # Where the model with no difference on already departs from the reference, the run
+    # is beyond what the model follows (a step it does not model): tags stop there.
+    limit = first_difference(frozenset())
+    first_broken: dict[str, int] = {}
+    for difference in KNOWN_DIFFERENCES:
+        index = first_difference(frozenset({difference.id}))
+        if index is not None and (limit is None or index < limit):
+            first_broken[difference.rule] = min(index, first_broken.get(difference.rule, index))
+    found = sorted(first_broken, key=lambda rule: first_broken[rule])
+    return list(declared) + [rule for rule in found if rule not in declared]
 
 
 def vector_steps(vector: dict[str, Any]) -> tuple[list[Step], list[Observation]]:
@@ -213,6 +263,38 @@ def rule_vectors(impl: ModuleType | None = None) -> list[dict[str, Any]]:
         )
         for name, description, rules, build in RULE_RUNS
     ]
+
+
+TIMER_GENERATOR = "kpurgatory.conformance.timer_streams"
+"""The ``provenance.generator`` of the timer vectors."""
+
+TIMER_RULES = ("R1", "R2", "R3", "R4", "R5", "R6", "R7", "R9", "R10", "R11", "R12", "R44")
+"""The rules every timer stream exercises (its rule tags then add what its run shows)."""
+
+
+def timer_vector(preset: str, seed: int) -> dict[str, Any]:
+    """The vector of one timer stream (``kpurgatory.conformance.timer_streams``): timer
+    steps only, so a ``--timer-only`` port answers it. Named ``timer-<preset>-s<seed>``."""
+    negative = " from a negative clock reading" if seed == NEGATIVE_START_SEED else ""
+    return make_vector(
+        timer_stream(preset, seed),
+        name=f"timer-{preset}-s{seed}",
+        description=(
+            f"Timer stream{negative}: preset {preset} ({PRESETS[preset].description}); adds, "
+            f"re-adds, cancels, tasks acting on later ones, clock moves and drains."
+        ),
+        rules=TIMER_RULES,
+        generator=TIMER_GENERATOR,
+        generator_version=TIMER_GENERATOR_VERSION,
+        scenario="timer",
+        preset=preset,
+        seed=seed,
+    )
+
+
+def timer_vectors() -> list[dict[str, Any]]:
+    """Every committed timer vector: each preset of the workloads, seeds ``TIMER_SEEDS``."""
+    return [timer_vector(preset, seed) for preset in sorted(PRESETS) for seed in TIMER_SEEDS]
 
 
 def replay_all(vectors: Iterable[dict[str, Any]], impl: ModuleType) -> list[tuple[str, int, str]]:

@@ -1,6 +1,6 @@
 """The optimized ``DelayedOperation``: a timer task of the wheel that completes exactly once.
 
-Rules: R16-R21, R30, R34, R38, R40, R41, R48, R56, R58, R61, R66, R67.
+Rules: R16-R21, R29, R30, R34, R38, R40, R41, R48, R56, R58, R61, R66, R67.
 
 Behaviour is that of ``kpurgatory.reference.operation`` (CAS completed flag, ``run``
 holding the operation lock (R21) as in Kafka 4.1, ``safe_try_complete`` skipping a
@@ -221,16 +221,22 @@ class DelayedOperation(TimerTask):
 
         Holding the lock (Kafka 4.1, KAFKA-19312), ``force_complete``; if that won,
         count the expiry in the purgatory it was submitted to (``num_expired``), then
-        ``on_expiration``. O(1) plus the callbacks. Reference equivalent:
-        ``DelayedOperation.run``.
+        ``on_expiration``. Nothing if ``cancel_for_key`` took the operation out of the
+        timer after the timer had handed this run over (R29); then a knock that found
+        the lock held by this run gets its attempt here (R41). O(1) plus the callbacks.
+        Reference equivalent: ``DelayedOperation.run``.
         """
         with self._lock:
-            self._expiring = get_ident()  # a force_complete won in this thread now expires
-            if self.force_complete():
-                owner = self._owner  # read, not a bound-method hook per submission
-                if owner is not None:
-                    owner._count_expired()
-                self.on_expiration()
+            if not self._untimed:
+                self._expiring = get_ident()  # a force_complete won in this thread expires
+                if self.force_complete():
+                    owner = self._owner  # read, not a bound-method hook per submission
+                    if owner is not None:
+                        owner._count_expired()
+                    self.on_expiration()
+                return
+        if self._try_complete_pending and not self._completed:
+            self._safe_try_complete_for(None)
 
     def safe_try_complete(self) -> bool:
         """``try_complete`` while holding the lock; False at once if already completed (R18).

@@ -633,8 +633,9 @@ class SystemTimer:
         counter == linked entries), the delay queue's (heap, no duplicates, keys ==
         expirations, waiter bookkeeping), only this timer's buckets queued, the current
         time equals the lowest wheel's and is a multiple of the tick, and the class
-        cache of ``add`` holds only ``TimerTask`` subclasses. That every linked entry is
-        due strictly after the current time follows from the wheel's check: a queued
+        cache of ``add`` holds only ``TimerTask`` subclasses. Unless a bounded drain
+        stopped with work due (R73), every linked entry is due strictly after the
+        current time; that follows from the wheel's check: a queued
         bucket's expiration lies above its level's current time, which is the lowest
         wheel's rounded down to that level's tick, so (being a multiple of that tick) it
         lies above the lowest wheel's current time too, and entries are due at or after
@@ -656,7 +657,7 @@ class SystemTimer:
             if not queued <= own:
                 raise AssertionError("the delay queue holds a bucket of another timer")
             queued.discard(id(unfinished))
-            wheel._check(queued, unfinished)
+            wheel._check(queued, unfinished, self._queue.has_due(self._current_time))
             strangers = [cls for cls in list(_TASK_TYPES) if not issubclass(cls, TimerTask)]
             if strangers:
                 raise AssertionError(f"the task class cache holds non-tasks {strangers}")

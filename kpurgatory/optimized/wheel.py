@@ -229,7 +229,10 @@ class TimingWheel:
         return found
 
     def _check(
-        self, queued: set[int] | None = None, unfinished: TimerTaskList | None = None
+        self,
+        queued: set[int] | None = None,
+        unfinished: TimerTaskList | None = None,
+        pending: bool = False,
     ) -> int:
         """Assert the wheel's invariants on this level and every level above it.
 
@@ -242,8 +245,11 @@ class TimingWheel:
         ``(current_time, current_time + interval)`` and maps to its own slot; an
         unqueued bucket is empty with no expiration, except ``unfinished``: the bucket a
         bounded drain stopped inside (R73), whose expiration is its level's current time
-        (the drain moved the wheel there and no further); every entry lies in the slot its
-        due time maps to. Returns the number of linked entries on all levels.
+        (the drain moved the wheel there and no further); while such a drain is
+        ``pending``, a queued bucket of another level may expire at its level's current
+        time too (due at the time the drain stopped at: the next piece takes it); every
+        entry lies in the slot its due time maps to. Returns the number of linked entries
+        on all levels.
         """
         total = 0
         for level, wheel in enumerate(self.levels()):
@@ -256,7 +262,7 @@ class TimingWheel:
             if len(wheel.buckets) != size:
                 raise AssertionError(f"{where}: {len(wheel.buckets)} buckets, not {size}")
             wheel._check_overflow(where)
-            total += wheel._check_buckets(where, queued, unfinished)
+            total += wheel._check_buckets(where, queued, unfinished, pending)
         if total != self.counter.value:
             raise AssertionError(
                 f"task counter {self.counter.value} != {total} entries linked on all levels"
@@ -288,7 +294,11 @@ class TimingWheel:
                 )
 
     def _check_buckets(
-        self, where: str, queued: set[int] | None, unfinished: TimerTaskList | None = None
+        self,
+        where: str,
+        queued: set[int] | None,
+        unfinished: TimerTaskList | None = None,
+        pending: bool = False,
     ) -> int:
         """``_check`` of this level's buckets; returns the entries linked in them."""
         tick, size, current = self.tick_ms, self.wheel_size, self.current_time
@@ -322,7 +332,8 @@ class TimingWheel:
                 raise AssertionError(
                     f"{where}: bucket {slot} expiration {expiration} is not its slot start"
                 )
-            if bucket is not unfinished and not current < expiration < current + self.interval:
+            earliest = current if pending else current + 1  # pending: due where it stopped
+            if bucket is not unfinished and not earliest <= expiration < current + self.interval:
                 raise AssertionError(
                     f"{where}: bucket {slot} expiration {expiration} outside the window "
                     f"({current}, {current + self.interval})"

@@ -207,8 +207,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def vectors(args: argparse.Namespace) -> int:
-    """``kpurgatory pipeline vectors``: the rule vectors plus one per scenario x preset x seed."""
-    from kpurgatory.conformance.vectors import rule_vectors, workload_vector, write_vector
+    """``kpurgatory pipeline vectors``: the rule and timer vectors plus one per scenario x
+    preset x seed."""
+    from kpurgatory.conformance.vectors import (
+        rule_vectors,
+        timer_vectors,
+        workload_vector,
+        write_vector,
+    )
 
     if args.seeds < 1 or args.ops < 1:
         print("kpurgatory pipeline vectors: --seeds and --ops must be >= 1", file=sys.stderr)
@@ -216,6 +222,7 @@ def vectors(args: argparse.Namespace) -> int:
     written = []
     if not args.no_rules:
         written += [write_vector(args.out, v) for v in rule_vectors()]
+        written += [write_vector(args.out, v) for v in timer_vectors()]
     adversarial_ops = args.adversarial_ops or (
         COMMITTED_VECTORS["adversarial_n_ops"]
         if args.ops == COMMITTED_VECTORS["n_ops"]

@@ -14,7 +14,7 @@ reader sees an operation pending, completed or abandoned, never one after the ot
 It abandons (R40), keeps the pending flag on the blocking paths (R41) and takes a
 re-entrant lock (R63).
 
-Rules: R16-R20, R34, R38, R40, R41, R56, R61, R63, R66-R68.
+Rules: R16-R20, R29, R34, R38, R40, R41, R56, R61, R63, R66-R68.
 """
 
 from __future__ import annotations
@@ -132,11 +132,19 @@ class DelayedOperation(TimerTask):
         """Expire the operation (the timer's callback, R17).
 
         Holding the lock (Kafka 4.1, KAFKA-19312: ``on_complete`` never overlaps a
-        ``try_complete``), ``force_complete``; if that won, ``on_expiration``.
+        ``try_complete``), ``force_complete``; if that won, ``on_expiration``. Nothing
+        if ``cancel_for_key`` took the operation out of the timer after the timer had
+        handed this run over (R29: an operation it returned never expires); then a
+        ``maybe_try_complete`` that found the lock held by this run gets its attempt
+        here (R41), as the operation is still pending.
         """
         with self._lock:
-            if self.force_complete():
-                self.on_expiration()
+            if not self._untimed:
+                if self.force_complete():
+                    self.on_expiration()
+                return
+        if self._knocked() and not self._is_finished():
+            self.safe_try_complete()
 
     def safe_try_complete(self) -> bool:
         """``try_complete`` while holding the lock; False at once if already completed (R18).

@@ -199,6 +199,8 @@ RULES: tuple[Rule, ...] = (
     Rule("R71", "aio", "Bounded let-go on the loop", "event-loop"),
     Rule("R72", "aio", "Bounded drain on the loop", "event-loop"),
     Rule("R73", "timer", "Bounded drain", "bounded-drain"),
+    Rule("R74", "lifecycle", "A nested drain before the rest of the batch", EVERY_PORT),
+    Rule("R75", "lifecycle", "A sweep tries the list it took", EVERY_PORT),
 )
 
 _BY_ID = {r.id: r for r in RULES}

@@ -482,3 +482,47 @@ def knock_vs_holder(
         return check
 
     return build
+
+
+def cancel_for_key_vs_expiry(knock: bool = False) -> Build:
+    """R29, R11, R41: ``cancel_for_key("k")`` races the drain that expires its operation.
+
+    If the operation was still pending when ``cancel_for_key`` returned it, it never
+    expires, even when the drain handed its run over before ``cancel_for_key`` took the
+    lock (the run then finds it taken out, under the lock); otherwise it expired once
+    (``cancel_for_key`` returns completed operations too). With ``knock``, a third thread
+    makes the condition true and knocks: whoever held the lock, the run included, owes
+    the knock its attempt, so the operation ends completed in every schedule.
+    """
+
+    def build(world: World) -> Check:
+        op = world.operation("op")
+        assert world.purgatory.try_complete_else_watch(op, ["k"]) is False
+        pending_on_return: list[bool] = []
+
+        def cancel() -> object:
+            returned = world.purgatory.cancel_for_key("k")
+            pending_on_return.append(not op.is_completed)  # no switch point in between
+            return returned
+
+        world.sched.spawn("cancel", cancel)
+        world.sched.spawn("advance", lambda: world.purgatory.advance_clock(DELAY_MS))
+        if knock:
+            world.spawn_event(op, op.maybe_try_complete)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result)
+            returned = result.results["cancel"]
+            _expect(result, returned in ([], [op]), f"cancel_for_key returned {returned}")
+            expired = world.count("expire", "op")  # [] once the expiry's let-go came first
+            if returned and pending_on_return[0]:
+                _expect(result, expired == 0, f"returned pending, yet expired: {world.log}")
+            elif not knock:
+                _expect(result, expired == 1, f"expired {expired} times: {world.log}")
+            if knock:
+                _expect(result, op.is_completed, f"knock lost: {world.log}")
+                _expect(result, world.count("complete", "op") == 1, f"log {world.log}")
+
+        return check
+
+    return build

@@ -366,6 +366,33 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "cancel_for_key drops a knock that found the operation's lock held by it (R55).",
     ),
     Mutant(
+        "opt-expiry-after-cancel-for-key",
+        f"{_O}.operation",
+        "DelayedOperation.run",
+        "        if not self._untimed:",
+        "        if True:",
+        "An expiry the drain handed over before cancel_for_key took the operation's lock "
+        "completes it afterwards: an operation cancel_for_key returned expires (R29; found "
+        "by the history checker).",
+    ),
+    Mutant(
+        "ref-expiry-after-cancel-for-key",
+        f"{_R}.operation",
+        "DelayedOperation.run",
+        "        if not self._untimed:",
+        "        if True:",
+        "The reference's expiry completes an operation cancel_for_key returned (R29).",
+    ),
+    Mutant(
+        "opt-run-ignores-knock",
+        f"{_O}.operation",
+        "DelayedOperation.run",
+        "    if self._try_complete_pending and not self._completed:",
+        "    if False:",
+        "A run that finds its operation taken out by cancel_for_key returns without "
+        "looking at the pending flag: a knock that met its lock is lost (R41).",
+    ),
+    Mutant(
         "opt-cancel-is-plain-cancel",
         f"{_O}.operation",
         "DelayedOperation.cancel",

@@ -103,6 +103,26 @@ def test_r61_r71_let_go_racing_the_submission_of_the_operation_it_finishes(
     sc.exhaust(subject, lc.let_go_vs_submission(mode), bound=bound, max_runs=150_000)
 
 
+@pytest.mark.parametrize("bound", [2, pytest.param(3, marks=slow)])
+def test_r29_an_operation_cancel_for_key_returned_never_expires(
+    subject: sc.Impl, bound: int
+) -> None:
+    """Found by the history checker: a drain handed the expiry over before cancel_for_key
+    took the operation's lock; the run then won the completion of an operation that
+    cancel_for_key returned pending."""
+    sc.exhaust(subject, lc.cancel_for_key_vs_expiry(), bound=bound)
+
+
+@pytest.mark.parametrize("bound", [1, pytest.param(2, marks=slow)])
+def test_r29_r41_a_run_that_finds_its_operation_taken_out_answers_a_knock(
+    subject: sc.Impl, bound: int
+) -> None:
+    """Found by the history checker right after the R29 fix: a run that held the lock
+    only to find the operation taken out returned without looking at the pending flag,
+    and the knock it met was lost."""
+    sc.exhaust(subject, lc.cancel_for_key_vs_expiry(knock=True), bound=bound)
+
+
 @pytest.mark.parametrize("holder", lc.KNOCK_HOLDERS)
 @pytest.mark.parametrize(
     ("force", "bound"), [(False, 2), (True, 1), pytest.param(True, 2, marks=slow)]
@@ -156,6 +176,7 @@ BUILDS: dict[str, Callable[[], sc.Build]] = {
     "abandon": lc.abandon_race,
     "submit_cancel": lc.submit_vs_cancel,
     "let_go_submit": lc.let_go_vs_submission,
+    "cancel_for_key_expiry": lc.cancel_for_key_vs_expiry,
     "knock_check_force": lambda: lc.knock_vs_holder("check", True),
     "knock_cancel_force": lambda: lc.knock_vs_holder("cancel_for_key", True),
 }

@@ -115,7 +115,11 @@ def test_python_implementation_passes_the_stateful_machine_through_the_adapter(
     )
     assert code == 0, out
     assert "PASS stateful: no difference from the reference" in out
-    assert "step kinds never sent: none" in out
+    # The search draws the lifecycle kinds rarely, and which examples a seed makes depends
+    # on what ran before in the process: a short search may miss one of them.
+    (never,) = [line for line in out.splitlines() if "step kinds never sent:" in line]
+    missing = set(never.split(":", 1)[1].replace(",", " ").split()) - {"none"}
+    assert missing <= {"shutdown", "close", "executor_shutdown"}, never
 
 
 @pytest.mark.parametrize("impl", [name for name in implementation_names() if name != "reference"])
@@ -126,7 +130,8 @@ def test_stateful_machine_in_process_finds_no_difference(impl: str) -> None:
     )
     assert failure is None, failure
     assert stats.runs >= 60
-    assert set(stats.kinds) == set(STEP_KINDS)
+    assert set(stats.kinds) | set(stats.nested) == set(STEP_KINDS)  # close: from callbacks
+    assert {"watch", "advance", "check_and_complete"} <= set(stats.nested)
 
 
 # ---- broken adapters: the reports ---------------------------------------------------------
@@ -181,7 +186,8 @@ def test_the_steps_before_a_failure_keep_init_and_on_run_adds() -> None:
 def test_late_timer_stateful_report_is_shrunk_and_replayable(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """The shrunk sequence: init, an add and an advance; --replay reproduces it."""
+    """The shrunk sequence: init, something timed (a task's add or an operation's watch)
+    and a drain; --replay reproduces it."""
     code, out = conformance(
         capsys, "--adapter", broken_adapter("late"), "--stateful", "--seed", "1"
     )
@@ -190,8 +196,8 @@ def test_late_timer_stateful_report_is_shrunk_and_replayable(
     steps = steps_from_json([json.loads(line) for line in lines])
     assert isinstance(steps[0], Init)
     assert len(steps) == 3, lines  # nothing left to delete
-    kinds = {type(step) for step in steps[1:]}  # an add and a drain, in either order
-    assert Add in kinds and kinds & {Advance, PurgatoryAdvance}, lines
+    kinds = {type(step) for step in steps[1:]}  # a timed step and a drain, in either order
+    assert kinds & {Add, Watch} and kinds & {Advance, PurgatoryAdvance}, lines
     header = next(line for line in out.splitlines() if line.startswith("FAIL stateful:"))
     assert f"FAIL stateful: step 3 ({steps[2].STEP}) of the shrunk failing sequence" in header
     assert "expected: " in out and "actual:   " in out

@@ -147,9 +147,30 @@ def test_steps_round_trip_through_json() -> None:
         ),
         ({"step": "init", "timers": ["a", "a"]}, ValueError, "init.timers"),
         (
-            {"step": "add", "task": "a", "delay_ms": 1, "on_run": [{"step": "advance", "ms": 1}]},
+            {
+                "step": "add",
+                "task": "a",
+                "delay_ms": 1,
+                "on_run": [{"step": "clock_advance", "ms": 1}],
+            },
             ValueError,
             "on_run",
+        ),
+        (
+            {
+                "step": "watch",
+                "operation": "o",
+                "delay_ms": 1,
+                "keys": ["k"],
+                "on_try": [{"step": "init"}],
+            },
+            ValueError,
+            "watch.on_try: an operation's on_try may not perform 'init'",
+        ),
+        (
+            {"step": "watch", "operation": "o", "delay_ms": 1, "keys": ["k"], "on_complete": {}},
+            TypeError,
+            "watch.on_complete must be an array",
         ),
     ],
 )

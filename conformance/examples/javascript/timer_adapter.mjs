@@ -20,6 +20,14 @@
 import { createInterface } from "node:readline";
 
 class ValueError extends Error {}
+class RuntimeError extends Error {}
+
+/** The exceptions of the port's contract, by the names the kit observes. */
+function raisedName(error) {
+  if (error instanceof ValueError) return "ValueError";
+  if (error instanceof RuntimeError) return "RuntimeError";
+  return null; // anything else is a crash, not an observation
+}
 
 /** ms rounded down to a multiple of tick (floor, also for negative readings: R1). */
 function roundDown(ms, tick) {
@@ -45,17 +53,27 @@ class Timer {
     this.pending = new Map(); // task -> its entry {task, due, seq}
     this.seq = 0;
     this.runTask = runTask;
+    this.closed = false;
+    this.refusing = false; // its executor was shut down: every hand-over is refused (R65)
+  }
+  handOver(task, due) {
+    if (this.refusing) throw new RuntimeError(`the executor refused task ${task.label}`);
+    this.runTask(task, due);
+  }
+  close() {
+    this.closed = true; // idempotent; the tasks it holds never run (R14)
   }
   get size() {
     return this.pending.size;
   }
   add(task) {
+    if (this.closed) throw new RuntimeError("the timer is closed");
     const due = roundDown(this.clock.nowMs + task.delayMs, this.tickMs);
     if (task.timer) task.timer.pending.delete(task); // a re-add moves the task (R10)
     task.timer = null;
     task.entry = null; // an earlier schedule waiting for its turn in a drain is void (R11)
     if (due <= this.currentTime) {
-      this.runTask(task, due); // due at once: handed over inside add (R3)
+      this.handOver(task, due); // due at once: handed over inside add (R3)
       return;
     }
     const entry = { task, due, seq: this.seq++ };
@@ -65,6 +83,7 @@ class Timer {
   }
   advanceClock(timeoutMs) {
     if (timeoutMs < 0) throw new ValueError(`timeout_ms must be >= 0, got ${timeoutMs}`);
+    if (this.closed) return false; // at once, the clock does not move (R14)
     this.clock.advance(timeoutMs);
     const now = this.clock.nowMs;
     const due = [...this.pending.values()]
@@ -73,13 +92,21 @@ class Timer {
     for (const entry of due) this.pending.delete(entry.task);
     this.currentTime = Math.max(this.currentTime, roundDown(now, this.tickMs)); // R2
     let handedOver = false;
+    let refusal = null;
     for (const entry of due) {
+      if (this.closed) break; // closed by a task of this drain: nothing more runs (R64)
       if (entry.task.entry !== entry || this.pending.has(entry.task)) continue; // R11
       entry.task.timer = null;
       entry.task.entry = null;
-      this.runTask(entry.task, entry.due);
-      handedOver = true;
+      try {
+        this.handOver(entry.task, entry.due);
+        handedOver = true;
+      } catch (error) {
+        if (!(error instanceof RuntimeError)) throw error;
+        refusal ??= error; // the others are handed over first, then it is raised (R53)
+      }
     }
+    if (refusal !== null) throw refusal;
     return handedOver;
   }
 }
@@ -119,7 +146,7 @@ class Run {
         try {
           this.call(inner);
         } catch (error) {
-          if (error instanceof ValueError) break; // a step that raised ends the task's run
+          if (raisedName(error)) break; // a step that raised ends the task's run
           throw error;
         }
       }
@@ -150,6 +177,12 @@ class Run {
       case "clock_advance":
         this.clock.advance(step.ms);
         return null;
+      case "close":
+        this.timer(step.timer).close();
+        return null;
+      case "executor_shutdown":
+        this.timer(step.timer).refusing = true;
+        return null;
       default:
         throw new Error(`unsupported step kind ${step.step}`);
     }
@@ -162,8 +195,8 @@ class Run {
     try {
       result = this.call(step);
     } catch (error) {
-      if (!(error instanceof ValueError)) throw error;
-      raised = "ValueError";
+      raised = raisedName(error);
+      if (raised === null) throw error;
     }
     return {
       result,

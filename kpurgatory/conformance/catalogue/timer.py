@@ -228,6 +228,26 @@ def _bucket_shapes() -> list[Step]:
     return steps
 
 
+def _r01_negative_clock() -> list[Step]:
+    # Floor division below zero: -23 rounds down to -25 (Java's truncation gives -20).
+    return [
+        Init(tick_ms=5, wheel_size=4, start_ms=-23, clock_ms=-23),
+        Add("a", 6),  # expires at -17: due round_down(-17, 5) = -20 (truncation: -15)
+        Add("b", 9),  # -14: due -15 (truncation: -10)
+        Add("c", 21),  # -2: due -5 on the overflow level (truncation: 0)
+        Add("d", 25),  # 2: due 0, across zero
+        Add("now", 1),  # -22: due -25, the current time: handed over at once (R3)
+        NextDueTime(),  # -20
+        Advance(3),  # -20: a runs
+        Advance(4),  # -16: nothing (b is due at -15)
+        Advance(1),  # -15: b runs
+        NextDueTime(),  # -5
+        Advance(9),  # -6: nothing
+        Advance(1),  # -5: c runs
+        Advance(5),  # 0: d runs
+    ]
+
+
 # A table: its entries share a shape deliberately.
 TIMER_RUNS: tuple[RuleRun, ...] = (
     RuleRun(
@@ -328,5 +348,12 @@ TIMER_RUNS: tuple[RuleRun, ...] = (
         "right after the clock moved without a drain, due times either side of a rounding.",
         ("R1", "R2", "R4", "R5", "R6", "R9", "R12", "R44"),
         _bucket_shapes,
+    ),
+    RuleRun(
+        "r01-negative-clock",
+        "Negative clock readings round down (floor), on every level and across zero; a "
+        "port whose division truncates toward zero runs these tasks late.",
+        ("R1", "R2", "R3", "R44"),
+        _r01_negative_clock,
     ),
 )

@@ -355,6 +355,60 @@ PORT_BUGS: tuple[PortBug, ...] = (
     _shared("unwatch-forgets-count", "watched"),
     _shared("nonempty-list-dropped", "watched_keys"),
     _shared("timer-enabled-ignored", "timer_enabled"),
+    # ---- calls back in from callbacks (R63-R69) ----------------------------------------
+    _new(
+        "operation-lock-not-reentrant",
+        "re-entrancy",
+        "Each operation gets a plain, non-re-entrant lock (Go's sync.Mutex): the first "
+        "operation due at once deadlocks in its own submission, and so does a try_complete "
+        "that sweeps one of its own keys (R63).",
+        (
+            _OPERATION,
+            "DelayedOperation.__init__",
+            "sync.new_lock() if lock is None else require_operation_lock(lock)",
+            '__import__("threading").Lock() if lock is None else lock',
+        ),
+    ),
+    _new(
+        "drain-runs-on-after-close",
+        "re-entrancy",
+        "A drain hands the rest of its batch over after a task of the batch closed the "
+        "timer (or shut the purgatory down) from its run, instead of leaving them unrun "
+        "(R64, R14).",
+        (
+            _TIMER,
+            "SystemTimer._hand_over_collected",
+            "            if self._closed:\n"
+            "                break  # closed by a task of this drain: nothing more is handed "
+            "over (R64)\n",
+            "",
+        ),
+    ),
+    _new(
+        "executor-refusal-dropped",
+        "re-entrancy",
+        "A task the executor refuses while the timer is open is logged and dropped instead "
+        "of being the drain's (or the add's) error: the call returns as if it had been "
+        "handed over, and an operation due at once stays submitted (R65, R53).",
+        (
+            _TIMER,
+            "SystemTimer._hand_over",
+            "            if self._closed and isinstance(exc, RuntimeError):\n",
+            "            if isinstance(exc, RuntimeError):\n",
+        ),
+    ),
+    _new(
+        "cancel-for-key-in-submission-timed",
+        "re-entrancy",
+        "An operation that cancel_for_key returned from its own try_complete, during its "
+        "submission, is still added to the timer by that submission and expires later (R66).",
+        (
+            _PURGATORY,
+            "DelayedOperationPurgatory._time",
+            "        if self._timer_enabled and not operation._untimed:\n",
+            "        if self._timer_enabled:\n",
+        ),
+    ),
 )
 """The catalogue, grouped by area; names are unique."""
 

@@ -1,0 +1,96 @@
+"""Race bugs planted for the history checker: each one a bug Kafka shipped or a shape
+of one, as a one-fragment source patch (``tests.mutants.catalog.Mutant``).
+
+Every mutant here is a race: a program run with its threads one after another cannot
+show it (tests/history/test_mutants.py checks that too), so a catch is the checker
+seeing an interleaving the spec forbids on real threads. ``WEIGHTS`` biases the random
+programs of a mutant's catch test toward the calls its race needs (a program still
+draws every kind of call).
+"""
+
+from __future__ import annotations
+
+from tests.mutants.catalog import Mutant
+
+__all__ = ["HISTORY_MUTANTS", "WEIGHTS"]
+
+_REF_OPERATION = "kpurgatory.reference.operation"
+_OPT_OPERATION = "kpurgatory.optimized.operation"
+_OPT_PURGATORY = "kpurgatory.optimized.purgatory"
+_SWEEP_ATTEMPT = "            elif operation._safe_try_complete_for(self):\n"
+
+HISTORY_MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "double-completion",
+        _REF_OPERATION,
+        "DelayedOperation.force_complete",
+        'if self._completed.compare_and_set(False, True):\n        self._outcome = "completed"\n'
+        "        self._unschedule()",
+        'if not self._completed.get():\n        self._outcome = "completed"\n'
+        "        self._unschedule()\n        self._completed.set(True)",
+        "force_complete reads the completed flag, cancels the timer entry, then sets the "
+        "flag (no compare-and-set): two racing callers both win and on_complete runs "
+        "twice (R16).",
+    ),
+    Mutant(
+        "lost-cancel",
+        _OPT_PURGATORY,
+        "DelayedOperationPurgatory.cancel_for_key",
+        "            with operation._lock:\n                TimerTask.cancel(operation)\n"
+        "                operation._untimed = True",
+        "            TimerTask.cancel(operation)\n            operation._untimed = True",
+        "cancel_for_key cancels the timer entry without the operation's lock: between a "
+        "submission's watch and its timer add there is no entry yet, the add comes after, "
+        "and the operation it returned expires later (R29).",
+    ),
+    Mutant(
+        "sweep-try-lock",
+        _OPT_PURGATORY,
+        "DelayedOperationPurgatory.check_and_complete",
+        _SWEEP_ATTEMPT,
+        "            elif operation.maybe_try_complete():\n",
+        "check_and_complete tries each operation with maybe_try_complete (a try-lock that "
+        "knocks) instead of taking the lock: a busy operation is left to its holder, so "
+        "the sweep neither completes nor counts it (R25).",
+    ),
+    Mutant(
+        "sweep-without-lock",
+        _OPT_PURGATORY,
+        "DelayedOperationPurgatory.check_and_complete",
+        _SWEEP_ATTEMPT,
+        "            elif operation.try_complete():\n",
+        "check_and_complete calls try_complete without the operation's lock: it overlaps "
+        "another thread's try_complete or expiry of the same operation (R17, R25).",
+    ),
+    Mutant(
+        "ignored-knock",
+        _OPT_OPERATION,
+        "DelayedOperation._safe_try_complete_for",
+        "if not self._try_complete_pending:",
+        "if True:",
+        "the blocking paths never look at the pending flag after releasing the lock: a "
+        "maybe_try_complete that found the lock held loses its attempt (R41, KAFKA-8334).",
+    ),
+    Mutant(
+        "kafka-6653-lost-completion",
+        _OPT_PURGATORY,
+        "DelayedOperationPurgatory.check_and_complete",
+        _SWEEP_ATTEMPT,
+        "            elif operation._lock.acquire(blocking=False) and "
+        "(operation.try_complete(), operation._lock.release())[0]:\n",
+        "Kafka 1.0's sweep: check_and_complete tries each operation's lock once and skips "
+        "it if busy, never retrying; the holder does not know an event came, so the "
+        "completion waits for the timeout (KAFKA-6653, R25).",
+    ),
+)
+"""The planted races, each caught by the history checker on real threads."""
+
+WEIGHTS: dict[str, dict[str, int]] = {
+    "double-completion": {"force": 12, "set_ready": 0, "check": 0, "cancel_for_key": 0},
+    "lost-cancel": {"cancel_for_key": 4, "advance": 1, "set_ready": 1},
+    "sweep-try-lock": {"check": 4, "set_ready": 3, "safe_try": 2, "maybe_try": 1},
+    "sweep-without-lock": {"check": 4, "set_ready": 2, "safe_try": 2, "maybe_try": 2},
+    "ignored-knock": {"maybe_try": 4, "set_ready": 3, "check": 2, "safe_try": 2},
+    "kafka-6653-lost-completion": {"check": 4, "set_ready": 3, "safe_try": 2, "maybe_try": 1},
+}
+"""Per mutant, the call weights of its programs (the kinds not named weigh 1)."""
