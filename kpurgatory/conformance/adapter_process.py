@@ -15,8 +15,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import os
 import queue
 import shlex
+import signal
 import subprocess
 import threading
 import typing
@@ -128,6 +130,9 @@ class AdapterProcess:
                 encoding="utf-8",
                 bufsize=1,
                 cwd=self.cwd,
+                # its own process group, so a stop reaches what a wrapper started
+                # (``sh run.sh`` running java, ``go run``, ``npm start``)
+                start_new_session=os.name == "posix",
             )
         except OSError as exc:
             raise AdapterError(
@@ -283,13 +288,26 @@ class AdapterProcess:
         try:
             process.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _kill_group(process)
             process.wait(timeout=5)
         for thread in self._threads:
             thread.join(timeout=2)
+        if any(thread.is_alive() for thread in self._threads):
+            _kill_group(process)  # a child of the command still holds its output open
+            for thread in self._threads:
+                thread.join(timeout=5)
         for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+            if stream is not None and not any(thread.is_alive() for thread in self._threads):
+                stream.close()  # closing a stream a thread still reads would wait for it
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """Kill the adapter and everything it started (its process group on POSIX)."""
+    if os.name == "posix":
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
 
 
 def _pump_lines(stream: IO[str], lines: queue.Queue[object]) -> None:

@@ -145,17 +145,19 @@ class KafkaLikeTimer(reference.SystemTimer):
 
     def _drain_by_bucket(self, now: int, dequeued: list[int]) -> bool:
         """Kafka's ``advanceClock``: poll a bucket expired by ``now``, move the wheels to its
-        expiration, flush it, poll the next. A flushed entry still scheduled is put back
-        in the wheel (a finer bucket) or, if due on the level it reaches, handed over at
+        expiration, flush it, poll the next at the clock's reading then (a task of the
+        drain may have moved the clock). A flushed entry still scheduled is put back in
+        the wheel (a finer bucket) or, if due on the level it reaches, handed over at
         once, before the rest of its bucket. On a closed timer (``kafka-after-close``)
         the first hand-over is refused: ``RuntimeError``; that entry is gone, the rest of
         its bucket stays in the bucket, which is no longer queued (stranded, as in Kafka),
         and the buckets not yet dequeued stay queued."""
         handed = False
         errors: list[BaseException] = []
+        reading = now
         while True:
             with _LOCK:
-                bucket = self._wheel.poll(now)
+                bucket = self._wheel.poll(reading)
                 if bucket is None:
                     break
                 if bucket.expiration is not None:
@@ -175,6 +177,9 @@ class KafkaLikeTimer(reference.SystemTimer):
                         raise  # the shut-down executor refused it: out of the drain, as Kafka
                     errors.append(exc)
                 handed = True
+            # Kafka's next ``delayQueue.poll()`` reads the clock again: a task of this
+            # drain that moved it (a nested advance, R74) makes later buckets due now.
+            reading = max(reading, self.clock.now_ms())
         raise_collected(errors, f"the drain of timer {self._name!r}")
         return handed
 

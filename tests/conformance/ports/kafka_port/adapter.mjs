@@ -432,7 +432,7 @@ for await (const line of lines) {
     if (step.step === "init") {
       run = new Run(step);
       const answer = run.observation(null, null);
-      answer.capabilities = { without: ["next_due_time"], async_run: false };
+      answer.capabilities = { without: ["next_due_time", "close", "executor_shutdown", "callbacks"], async_run: false };
       out(answer);
     } else if (run === null) {
       out({ error: "the first step of a run must be init" });

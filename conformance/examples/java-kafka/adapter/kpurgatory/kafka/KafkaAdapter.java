@@ -40,7 +40,8 @@ public final class KafkaAdapter {
     static final Time.Manual TIME = Time.SYSTEM;
 
     /** The step kinds and features Kafka's classes do not offer (declared at init). */
-    static final List<Object> WITHOUT = List.of("next_due_time");
+    static final List<Object> WITHOUT =
+            List.of("next_due_time", "close", "executor_shutdown", "callbacks");
 
     public static void main(String[] args) throws Exception {
         boolean purgatory = List.of(args).contains("--purgatory");
