@@ -322,6 +322,27 @@ def test_an_adapter_stuck_in_a_later_step_is_stopped_and_the_next_vector_runs(
     assert "PASS r01-due-time" in out and "PASS r06-hand-over-order" in out
 
 
+@pytest.mark.skipif(os.name != "posix", reason="a shell wrapper and process groups")
+def test_a_stalled_child_of_a_wrapper_command_is_stopped_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An adapter command is often a wrapper (``sh run.sh`` starting java, ``go run``,
+    ``npm start``): its child holds the output open after the wrapper is killed. The kit
+    stops the whole process group, reports the stall and goes on to the next vector
+    instead of waiting for the child for ever."""
+    names = ["r01-due-time", "r02-current-time", "r06-hand-over-order"]
+    args = [
+        arg for name in names for arg in ("--vectors", str(DEFAULT_VECTORS_DIR / f"{name}.json"))
+    ]
+    wrapper = shlex.join(["sh", "-c", f"{broken_adapter('deadlock')}; exit 0"])
+    started = time.monotonic()
+    code, out = conformance(capsys, "--adapter", wrapper, "--timeout", "3", *args)
+    assert time.monotonic() - started < 60, out
+    assert code == 1
+    assert "NOT CONSUMED r02-current-time: step 3 of 8 (add): no answer within" in out
+    assert "PASS r01-due-time" in out and "PASS r06-hand-over-order" in out
+
+
 def test_an_adapter_that_does_not_flush_is_told_so(capsys: pytest.CaptureFixture[str]) -> None:
     """Its answer comes out when its stdin closes: the report says the stdout is buffered."""
     started = time.monotonic()

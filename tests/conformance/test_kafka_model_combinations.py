@@ -151,6 +151,29 @@ def test_a_drain_hands_buckets_over_one_at_a_time() -> None:
     assert _ran(observe(ALL - {"kafka-stale-current-time"}, steps)[5]) == ["d"]
 
 
+def test_a_nested_advance_makes_the_next_bucket_due_in_the_same_drain() -> None:
+    """kafka-flush-current-time: Kafka polls each next bucket at the clock's reading then.
+    t32's run schedules t0 (bucket 60) and advances timer aux, which moves the clock from
+    58 to 60; the drain of main then dequeues bucket 60 (t0 goes to a finer bucket), so
+    the wheels stand at 60 and a delay-0 add at 60 runs at once (Kafka's classes with an
+    inline executor, and the Kafka-like port, on search seed 1, shrunk; a model that
+    polled at the drain's first reading kept the wheels at 40 and scheduled t33)."""
+    steps = _sequence(
+        '{"step": "init", "tick_ms": 10, "wheel_size": 2, "purge_interval": 0, '
+        '"timers": ["main", "aux"]}',
+        '{"step": "clock_advance", "ms": 38}',
+        '{"step": "add", "task": "t32", "delay_ms": 10, "timer": "main", "on_run": ['
+        '{"step": "add", "task": "t0", "delay_ms": 12, "timer": "main"}, '
+        '{"step": "advance", "ms": 2, "timer": "aux"}]}',
+        '{"step": "advance", "ms": 20, "timer": "main"}',
+        '{"step": "add", "task": "t33", "delay_ms": 0, "timer": "main"}',
+    )
+    answers = observe(ALL, steps)
+    assert _ran(answers[3]) == ["t32"] and answers[3]["state"]["clock_ms"] == 60  # type: ignore[index]
+    assert _ran(answers[4]) == ["t33"]
+    assert answers[4]["state"]["timer_sizes"] == {"main": 1, "aux": 0}  # type: ignore[index]
+
+
 def test_a_cascaded_task_joins_the_end_of_its_bucket() -> None:
     """t1 (re-added by t2's run while the wheels were behind) sits in a second-level bucket
     and cascades into the bucket of t6, after it: t6 runs first and cancels it (search seed
