@@ -144,6 +144,51 @@ def test_kafkas_timer_fails_without_its_documented_differences(
     ), out
 
 
+TASK_ADVANCES_ITS_TIMER_FROM_ADD = [
+    {"step": "init", "tick_ms": 1, "wheel_size": 3, "start_ms": 1000, "clock_ms": 1000},
+    {"step": "add", "task": "u", "delay_ms": 1},
+    {"step": "add", "task": "t", "delay_ms": -1, "on_run": [{"step": "advance", "ms": 2}]},
+]
+"""A task due at its add whose run advances its own timer past another task's bucket
+(so Kafka's advanceClock takes its write lock): search seed 1, shrunk."""
+
+
+@needs_kafka
+@pytest.mark.parametrize("executor", ["--inline", "--inline-in-add"])
+def test_a_task_run_inside_kafkas_add_that_advances_its_timer_deadlocks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, executor: str
+) -> None:
+    """Kafka's add holds the timer's read lock while it hands a due task over, and a
+    ReentrantReadWriteLock is never upgraded: run inside the add (``--inline-in-add``, a
+    port running tasks under its lock), the task's advance waits for ever, and the kit
+    says so within its timeout (30 s here: the first answer waits for javac), naming the
+    task, the call and R69. Run just after the
+    add (``--inline``, what Kafka's executor thread does), it passes."""
+    replay = tmp_path / "steps.jsonl"
+    replay.write_text("".join(json.dumps(step) + "\n" for step in TASK_ADVANCES_ITS_TIMER_FROM_ADD))
+    code, out = conformance(
+        capsys,
+        "--adapter",
+        adapter("--timer-only", executor),
+        "--timer-only",
+        "--allow",
+        "kafka",
+        "--replay",
+        str(replay),
+        "--timeout",
+        "30",
+    )
+    if executor == "--inline":
+        assert code == 0, out
+        assert "PASS replay: 3 steps agree with the reference" in out, out
+    else:
+        assert code == 1, out
+        assert (
+            "the port hangs in the run of task 't', which calls advance(2, \"main\"): "
+            "a callback may make this call (R69)" in out
+        ), out
+
+
 @needs_kafka
 @pytest.mark.parametrize(("executor", "seed"), [("--inline", seed) for seed in SEEDS] + [("", 1)])
 def test_kafkas_timer_passes_the_kit_with_allow_kafka(

@@ -46,7 +46,8 @@ public final class KafkaAdapter {
     public static void main(String[] args) throws Exception {
         boolean purgatory = List.of(args).contains("--purgatory");
         boolean settle = !List.of(args).contains("--no-settle");
-        boolean inline = List.of(args).contains("--inline");
+        InlineExecutor.runInAdd = List.of(args).contains("--inline-in-add");
+        boolean inline = InlineExecutor.runInAdd || List.of(args).contains("--inline");
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
         Run run = null;
@@ -307,8 +308,13 @@ public final class KafkaAdapter {
                     SystemTimer timer = timer(step);
                     long previous = task.dueMs;
                     task.dueMs = dueMs(delayMs);
+                    ExecutorService executor = executors.get(stringField(step, "timer", "main"));
                     try {
-                        timer.add(task);
+                        if (executor instanceof InlineExecutor) {
+                            ((InlineExecutor) executor).addThenRun(() -> timer.add(task));
+                        } else {
+                            timer.add(task);
+                        }
                     } catch (RuntimeException refused) {
                         task.dueMs = previous; // nothing was scheduled: a schedule in force keeps its due time
                         throw refused;
