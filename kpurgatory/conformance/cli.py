@@ -139,7 +139,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="NAMES",
         default="",
         help="what the port lacks (it may also declare it in its init answer): "
-        "comma-separated step kinds (cancel, next_due_time, ...) or re_add, on_run, size; "
+        "comma-separated step kinds (cancel, next_due_time, ...) or the features re_add, "
+        "on_run, callbacks, nested_advance, size; "
         "never sent, and reported as not checked",
     )
     parser.add_argument(

@@ -249,6 +249,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         kinds = [kind for kind in kinds if self.run.capabilities.has(step_kind.get(kind, kind))]
         if not self.run.capabilities.has("re_add"):  # a nested add re-adds an existing task
             kinds = [kind for kind in kinds if kind != "add"]
+        if not self.run.capabilities.has("nested_advance"):
+            kinds = [kind for kind in kinds if kind not in ("advance", "purgatory_advance")]
         if where == "on_try" and self.sweeping_tries >= 2:
             kinds = [kind for kind in kinds if kind not in ("check", "cancel_for_key")]
         if not kinds:
