@@ -10,12 +10,12 @@ is listed as not consumed (not sent), and the report names what was not checked.
 docs/conformance.md states the contract.
 
 ``without`` names step kinds (``cancel``, ``next_due_time``, ``clock_advance``, ...)
-and five features: ``re_add`` (adding a task that is already scheduled or has run),
+and six features: ``re_add`` (adding a task that is already scheduled or has run),
 ``on_run`` (a task performing steps when it runs), ``callbacks`` (an operation whose
 ``try_complete``, ``on_complete`` or ``on_expiration`` performs steps),
 ``nested_advance`` (a task or callback that advances a timer or the purgatory: a drain
-inside a drain, R74) and ``size`` (the timers' sizes: ``state.timer_sizes`` is then not
-compared).
+inside a drain, R74), ``negative_time`` (a run whose clock or start reading is negative,
+R1) and ``size`` (the timers' sizes: ``state.timer_sizes`` is then not compared).
 
 ``async_run``: the port runs expired tasks after the flush, on another thread. It
 must still answer a step only once the tasks that step handed over have run (wait for
@@ -32,11 +32,18 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kpurgatory.conformance.steps import Add, Step, Watch, nested_steps
+from kpurgatory.conformance.steps import Add, Init, Step, Watch, nested_steps
 
 __all__ = ["CAPABILITY_NAMES", "FEATURES", "Capabilities", "needed"]
 
-FEATURES: tuple[str, ...] = ("re_add", "on_run", "callbacks", "nested_advance", "size")
+FEATURES: tuple[str, ...] = (
+    "re_add",
+    "on_run",
+    "callbacks",
+    "nested_advance",
+    "negative_time",
+    "size",
+)
 """Declarable features that are not step kinds."""
 
 CAPABILITY_NAMES: frozenset[str] = frozenset(
@@ -134,8 +141,10 @@ def needed(steps: Iterable[Step]) -> set[str]:
             visit(inner, True)
 
     for step in steps:
-        if step.STEP == "init":
+        if isinstance(step, Init):
             added = set()
+            if step.start_ms < 0 or step.clock_ms < 0:
+                names.add("negative_time")
             continue
         visit(step, False)
     return names

@@ -317,11 +317,14 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.run.stats.runs += 1
         self.tick, self.wheel = tick, wheel
         self.timers = ("main", "aux") if two_timers else ("main",)
+        start_ms = clock_ms + start_offset
+        if not self.run.capabilities.has("negative_time"):
+            clock_ms, start_ms = abs(clock_ms), abs(start_ms)
         self.do(
             language.Init(
                 tick_ms=tick,
                 wheel_size=wheel,
-                start_ms=clock_ms + start_offset,
+                start_ms=start_ms,
                 clock_ms=clock_ms,
                 purge_interval=purge_interval,
                 timer_enabled=timer_enabled,

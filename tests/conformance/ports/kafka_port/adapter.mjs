@@ -9,7 +9,9 @@
 // that hands it over) and performs a task's on_run steps when it runs. The port has no
 // next due time, as Kafka has none: the answer to init declares it.
 //
-// `--timer-only` serves the timer steps alone (the purgatory's are refused). `--bug NAME`
+// `--timer-only` serves the timer steps alone (the purgatory's are refused).
+// `--negative-time` stops declaring negative_time absent: a negative current time gives
+// a negative bucket index here as in Kafka (a crash), but not on every run. `--bug NAME`
 // plants a bug a porter could write, for the tests that check the kit still catches it
 // with `--allow kafka`: `late-tick` (the drain polls at the reading before the clock's,
 // so a bucket is handed over a tick late), `flush-first-only` (a flush hands over only
@@ -31,6 +33,7 @@ import {
 
 const args = process.argv.slice(2);
 const timerOnly = args.includes("--timer-only");
+const negativeTime = args.includes("--negative-time");
 const bugAt = args.indexOf("--bug");
 const bug = bugAt >= 0 ? args[bugAt + 1] : null;
 const BUGS = ["late-tick", "flush-first-only", "cancel-keeps-entry", "miscount-purge"];
@@ -432,7 +435,11 @@ for await (const line of lines) {
     if (step.step === "init") {
       run = new Run(step);
       const answer = run.observation(null, null);
-      answer.capabilities = { without: ["next_due_time", "close", "executor_shutdown", "callbacks"], async_run: false };
+      // Kafka's wheel takes no negative clock reading (a negative bucket index), nor this
+      // port; --negative-time sends them anyway (runs whose slots stay >= 0 do work)
+      const without = ["next_due_time", "close", "executor_shutdown", "callbacks"];
+      if (!negativeTime) without.push("negative_time");
+      answer.capabilities = { without, async_run: false };
       out(answer);
     } else if (run === null) {
       out({ error: "the first step of a run must be init" });

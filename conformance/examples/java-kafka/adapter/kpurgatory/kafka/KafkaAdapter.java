@@ -39,9 +39,14 @@ public final class KafkaAdapter {
 
     static final Time.Manual TIME = Time.SYSTEM;
 
-    /** The step kinds and features Kafka's classes do not offer (declared at init). */
-    static final List<Object> WITHOUT =
-            List.of("next_due_time", "close", "executor_shutdown", "callbacks");
+    /**
+     * The step kinds and features Kafka's classes, or this adapter, do not offer (declared
+     * at init). negative_time: with a negative current time TimingWheel.add computes a
+     * negative bucket index (Java's % keeps the sign) and throws
+     * ArrayIndexOutOfBoundsException.
+     */
+    static final List<Object> WITHOUT = List.of(
+            "next_due_time", "close", "executor_shutdown", "callbacks", "negative_time");
 
     /**
      * Also declared unless --nested-advance: a task that advances a timer. Run inline, a
@@ -53,7 +58,8 @@ public final class KafkaAdapter {
      * either; the kit reports both as hangs with --nested-advance (README.md).
      */
     static final List<Object> WITHOUT_NESTED_ADVANCE = List.of(
-            "next_due_time", "close", "executor_shutdown", "callbacks", "nested_advance");
+            "next_due_time", "close", "executor_shutdown", "callbacks", "negative_time",
+            "nested_advance");
 
     public static void main(String[] args) throws Exception {
         boolean purgatory = List.of(args).contains("--purgatory");
