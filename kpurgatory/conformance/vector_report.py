@@ -118,11 +118,9 @@ def _result_lines(result: VectorResult, command: str) -> list[str]:
         f"; accepted {ident} at step{'s' if len(at) > 1 else ''} {_numbers(at)}"
         for ident, at in sorted(result.accepted.items())
     )
-    left_out = (
-        f"{result.skipped} next_due_time steps left out (declared absent)" if result.skipped else ""
-    )
+    left_out = f"{result.skipped} next_due_time steps (declared absent)" if result.skipped else ""
     if result.status == "passed":
-        note = f"; {left_out}" if left_out else ""
+        note = f"; left out {left_out}" if left_out else ""
         return [f"PASS {result.name} ({result.steps} steps{accepted}{note})"]
     label = "FAIL" if result.status == "failed" else "NOT CONSUMED"
     if result.step_index is None:
