@@ -114,10 +114,7 @@ def test_without_from_the_command_line_is_never_sent(capsys: pytest.CaptureFixtu
     args = ["--adapter", python_adapter(), "--without", "cancel,next_due_time", "--timer-only"]
     code, out, _ = conformance(capsys, *args)
     assert code == 0, out
-    assert (
-        "NOT CONSUMED r44-next-due-time: not sent: the port declares no cancel, next_due_time"
-        in out
-    )
+    assert "NOT CONSUMED r44-next-due-time: not sent: the port declares no cancel\n" in out
     assert "not checked: declared without cancel, next_due_time" in out
     code, out, _ = conformance(
         capsys, *args, "--stateful", "--search-only", "--seed", "1", "--max-examples", "20"

@@ -147,7 +147,7 @@ def test_kafkas_timer_fails_without_its_documented_differences(
     assert "PASS r09-cancel-readd (12 steps; accepted kafka-advance-result at step 8)" in out
     assert (
         "not checked: declared without callbacks, close, executor_shutdown, negative_time, "
-        "next_due_time; "
+        "nested_advance, next_due_time; "
         "tasks run asynchronously" in out
     ), out
 
