@@ -56,6 +56,7 @@ from kpurgatory.conformance.adapter import (
     replay_vectors,
     vector_paths,
 )
+from kpurgatory.conformance.adapter_process import step_kinds
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.driver import sequence_error
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Step, step_from_json
@@ -138,7 +139,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="NAMES",
         default="",
         help="what the port lacks (it may also declare it in its init answer): "
-        "comma-separated step kinds (cancel, next_due_time, ...) or re_add, on_run, size; "
+        "comma-separated step kinds (cancel, next_due_time, ...) or the features re_add, "
+        "on_run, callbacks, nested_advance, negative_time, size; "
         "never sent, and reported as not checked",
     )
     parser.add_argument(
@@ -213,7 +215,7 @@ def _prepare(args: argparse.Namespace) -> Mode:
         raise _UsageError("--search-only goes with --stateful")
     if args.replay is not None:
         try:
-            args.replay_steps = _read_steps(args.replay)
+            args.replay_steps, args.replay_lines = _read_steps(args.replay)
         except (OSError, ValueError, TypeError) as exc:
             raise _UsageError(f"--replay {args.replay}: {exc}") from None
         return _replay
@@ -336,13 +338,11 @@ def _replay(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     steps = args.replay_steps
     stateful = importlib.import_module("kpurgatory.conformance.stateful")
     accepted: dict[str, int] = {}
-    missing = adapter.capabilities.missing(steps)
-    if missing:
-        print(
-            f"kpurgatory conformance: error: --replay {args.replay}: the sequence needs "
-            f"{', '.join(missing)}, which the port declares it lacks",
-            file=sys.stderr,
-        )
+    excluded = _excluded(
+        steps, args.replay_lines, timer_only=args.timer_only, capabilities=adapter.capabilities
+    )
+    if excluded is not None:
+        print(f"kpurgatory conformance: error: --replay {args.replay}: {excluded}", file=sys.stderr)
         return 2
     try:
         failure = stateful.check_sequence(
@@ -383,13 +383,23 @@ def _print_accepted(allowed: tuple[KnownDifference, ...], accepted: dict[str, in
         )
 
 
-def _read_steps(path: Path) -> list[Step]:
-    """The steps of a JSON-lines file (blank lines ignored); errors name the line.
+def _read_steps(path: Path) -> tuple[list[Step], list[int]]:
+    """The steps of a JSON-lines file (blank lines ignored) and the line number of each;
+    every error names its line (a line that is not UTF-8 or not JSON, a step that is
+    not one, a label used before it is defined).
 
     A conformance vector (one JSON document, not one step per line) is refused with a
     pointer to ``--vectors``, which is how vectors are run.
     """
-    text = path.read_text(encoding="utf-8")
+    lines: list[str] = []
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"line {number}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})"
+            ) from None
+    text = "\n".join(lines)
     try:
         whole = json.loads(text)
     except json.JSONDecodeError:
@@ -401,16 +411,16 @@ def _read_steps(path: Path) -> list[Step]:
         )
     steps: list[Step] = []
     numbers: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"line {number}: not JSON: {exc}") from None
+            raise ValueError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
         try:
             steps.append(step_from_json(data))
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"line {number}: {exc}") from None
         numbers.append(number)
     if not steps:
@@ -419,4 +429,29 @@ def _read_steps(path: Path) -> list[Step]:
     if problem is not None:
         index, why = problem
         raise ValueError(f"line {numbers[index]}: {why}")
-    return steps
+    return steps, numbers
+
+
+def _excluded(
+    steps: list[Step], numbers: list[int], *, timer_only: bool, capabilities: Capabilities
+) -> str | None:
+    """Why the first step of a replay file the run excludes cannot be sent (naming its
+    line), or None: a purgatory step under ``--timer-only`` (a task's ``on_run`` too), a
+    step or feature the port declares it lacks. Such a step is refused before it reaches
+    the port, which would otherwise be failed for not answering it."""
+    for step, number in zip(steps, numbers, strict=True):
+        if timer_only:
+            kinds = sorted(step_kinds(step) - TIMER_STEP_KINDS)
+            if kinds:
+                return (
+                    f"line {number}: a {', '.join(kinds)} step, which --timer-only excludes "
+                    f"(a port of the timer alone is sent {', '.join(sorted(TIMER_STEP_KINDS))} "
+                    f"only); remove it, or replay without --timer-only"
+                )
+        missing = capabilities.missing([step])
+        if missing:
+            return (
+                f"line {number}: the step needs {', '.join(missing)}, which the port declares "
+                f"it lacks; remove it, or declare the port has it"
+            )
+    return None

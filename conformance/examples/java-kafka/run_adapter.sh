@@ -9,7 +9,10 @@
 # later) into a fresh temporary directory, runs the adapter there and removes it on exit.
 # Options: --timer-only compiles and drives the timer alone, even where the tree has the
 # purgatory's Java sources (server-common's org/apache/kafka/server/purgatory, Kafka 4.0+);
-# --no-settle lets the purgatory's purge check race its executor's expiries (README.md).
+# --no-settle lets the purgatory's purge check race its executor's expiries (README.md);
+# --inline runs tasks inside Kafka's drain on an inline executor (on_run steps sent);
+# --nested-advance stops declaring that a task cannot advance a timer, which Kafka's
+# classes run inline cannot do (README.md: the kit then reports the hangs).
 set -eu
 timer_only=""
 adapter_args=""
@@ -17,7 +20,9 @@ for arg in "$@"; do
     case "$arg" in
         --timer-only) timer_only=yes ;;
         --no-settle) adapter_args="$adapter_args --no-settle" ;;
-        *) echo "run_adapter.sh: unknown option $arg (--timer-only, --no-settle)" >&2; exit 2 ;;
+        --inline) adapter_args="$adapter_args --inline" ;;
+        --nested-advance) adapter_args="$adapter_args --nested-advance" ;;
+        *) echo "run_adapter.sh: unknown option $arg (--timer-only, --no-settle, --inline, --nested-advance)" >&2; exit 2 ;;
     esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
