@@ -13,7 +13,11 @@ docs/conformance.md states the contract.
 and four features: ``re_add`` (adding a task that is already scheduled or has run),
 ``on_run`` (a task performing steps when it runs), ``callbacks`` (an operation whose
 ``try_complete``, ``on_complete`` or ``on_expiration`` performs steps) and ``size``
-(the timers' sizes: ``state.timer_sizes`` is then not compared).
+(the timers' sizes: ``state.timer_sizes`` is then not compared). For the threads mode
+(``THREADS_FEATURES``): ``threads`` (the adapter has no threads mode at all) and the
+calls only a threads program makes: ``abandon``, ``safe_try_complete`` and
+``maybe_try_complete`` (no program then calls them); a step kind it lacks
+(``cancel_for_key``, ``purgatory_advance``, ...) is left out of its programs too.
 
 ``async_run``: the port runs expired tasks after the flush, on another thread. It
 must still answer a step only once the tasks that step handed over have run (wait for
@@ -32,9 +36,17 @@ from dataclasses import dataclass
 
 from kpurgatory.conformance.steps import Add, Step, Watch, nested_steps
 
-__all__ = ["CAPABILITY_NAMES", "FEATURES", "Capabilities", "needed"]
+__all__ = ["CAPABILITY_NAMES", "FEATURES", "THREADS_FEATURES", "Capabilities", "needed"]
 
-FEATURES: tuple[str, ...] = ("re_add", "on_run", "callbacks", "size")
+THREADS_FEATURES: tuple[str, ...] = (
+    "threads",
+    "abandon",
+    "safe_try_complete",
+    "maybe_try_complete",
+)
+"""What only the threads mode uses: the mode itself, and calls no step makes."""
+
+FEATURES: tuple[str, ...] = ("re_add", "on_run", "callbacks", "size", *THREADS_FEATURES)
 """Declarable features that are not step kinds."""
 
 CAPABILITY_NAMES: frozenset[str] = frozenset(
