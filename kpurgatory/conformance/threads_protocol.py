@@ -191,7 +191,16 @@ def _bad(field: str, got: object, expected: str) -> ThreadsAnswerError:
     return ThreadsAnswerError(f"{field}: got {_clip(got)}, expected {expected}")
 
 
+def _missing(data: Mapping[str, Any], name: str, where: str, expected: str) -> None:
+    """``ThreadsAnswerError`` if ``data`` lacks ``name``: it shows the object got."""
+    if name not in data:
+        raise ThreadsAnswerError(
+            f"{where}.{name}: missing from {_clip(dict(data))}, expected {expected}"
+        )
+
+
 def _int(data: Mapping[str, Any], name: str, where: str) -> int:
+    _missing(data, name, where, "an integer >= 0 (monotonic nanoseconds)")
     value = data.get(name)
     if type(value) is not int or value < 0:
         raise _bad(f"{where}.{name}", value, "an integer >= 0 (monotonic nanoseconds)")
@@ -205,6 +214,7 @@ def _result(call: Call, record: Mapping[str, Any], where: str, ops: int) -> Resu
         if raised not in RAISED:
             raise _bad(f"{where}.raised", raised, f"null or one of {', '.join(RAISED)}")
         return f"raised {raised}"
+    _missing(record, "result", where, "the call's result (null if it returns nothing)")
     value = record.get("result")
     kind = call.kind
     if kind in ("set_ready", "advance"):
@@ -238,7 +248,10 @@ def history_from_answer(program: Program, answer: object, implementation: str) -
     if not isinstance(answer, Mapping):
         raise _bad("answer", answer, "a JSON object with threads, cleanup, callbacks, final")
     if set(answer) == {"error"}:
-        raise ThreadsAnswerError(f"the adapter reported an error: {answer['error']}")
+        raise ThreadsAnswerError(
+            f"the adapter reported an error: {answer['error']} (an adapter with no threads "
+            f'mode declares it in its init answer: "capabilities": {{"without": ["threads"]}})'
+        )
     calls = (*program.threads, cleanup_calls(program))
     hung = _hung(answer, len(program.threads))
     records = _records(program, answer, calls, hung)

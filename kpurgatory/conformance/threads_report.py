@@ -127,6 +127,10 @@ def _where_it_stops(history: History, verdict: Verdict) -> str:
     )
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def replay_document(failure: ThreadsFailure, command: str) -> dict[str, object]:
     """The replay file of a failure: its (shrunk) program, the seeds and the command."""
     program = failure.shrunk.program if failure.shrunk else failure.history.program
@@ -179,10 +183,12 @@ def format_threads(result: ThreadsResult, command: str, *, serial: bool = False)
         lines.append(f"  rule: {rule_broken(shown, verdict)}")
         if failure.shrunk is not None:
             program = failure.shrunk.program
+            before = failure.history.program
             lines.append(
-                f"  shrunk from {failure.history.program.size} calls on "
-                f"{len(failure.history.program.threads)} threads to {program.size} calls on "
-                f"{len(program.threads)} threads ({failure.shrunk.recordings} runs sent):"
+                f"  shrunk from {_count(before.size, 'call')} on "
+                f"{_count(len(before.threads), 'thread')} to {_count(program.size, 'call')} "
+                f"on {_count(len(program.threads), 'thread')} (and the clean-up; "
+                f"{failure.shrunk.recordings} runs sent):"
             )
         lines += ["    " + line for line in format_history(shown, verdict).splitlines()]
     return "\n".join(lines)

@@ -49,7 +49,7 @@ __all__ = [
     "shape_for",
 ]
 
-DEFAULT_HISTORIES = 200
+DEFAULT_HISTORIES = 500
 """Histories a threads run checks unless told otherwise (a few seconds for the
 Python adapter; docs/verification.md has the figures)."""
 
@@ -240,7 +240,7 @@ def run_threads(
                 continue
             result.rejected += 1
             shrunk = None
-            if shrink_attempts:
+            if shrink_attempts and not history.hung:  # a hang costs a timeout per run
                 shrunk = shrink_with(
                     program,
                     history,

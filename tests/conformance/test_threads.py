@@ -1,0 +1,212 @@
+"""The threads mode of the kit (``kpurgatory conformance --threads``), quick tier.
+
+The honest Python adapters pass a few histories of seed 1 through the real command
+line; every way an adapter can get the mode wrong gets one clear report (a declared
+absence, an adapter that predates the mode, a missing field, a malformed answer); a
+deterministic failure (an adapter that reports one ``on_complete`` twice) is shrunk,
+named by its rule, saved, and fails again from its replay file; bad options are usage
+errors naming the option. The plants of the port-bug catalogue, seeds 1 to 10:
+``tests/conformance/ports/test_threads.py`` (slow tier).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kpurgatory.cli import main
+from kpurgatory.conformance.threads_protocol import (
+    FORMAT,
+    ThreadsAnswerError,
+    history_from_answer,
+    program_from_json,
+    program_message,
+    program_to_json,
+)
+from kpurgatory.history import random_program
+
+pytestmark = pytest.mark.realtime
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKEN = ROOT / "tests" / "conformance" / "threads_broken_adapter.py"
+
+
+def conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["conformance", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def python_adapter(impl: str) -> str:
+    return shlex.join(
+        [sys.executable, "-m", "kpurgatory.conformance.python_adapter", "--impl", impl]
+    )
+
+
+def broken(bug: str) -> str:
+    return shlex.join([sys.executable, str(BROKEN), "--bug", bug])
+
+
+@pytest.mark.parametrize("impl", ["reference", "optimized"])
+def test_the_python_adapters_pass_a_few_histories_of_seed_1(
+    capsys: pytest.CaptureFixture[str], impl: str
+) -> None:
+    code, out, err = conformance(
+        capsys, "--adapter", python_adapter(impl), "--threads", "--seed", "1", "--histories", "25"
+    )
+    assert code == 0, out + err
+    assert "explained 25, rejected 0, undecided 0" in out
+    assert "threads: PASS (25 histories, every one explained)" in out
+
+
+def test_a_serial_run_is_one_thread_after_another(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = conformance(
+        capsys,
+        "--adapter",
+        python_adapter("optimized"),
+        "--threads",
+        "3",
+        "--serial",
+        "--seed",
+        "1",
+        "--histories",
+        "5",
+    )
+    assert code == 0
+    assert "histories of 3 threads run one after another (--serial)" in out
+
+
+def test_a_port_that_declares_no_threads_mode_is_one_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = conformance(capsys, "--adapter", broken("no-threads"), "--threads")
+    assert code == 2
+    assert "declares it has no threads mode" in err and "nothing was checked" in err
+
+
+def test_an_adapter_without_the_mode_is_told_how_to_declare_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = conformance(capsys, "--adapter", broken("unknown"), "--threads")
+    assert code == 1
+    assert "unknown step kind 'threads'" in out
+    assert '"capabilities": {"without": ["threads"]}' in out
+    assert "Traceback" not in out + err
+
+
+def test_a_missing_field_is_named_with_the_json_got(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = conformance(
+        capsys, "--adapter", broken("no-return"), "--threads", "--seed", "1"
+    )
+    assert code == 1
+    line = next(line for line in out.splitlines() if line.startswith("ERROR threads"))
+    assert "threads[0][0].return_ns: missing from {" in line
+    assert '"invoke_ns": ' in line and "expected an integer >= 0" in line
+    assert "Traceback" not in out + err
+
+
+def test_a_rejected_history_is_shrunk_named_saved_and_replayed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    saved = tmp_path / "failing.json"
+    args = ["--adapter", broken("twice"), "--threads", "--seed", "1", "--shrink-attempts", "2"]
+    code, out, _ = conformance(capsys, *args, "--out", str(saved))
+    assert code == 1
+    assert "FAIL threads: history 0 of seed 1" in out
+    assert "rule: R16: on_complete of op" in out and "exactly once" in out
+    assert "shrunk from" in out and "verdict: rejected" in out
+    assert f"--replay {saved}" in out and "--seed 1 --histories 500" in out
+    document = json.loads(saved.read_text())
+    assert document["format"] == FORMAT and document["seed"] == 1
+    code, out, _ = conformance(
+        capsys, "--adapter", broken("twice"), "--threads", "--replay", str(saved),
+        "--histories", "3",
+    )  # fmt: skip
+    assert code == 1
+    assert f"replaying the program of {saved} 3 times" in out
+    assert "rule: R16" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--threads", "0"], "--threads must be within 1..8"),
+        (["--threads", "two"], "--threads must be N or LOW-HIGH"),
+        (["--threads", "--histories", "0"], "--histories must be >= 1"),
+        (["--threads", "--budget", "0"], "--budget must be >= 1"),
+        (["--threads", "--stateful"], "--stateful does not go with --threads"),
+        (["--histories", "3"], "--histories goes with --threads"),
+    ],
+)
+def test_bad_threads_options_are_usage_errors_naming_the_option(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, _, err = conformance(capsys, "--adapter", python_adapter("reference"), *args)
+    assert code == 2
+    assert message in err
+
+
+def test_a_replay_file_that_is_not_a_threads_program_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text('{"step": "init"}\n')
+    code, _, err = conformance(
+        capsys, "--adapter", python_adapter("reference"), "--threads", "--replay", str(steps)
+    )
+    assert code == 2
+    assert "a file the threads mode wrote" in err
+
+
+# ---- the answer, field by field ---------------------------------------------------------------
+
+
+def _program_and_answer() -> tuple[Any, dict[str, Any]]:
+    from kpurgatory import reference
+    from kpurgatory.conformance.threads_adapter import answer_threads
+
+    program = random_program(random.Random(3))
+    message = program_message(program, 0, 0, serial=True)
+    return program, json.loads(json.dumps(answer_threads(reference, message)))
+
+
+def test_a_program_survives_its_json() -> None:
+    program = random_program(random.Random(5))
+    assert program_from_json(json.loads(json.dumps(program_to_json(program)))) == program
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda a: a["threads"][0][0].update(result="yes"), "threads[0][0]."),
+        (lambda a: a["threads"][0].pop(), "threads[0]: got"),
+        (lambda a: a["final"]["outcomes"].update(op0="done"), "final.outcomes.op0"),
+        (lambda a: a.pop("callbacks"), "callbacks: got null"),
+        (lambda a: a["callbacks"].append({"callback": "on_fire"}), 'callback: got "on_fire"'),
+        (
+            lambda a: a["callbacks"].append(
+                {
+                    "thread": 0,
+                    "operation": "op0",
+                    "callback": "on_complete",
+                    "start_ns": 1,
+                    "end_ns": 2,
+                }
+            ),
+            "thread: got 0, expected a thread with a call in flight",
+        ),
+    ],
+)
+def test_a_malformed_answer_names_its_field(change: Any, field: str) -> None:
+    program, answer = _program_and_answer()
+    history_from_answer(program, answer, "x")  # the honest answer reads
+    change(answer)
+    with pytest.raises(ThreadsAnswerError, match="expected") as raised:
+        history_from_answer(program, answer, "x")
+    assert field in str(raised.value)
