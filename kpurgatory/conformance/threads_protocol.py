@@ -447,9 +447,9 @@ def _thread_points(
                     )
                 points.append(_end(open_.pop(), number))
             value: Result = callback.ready if callback.kind == "tc" else None
-            points.append(
-                Point(callback.kind, number, callback.op, value, callback.start, callback.start)
-            )
+            # try_complete read its flag at some time between its start and its end
+            read_by = callback.end if callback.kind == "tc" else callback.start
+            points.append(Point(callback.kind, number, callback.op, value, callback.start, read_by))
             open_.append(callback)
         while open_:
             points.append(_end(open_.pop(), number))
