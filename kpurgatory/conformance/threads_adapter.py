@@ -126,6 +126,7 @@ def _callbacks(points: tuple[Point, ...], thread: int | str) -> list[dict[str, o
             }
             if point.kind == "tc":
                 record["ready"] = point.value
+                record["read_ns"] = point.hi  # the recorder's time just after the read
             out.append(record)
             open_.append(record)
         elif point.kind.endswith("-end"):

@@ -17,9 +17,10 @@ The call names are the step language's (``watch`` is ``try_complete_else_watch``
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kpurgatory.history.history import Final, History, Point, Result
@@ -30,9 +31,12 @@ __all__ = [
     "CALL_NAMES",
     "CLEANUP",
     "FORMAT",
+    "MAX_PLACEMENTS",
+    "AmbiguousAnswerError",
     "ThreadsAnswerError",
     "call_from_json",
     "call_to_json",
+    "histories_from_answer",
     "history_from_answer",
     "program_from_json",
     "program_message",
@@ -170,6 +174,15 @@ class ThreadsAnswerError(ValueError):
     what was expected."""
 
 
+class AmbiguousAnswerError(ThreadsAnswerError):
+    """A well-formed answer whose callbacks on a library's thread fit too many
+    placements to search each: its history counts as undecided, never a pass."""
+
+
+MAX_PLACEMENTS = 16
+"""The most ways to place a library thread's callbacks that one answer is searched in."""
+
+
 @dataclass(frozen=True)
 class _Callback:
     thread: int
@@ -180,6 +193,7 @@ class _Callback:
     end: int
     ready: bool
     returned: bool
+    read: int  # try_complete: by when it had read its flag
 
 
 def _clip(value: object, limit: int = 200) -> str:
@@ -237,14 +251,26 @@ def _result(call: Call, record: Mapping[str, Any], where: str, ops: int) -> Resu
 
 
 def history_from_answer(program: Program, answer: object, implementation: str) -> History:
-    """The history an adapter's answer to ``program_message(program, ...)`` records.
+    """The one history an answer records (``ThreadsAnswerError`` if its callbacks on a
+    library's thread leave several ways to place them: see ``histories_from_answer``)."""
+    histories = histories_from_answer(program, answer, implementation)
+    if len(histories) != 1:
+        raise AmbiguousAnswerError(f"the answer fits {len(histories)} histories, not one")
+    return histories[0]
+
+
+def histories_from_answer(program: Program, answer: object, implementation: str) -> list[History]:
+    """The histories an adapter's answer to ``program_message(program, ...)`` may record.
 
     Each call becomes a ``call`` and a ``return`` point at its invoke and return times;
-    each callback a start point (``tc`` with the flag it read) and an end point (``tc``'s
-    with what it returned), placed in the call of its thread whose times enclose it. A
-    callback reported on a thread the program does not name (a library's executor) is
-    placed in the one call in flight around it on any thread; ``ThreadsAnswerError``
-    if none or several are."""
+    each callback a start point (``tc`` with the flag it read, somewhere between its
+    start and end) and an end point (``tc``'s with what it returned), placed in the call
+    of its thread whose times enclose it. The callbacks one operation ran on a thread
+    the program does not name (a library's executor: its expiry) go in a call in flight
+    around them that can hand an expiry over (``watch``, ``purgatory_advance``); where
+    several can, there is one history per choice (at most ``MAX_PLACEMENTS``, else
+    ``AmbiguousAnswerError``), and the answer is explained if any of them is.
+    ``ThreadsAnswerError`` if the answer is malformed or a callback fits no call."""
     if not isinstance(answer, Mapping):
         raise _bad("answer", answer, "a JSON object with threads, cleanup, callbacks, final")
     if set(answer) == {"error"}:
@@ -255,14 +281,38 @@ def history_from_answer(program: Program, answer: object, implementation: str) -
     calls = (*program.threads, cleanup_calls(program))
     hung = _hung(answer, len(program.threads))
     records = _records(program, answer, calls, hung)
-    callbacks = _callbacks(answer, records, len(program.ops), len(program.threads))
-    points = tuple(
-        _thread_points(thread, calls[thread], records[thread], callbacks)
-        for thread in range(len(calls))
-    )
-    if hung:
-        return History(program, implementation, calls, points[:-1], None, hung)
-    return History(program, implementation, calls, points, _final(answer, len(program.ops)))
+    placed, groups = _callbacks(answer, records, calls, len(program.ops))
+    choices = 1
+    for _, candidates in groups:
+        choices *= len(candidates)
+    if choices > MAX_PLACEMENTS:
+        raise AmbiguousAnswerError(
+            f"the callbacks on the library's threads fit {choices} placements in the calls "
+            f"in flight around them (more than {MAX_PLACEMENTS})"
+        )
+    final = None if hung else _final(answer, len(program.ops))
+    histories = []
+    misfit: ThreadsAnswerError | None = None
+    for choice in itertools.product(*(candidates for _, candidates in groups)):
+        callbacks = list(placed)
+        for (members, _), (owner, call) in zip(groups, choice, strict=True):
+            callbacks += [replace(member, thread=owner, call=call) for member in members]
+        try:
+            points = tuple(
+                _thread_points(thread, calls[thread], records[thread], callbacks)
+                for thread in range(len(calls))
+            )
+        except ThreadsAnswerError as exc:  # a placement that overlaps the call's own
+            misfit = exc
+            continue
+        if hung:
+            histories.append(History(program, implementation, calls, points[:-1], None, hung))
+        else:
+            histories.append(History(program, implementation, calls, points, final))
+    if not histories:
+        assert misfit is not None
+        raise misfit
+    return histories
 
 
 def _hung(answer: Mapping[str, Any], count: int) -> tuple[int, ...]:
@@ -327,12 +377,19 @@ def _records(
 
 
 def _callbacks(
-    answer: Mapping[str, Any], records: list[list[_Record]], ops: int, threads: int
-) -> list[_Callback]:
+    answer: Mapping[str, Any],
+    records: list[list[_Record]],
+    calls: tuple[tuple[Call, ...], ...],
+    ops: int,
+) -> tuple[list[_Callback], list[tuple[list[_Callback], list[tuple[int, int]]]]]:
+    """The callbacks placed in their call, and the groups (one operation's callbacks on
+    one library thread) with the calls each group may belong to."""
+    threads = len(calls) - 1
     given = answer.get("callbacks")
     if not isinstance(given, list):
         raise _bad("callbacks", given, "a list of callback records (empty if none ran)")
     out = []
+    groups: dict[tuple[str, int], tuple[list[_Callback], list[tuple[int, int]]]] = {}
     for index, record in enumerate(given):
         where = f"callbacks[{index}]"
         if not isinstance(record, Mapping):
@@ -355,38 +412,68 @@ def _callbacks(
             raise _bad(f"{where}.end_ns", end, f">= start_ns ({start})")
         ready: object = False
         returned: object = False
+        read = start
         if name == "try_complete":
             ready, returned = record.get("ready"), record.get("returned")
             if type(ready) is not bool:
                 raise _bad(f"{where}.ready", ready, "true or false: the flag try_complete read")
+            read = record.get("read_ns", end)
+            if type(read) is not int or not start <= read <= end:
+                raise _bad(
+                    f"{where}.read_ns",
+                    read,
+                    f"absent, or the time just after try_complete read its flag, between "
+                    f"start_ns ({start}) and end_ns ({end})",
+                )
             if type(returned) is not bool:
                 raise _bad(
                     f"{where}.returned", returned, "true or false: what try_complete returned"
                 )
         thread = record.get("thread")
         candidates = _owners(thread, threads, records, start, end, where)
-        if len(candidates) != 1:
+        op = int(op_label[2:])
+        library = isinstance(thread, str) and thread != CLEANUP
+        if library:
+            candidates = [
+                (owner, call)
+                for owner, call in candidates
+                if calls[owner][call].kind in ("submit", "advance")
+            ]
+        if not candidates or (len(candidates) > 1 and not library):
             place = "no call" if not candidates else "calls of several threads"
+            hands = " that can hand an expiry over (watch, purgatory_advance)" if library else ""
             raise _bad(
                 f"{where}.thread",
                 thread,
-                f"a thread with a call in flight from start_ns to end_ns ({start}..{end}); "
-                f"{place} enclose it",
+                f"a thread with a call{hands} in flight from start_ns to end_ns "
+                f"({start}..{end}); {place} enclose it",
             )
-        owner, call = candidates[0]
-        out.append(
-            _Callback(
-                owner,
-                call,
-                CALLBACK_NAMES[name],
-                int(op_label[2:]),
-                start,
-                end,
-                bool(ready),
-                bool(returned),
-            )
+        callback = _Callback(
+            -1,
+            -1,
+            CALLBACK_NAMES[name],
+            op,
+            start,
+            end,
+            bool(ready),
+            bool(returned),
+            read,
         )
-    return out
+        if not library:
+            owner, call = candidates[0]
+            out.append(replace(callback, thread=owner, call=call))
+            continue
+        members, fits = groups.setdefault((str(thread), op), ([], candidates))
+        members.append(callback)
+        fits[:] = [pair for pair in fits if pair in candidates]
+        if not fits:
+            raise _bad(
+                f"{where}.thread",
+                thread,
+                f"the callbacks of {op_label} on this thread to be in one call in flight "
+                f"around them all (an expiry runs in one call)",
+            )
+    return out, list(groups.values())
 
 
 def _owners(
@@ -447,9 +534,10 @@ def _thread_points(
                     )
                 points.append(_end(open_.pop(), number))
             value: Result = callback.ready if callback.kind == "tc" else None
-            # try_complete read its flag at some time between its start and its end
-            read_by = callback.end if callback.kind == "tc" else callback.start
-            points.append(Point(callback.kind, number, callback.op, value, callback.start, read_by))
+            # try_complete read its flag at some time between its start and read_ns
+            points.append(
+                Point(callback.kind, number, callback.op, value, callback.start, callback.read)
+            )
             open_.append(callback)
         while open_:
             points.append(_end(open_.pop(), number))

@@ -83,6 +83,17 @@ def rule_broken(history: History, verdict: Verdict) -> str:
                         f"{label(op)} at the same time: try_complete runs only under the "
                         f"operation's lock"
                     )
+    for thread, point in every:
+        expiring = history.calls[thread][point.call].kind == "advance"
+        if point.kind != "oe" and not (point.kind == "oc" and expiring):
+            continue  # a force_complete takes no lock (R16); an expiry does (R17)
+        for holder, begun, ended in inside.get(point.op, ()):
+            if holder != thread and begun.lo < point.lo and point.hi < ended.lo:
+                return (
+                    f"R17: {label(point.op)} completed or expired on {names[thread]} while "
+                    f"{names[holder]} ran its try_complete, under the operation's lock: "
+                    f"an expiry takes that lock too"
+                )
     cancelled: dict[int, int] = {}
     for thread, point in every:
         if point.kind == "return" and history.calls[thread][point.call].kind == "cancel_for_key":
@@ -164,10 +175,11 @@ def format_threads(result: ThreadsResult, command: str, *, serial: bool = False)
     )
     if result.undecided:
         numbers = ", ".join(map(str, result.undecided_numbers[:10]))
+        why = "; ".join(f"{count}: {reason}" for reason, count in result.undecided_reasons.items())
         lines.append(
             f"  UNDECIDED {result.undecided} histories (numbers {numbers}"
-            f"{', ...' if result.undecided > 10 else ''}): the search ran out of its "
-            f"budget; they are not passes (raise --budget to decide them)"
+            f"{', ...' if result.undecided > 10 else ''}; {why}): they are not passes "
+            f"(a bigger --budget decides those the search left)"
         )
     if result.broken:
         lines.append(f"ERROR threads: the adapter's answer is not a history: {result.broken}")

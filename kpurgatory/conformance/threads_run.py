@@ -2,7 +2,7 @@
 
 ``run_threads`` draws seeded programs with the history package's generator
 (``kpurgatory.history.program.random_program``), sends each to the adapter as one
-``threads`` message, turns the answer into a history
+``threads`` message (``judge_on``), turns the answer into a history
 (``kpurgatory.conformance.threads_protocol``) and searches it with the same model and
 search as the project's own history checker (``kpurgatory.history.search.check``). It
 counts explained, rejected and undecided histories (an undecided one ran out of search
@@ -27,13 +27,21 @@ from kpurgatory.conformance.adapter_process import AdapterError, AdapterProcess
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.threads_protocol import (
     CALL_NAMES,
+    AmbiguousAnswerError,
     ThreadsAnswerError,
-    history_from_answer,
+    histories_from_answer,
     program_message,
 )
 from kpurgatory.history.history import History
 from kpurgatory.history.program import DEFAULT_WEIGHTS, Program, random_program
-from kpurgatory.history.search import DEFAULT_BUDGET, EXPLAINED, REJECTED, Verdict, check
+from kpurgatory.history.search import (
+    DEFAULT_BUDGET,
+    EXPLAINED,
+    REJECTED,
+    UNDECIDED,
+    Verdict,
+    check,
+)
 from kpurgatory.history.shrink import Shrunk, shrink_with
 
 __all__ = [
@@ -43,13 +51,13 @@ __all__ = [
     "ProgramShape",
     "ThreadsFailure",
     "ThreadsResult",
+    "judge_on",
     "program_for",
-    "record_on",
     "run_threads",
     "shape_for",
 ]
 
-DEFAULT_HISTORIES = 500
+DEFAULT_HISTORIES = 1000
 """Histories a threads run checks unless told otherwise (a few seconds for the
 Python adapter; docs/verification.md has the figures)."""
 
@@ -134,13 +142,21 @@ def program_for(seed: int, shape: ProgramShape) -> Program:
     return program
 
 
-def record_on(
-    adapter: AdapterProcess, program: Program, seed: int, *, serial: bool = False
-) -> History:
-    """Send ``program`` to the adapter once; its answer as a history.
+def judge_on(
+    adapter: AdapterProcess,
+    program: Program,
+    seed: int,
+    *,
+    serial: bool = False,
+    budget: int = DEFAULT_BUDGET,
+) -> tuple[History, Verdict]:
+    """Send ``program`` to the adapter once; its history and the search's verdict.
 
-    ``ThreadsAnswerError`` for a malformed answer, ``AdapterError`` for none; a
-    timeout is a history whose threads all hung (a deadlock is a verdict)."""
+    An answer that fits several histories (callbacks on a library's thread, more than
+    one call they may belong to) is explained if one of them is, rejected if every one
+    is, undecided otherwise or when it fits too many to search. A timeout is a history
+    whose threads all hung (a deadlock is a verdict). ``ThreadsAnswerError`` for a
+    malformed answer, ``AdapterError`` for none."""
     try:
         answer = adapter.exchange(program_message(program, seed, seed, serial=serial))
     except AdapterError as exc:
@@ -148,8 +164,24 @@ def record_on(
             raise
         hung = tuple(range(len(program.threads)))
         calls = program.threads
-        return History(program, IMPLEMENTATION, calls, tuple(() for _ in calls), None, hung)
-    return history_from_answer(program, answer, IMPLEMENTATION)
+        history = History(program, IMPLEMENTATION, calls, tuple(() for _ in calls), None, hung)
+        return history, check(history, budget=budget)
+    try:
+        histories = histories_from_answer(program, answer, IMPLEMENTATION)
+    except AmbiguousAnswerError as exc:
+        calls = program.threads
+        empty = History(program, IMPLEMENTATION, calls, tuple(() for _ in calls), None)
+        return empty, Verdict(UNDECIDED, 0, str(exc))
+    verdicts = []
+    for history in histories:
+        verdict = check(history, budget=budget)
+        if verdict.outcome == EXPLAINED:
+            return history, verdict
+        verdicts.append(verdict)
+    for history, verdict in zip(histories, verdicts, strict=True):
+        if verdict.outcome != REJECTED:
+            return history, verdict
+    return histories[0], verdicts[0]
 
 
 @dataclass(frozen=True)
@@ -180,6 +212,7 @@ class ThreadsResult:
     seconds: float = 0.0
     calls: Counter[str] = field(default_factory=Counter)
     undecided_numbers: list[int] = field(default_factory=list)
+    undecided_reasons: Counter[str] = field(default_factory=Counter)
     failure: ThreadsFailure | None = None
     broken: str = ""
     """Why the adapter's answer could not be read (the run stopped there), or ""."""
@@ -227,8 +260,9 @@ def run_threads(
             result.calls.update(
                 CALL_NAMES[call.kind] for calls in program.threads for call in calls
             )
-            history = record_on(adapter, program, program_seed, serial=serial)
-            verdict = check(history, budget=budget)
+            history, verdict = judge_on(
+                adapter, program, program_seed, serial=serial, budget=budget
+            )
             result.max_nodes = max(result.max_nodes, verdict.nodes)
             result.total_nodes += verdict.nodes
             if verdict.outcome == EXPLAINED:
@@ -237,6 +271,7 @@ def run_threads(
             if verdict.outcome != REJECTED:
                 result.undecided += 1
                 result.undecided_numbers.append(number)
+                result.undecided_reasons[verdict.reason or "the search ran out of its budget"] += 1
                 continue
             result.rejected += 1
             shrunk = None
@@ -245,9 +280,10 @@ def run_threads(
                     program,
                     history,
                     verdict,
-                    lambda candidate, again: record_on(adapter, candidate, again, serial=serial),
+                    lambda candidate, again: judge_on(
+                        adapter, candidate, again, serial=serial, budget=budget
+                    ),
                     attempts=shrink_attempts,
-                    budget=budget,
                     seed=program_seed,
                     keep=shape.allows,
                 )

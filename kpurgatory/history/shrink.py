@@ -62,28 +62,27 @@ def shrink(
     """Shrink ``program`` (whose ``history`` got ``verdict``, rejected) while some
     recording of the smaller program on ``impl`` within ``attempts`` tries is rejected too."""
 
-    def again(candidate: Program, attempt_seed: int) -> History:
-        return record(candidate, impl, seed=attempt_seed, yield_chance=yield_chance)
+    def again(candidate: Program, attempt_seed: int) -> tuple[History, Verdict]:
+        history = record(candidate, impl, seed=attempt_seed, yield_chance=yield_chance)
+        return history, check(history, budget=budget)
 
-    return shrink_with(
-        program, history, verdict, again, attempts=attempts, budget=budget, seed=seed
-    )
+    return shrink_with(program, history, verdict, again, attempts=attempts, seed=seed)
 
 
 def shrink_with(
     program: Program,
     history: History,
     verdict: Verdict,
-    recorder: Callable[[Program, int], History],
+    judge: Callable[[Program, int], tuple[History, Verdict]],
     *,
     attempts: int = 50,
-    budget: int = DEFAULT_BUDGET,
     seed: int = 0,
     keep: Callable[[Program], bool] | None = None,
 ) -> Shrunk:
-    """``shrink`` with any way of recording: ``recorder(program, seed)`` runs a
-    candidate once and returns its history (the conformance kit sends it to a port's
-    adapter). ``keep`` rejects candidates a run may not send (None: every one goes)."""
+    """``shrink`` with any way of recording: ``judge(program, seed)`` runs a candidate
+    once and returns its history and the search's verdict on it (the conformance kit
+    sends it to a port's adapter). ``keep`` rejects candidates a run may not send
+    (None: every one goes)."""
     if verdict.outcome != REJECTED:
         raise ValueError(f"verdict must be a rejection to shrink, not {verdict.outcome!r}")
     if attempts < 1:
@@ -97,8 +96,7 @@ def shrink_with(
                 continue
             for attempt in range(attempts):
                 recordings += 1
-                again = recorder(candidate, seed + attempt)
-                judged = check(again, budget=budget)
+                again, judged = judge(candidate, seed + attempt)
                 if judged.outcome == REJECTED:
                     program, history, verdict = candidate, again, judged
                     improved = True

@@ -3,7 +3,7 @@
 For each bug of ``CONCURRENT_PORT_BUGS`` the port (``kpurgatory.optimized`` with the
 bug planted) is served through the subprocess adapter (``adapter.py --bug NAME``)
 exactly as a port in another language is, and checked with the run a porter is told to
-use: ``kpurgatory conformance --adapter CMD --threads`` with its defaults (500
+use: ``kpurgatory conformance --adapter CMD --threads`` with its defaults (1000
 histories of 2-4 threads, the default search budget), without shrinking (shrinking
 changes what is printed, never the verdict).
 

@@ -262,7 +262,7 @@ final class KafkaThreads {
         if (YIELDS.get().nextDouble() < YIELD_CHANCE) Thread.yield();
     }
 
-    private void record(String callback, String label, long start, long end, Boolean ready, Boolean returned) {
+    private void record(String callback, String label, long start, long end, Boolean ready, Boolean returned, long read) {
         Map<String, Object> record = new LinkedHashMap<>();
         Object thread = THREAD.get();
         record.put("thread", thread instanceof Integer ? (Object) (long) (Integer) thread : thread);
@@ -272,6 +272,7 @@ final class KafkaThreads {
         record.put("end_ns", end);
         if (ready != null) {
             record.put("ready", ready);
+            record.put("read_ns", read);
             record.put("returned", returned);
         }
         callbacks.add(record);
@@ -293,9 +294,10 @@ final class KafkaThreads {
         public boolean tryComplete() {
             long start = System.nanoTime();
             boolean flag = ready;
+            long read = System.nanoTime();
             maybeYield();
             boolean done = flag && forceComplete();
-            record("try_complete", label, start, System.nanoTime(), flag, done);
+            record("try_complete", label, start, System.nanoTime(), flag, done, read);
             return done;
         }
 
@@ -303,14 +305,14 @@ final class KafkaThreads {
         public void onComplete() {
             long start = System.nanoTime();
             maybeYield();
-            record("on_complete", label, start, System.nanoTime(), null, null);
+            record("on_complete", label, start, System.nanoTime(), null, null, 0);
         }
 
         @Override
         public void onExpiration() {
             long start = System.nanoTime();
             maybeYield();
-            record("on_expiration", label, start, System.nanoTime(), null, null);
+            record("on_expiration", label, start, System.nanoTime(), null, null, 0);
         }
     }
 
