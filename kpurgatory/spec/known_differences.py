@@ -303,7 +303,8 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "kafka-expiry-without-lock",
         "R17",
         "2.7 to 4.0 run expiry without the operation's lock (KAFKA-19312)",
-        "a race between threads; the kit's runs are single-threaded",
+        "a race between threads: no sequential run shows it; the threads mode does, and "
+        "under --allow kafka sends purgatory_advance only in its clean-up",
     ),
     KafkaNote(
         "kafka-early-expiry",
@@ -324,7 +325,8 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "kafka-cancel-for-key-race",
         "R29",
         "cancelForKey cancels timer entries without the operation's lock",
-        "a race between threads; the kit's runs are single-threaded",
+        "a race between threads: no sequential run shows it; the threads mode does, and "
+        "under --allow kafka sends no cancel_for_key",
     ),
 )
 """The **Kafka** notes that describe no difference a run can show; with the known
