@@ -117,6 +117,7 @@ def run_mode(adapter: AdapterProcess, args: argparse.Namespace) -> int:
         serial=args.serial,
         shrink_attempts=args.shrink_attempts,
         programs=(lambda _: program) if program is not None else None,
+        late_watches="kafka" in names,
     )
     if program is not None:
         print(f"replaying the program of {args.replay} {args.histories} times")

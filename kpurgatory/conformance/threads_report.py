@@ -173,6 +173,12 @@ def format_threads(result: ThreadsResult, command: str, *, serial: bool = False)
         f"{result.undecided}; search nodes per history: {average} on average, at most "
         f"{result.max_nodes}; {result.per_second:.1f} histories/s"
     )
+    for reason, times in result.accepted.items():
+        lines.append(
+            f"  accepted {reason} (R75; --allow kafka): {times} "
+            f"histor{'y' if times == 1 else 'ies'} explained only with Kafka's sweep, which "
+            f"may also try operations watched after it began"
+        )
     if result.undecided:
         numbers = ", ".join(map(str, result.undecided_numbers[:10]))
         why = "; ".join(f"{count}: {reason}" for reason, count in result.undecided_reasons.items())

@@ -47,6 +47,8 @@ from kpurgatory.history.shrink import Shrunk, shrink_with
 __all__ = [
     "DEFAULT_HISTORIES",
     "IMPLEMENTATION",
+    "KAFKA_RACE_NOTES",
+    "LATE_WATCHES",
     "RESTRICTIONS",
     "ProgramShape",
     "ThreadsFailure",
@@ -81,6 +83,10 @@ RESTRICTIONS: dict[str, tuple[str, dict[str, int], int, bool]] = {
 a description, call weights set to 0, the least delay. The other known differences
 cannot show in a threads program (no repeated submission or key, no negative time,
 no shutdown, and the clean-up unlinks what a lazy purge leaves watched)."""
+
+LATE_WATCHES = "kafka-sweep-sees-later-watches"
+"""The Kafka note the threads mode accepts as behaviour under ``--allow kafka``: the
+model's sweep may go on to operations watched after it began (``Model``)."""
 
 KAFKA_RACE_NOTES = ("kafka-cancel-for-key-race", "kafka-expiry-without-lock")
 """The Kafka notes no sequential run can observe that a threads run can: ``--allow
@@ -149,14 +155,17 @@ def judge_on(
     *,
     serial: bool = False,
     budget: int = DEFAULT_BUDGET,
+    late_watches: bool = False,
 ) -> tuple[History, Verdict]:
     """Send ``program`` to the adapter once; its history and the search's verdict.
 
     An answer that fits several histories (callbacks on a library's thread, more than
     one call they may belong to) is explained if one of them is, rejected if every one
     is, undecided otherwise or when it fits too many to search. A timeout is a history
-    whose threads all hung (a deadlock is a verdict). ``ThreadsAnswerError`` for a
-    malformed answer, ``AdapterError`` for none."""
+    whose threads all hung (a deadlock is a verdict). ``late_watches``: a history the
+    spec's model rejects is searched again with Kafka's sweep (``LATE_WATCHES``), and
+    explained with that reason if it fits. ``ThreadsAnswerError`` for a malformed
+    answer, ``AdapterError`` for none."""
     try:
         answer = adapter.exchange(program_message(program, seed, seed, serial=serial))
     except AdapterError as exc:
@@ -175,6 +184,11 @@ def judge_on(
     verdicts = []
     for history in histories:
         verdict = check(history, budget=budget)
+        if verdict.outcome == REJECTED and late_watches:
+            again = check(history, budget=budget, late_watches=True)
+            if again.outcome == EXPLAINED:
+                reason = LATE_WATCHES
+                return history, Verdict(EXPLAINED, verdict.nodes + again.nodes, reason)
         if verdict.outcome == EXPLAINED:
             return history, verdict
         verdicts.append(verdict)
@@ -213,6 +227,8 @@ class ThreadsResult:
     calls: Counter[str] = field(default_factory=Counter)
     undecided_numbers: list[int] = field(default_factory=list)
     undecided_reasons: Counter[str] = field(default_factory=Counter)
+    accepted: Counter[str] = field(default_factory=Counter)
+    """Per accepted Kafka behaviour, the histories only it explained."""
     failure: ThreadsFailure | None = None
     broken: str = ""
     """Why the adapter's answer could not be read (the run stopped there), or ""."""
@@ -246,10 +262,12 @@ def run_threads(
     serial: bool = False,
     shrink_attempts: int = 20,
     programs: Callable[[int], Program] | None = None,
+    late_watches: bool = False,
 ) -> ThreadsResult:
     """Check ``histories`` histories of the adapter's port; stop at the first rejection
     and shrink it (``shrink_attempts`` sends per smaller program; 0: no shrinking).
-    ``programs(number)`` replaces the seeded draw (a replay sends one program again)."""
+    ``programs(number)`` replaces the seeded draw (a replay sends one program again).
+    ``late_watches`` accepts Kafka's sweep (``judge_on``)."""
     shape = shape or ProgramShape()
     result = ThreadsResult(seed, budget, shape)
     start = time.monotonic()
@@ -261,12 +279,19 @@ def run_threads(
                 CALL_NAMES[call.kind] for calls in program.threads for call in calls
             )
             history, verdict = judge_on(
-                adapter, program, program_seed, serial=serial, budget=budget
+                adapter,
+                program,
+                program_seed,
+                serial=serial,
+                budget=budget,
+                late_watches=late_watches,
             )
             result.max_nodes = max(result.max_nodes, verdict.nodes)
             result.total_nodes += verdict.nodes
             if verdict.outcome == EXPLAINED:
                 result.explained += 1
+                if verdict.reason:
+                    result.accepted[verdict.reason] += 1
                 continue
             if verdict.outcome != REJECTED:
                 result.undecided += 1
@@ -281,7 +306,12 @@ def run_threads(
                     history,
                     verdict,
                     lambda candidate, again: judge_on(
-                        adapter, candidate, again, serial=serial, budget=budget
+                        adapter,
+                        candidate,
+                        again,
+                        serial=serial,
+                        budget=budget,
+                        late_watches=late_watches,
                     ),
                     attempts=shrink_attempts,
                     seed=program_seed,

@@ -322,6 +322,14 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "Kafka's executor waits for it to go idle before answering)",
     ),
     KafkaNote(
+        "kafka-sweep-sees-later-watches",
+        "R75",
+        "checkAndComplete walks a ConcurrentLinkedQueue, whose weakly consistent iterator "
+        "may also try (and count) operations watched on the key after the sweep began",
+        "a race between threads: no sequential run shows it; the threads mode does, and "
+        "under --allow kafka accepts such a sweep",
+    ),
+    KafkaNote(
         "kafka-cancel-for-key-race",
         "R29",
         "cancelForKey cancels timer entries without the operation's lock",
