@@ -1,7 +1,8 @@
 """``kpurgatory conformance``: check a port (or a Python implementation) through its adapter.
 
-Three modes, all comparing the adapter's answers with the reference implementation
-step by step (docs/conformance.md):
+Four modes (docs/conformance.md): the first three compare the adapter's answers with
+the reference implementation step by step, the fourth checks real-thread histories
+against the spec's atomic steps:
 
 - default: replay every committed vector (``--vectors``, default the vectors shipped
   in the package, or a checkout's ``conformance/vectors``) and report pass/fail per
@@ -24,9 +25,10 @@ Options for every mode: ``--without NAMES`` and ``--async-run`` declare what the
 lacks (an adapter may declare it in its ``init`` answer instead): nothing it lacks is
 sent, and the report says what was not checked. ``--allow kafka`` (or comma-separated ids of
 ``kpurgatory.spec.known_differences``) accepts upstream Kafka's documented differences
-and reports each one it accepted; ``--timer-only`` checks a port of the timer alone
-(only timer steps are generated or sent; vectors with purgatory steps are listed as not
-consumed and do not fail the run).
+and reports each one it accepted (with ``--threads`` it leaves out of the programs
+the calls an allowed difference touches, and lists them); ``--timer-only`` checks a
+port of the timer alone (only timer steps are generated or sent; vectors with
+purgatory steps are listed as not consumed and do not fail the run).
 
 Before anything else the adapter is started and sent one ``init``: an adapter that
 cannot start, exits at once or never answers (a buffered stdout) is one error.
