@@ -133,6 +133,17 @@ def test_a_rejected_history_is_shrunk_named_saved_and_replayed(
     assert "rule: R16" in out
 
 
+def test_an_adapter_that_never_answers_a_history_is_a_rejected_hang(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = conformance(
+        capsys, "--adapter", broken("hang"), "--threads", "--seed", "1", "--timeout", "1"
+    )
+    assert code == 1
+    assert "rule: R63/R37: T0, T1" in out and "a deadlock or a hang" in out
+    assert "did not finish" in out
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -210,3 +221,56 @@ def test_a_malformed_answer_names_its_field(change: Any, field: str) -> None:
     with pytest.raises(ThreadsAnswerError, match="expected") as raised:
         history_from_answer(program, answer, "x")
     assert field in str(raised.value)
+
+
+def test_a_library_threads_callbacks_go_in_a_call_that_can_hand_an_expiry_over() -> None:
+    """An expiry reported on ``"executor"`` is placed in a ``purgatory_advance`` or
+    ``watch`` in flight around it; with two candidates there are two histories, and
+    with none the answer names the field."""
+    from kpurgatory.conformance.threads_protocol import histories_from_answer
+    from kpurgatory.history.program import Call, OpSpec, Program, cleanup_calls
+
+    program = Program(
+        (OpSpec(1, ("a",), 0),),
+        ("a",),
+        ((Call("submit", op=0), Call("advance", ms=2)), (Call("advance", ms=1),)),
+    )
+    cleanup = [
+        {"invoke_ns": 100 + 10 * i, "return_ns": 105 + 10 * i, "result": None, "raised": None}
+        for i in range(len(cleanup_calls(program)))
+    ]
+    cleanup[1]["result"], cleanup[2]["result"] = False, 0
+    answer: dict[str, Any] = {
+        "threads": [
+            [
+                {"invoke_ns": 0, "return_ns": 10, "result": False, "raised": None},
+                {"invoke_ns": 20, "return_ns": 60, "result": None, "raised": None},
+            ],
+            [{"invoke_ns": 25, "return_ns": 70, "result": None, "raised": None}],
+        ],
+        "cleanup": cleanup,
+        "callbacks": [
+            {"thread": 0, "operation": "op0", "callback": "try_complete", "start_ns": 1,
+             "end_ns": 2, "ready": False, "returned": False},
+            {"thread": 0, "operation": "op0", "callback": "try_complete", "start_ns": 3,
+             "end_ns": 4, "ready": False, "returned": False},
+            {"thread": "executor", "operation": "op0", "callback": "on_complete",
+             "start_ns": 30, "end_ns": 31},
+            {"thread": "executor", "operation": "op0", "callback": "on_expiration",
+             "start_ns": 32, "end_ns": 33},
+        ],
+        "final": {"watched": 0, "watched_keys": 0, "num_delayed": 0,
+                  "outcomes": {"op0": "completed"}},
+    }  # fmt: skip
+    histories = histories_from_answer(program, answer, "x")
+    assert len(histories) == 2
+    owners = {
+        thread
+        for history in histories
+        for thread, points in enumerate(history.points)
+        if any(point.kind == "oe" for point in points)
+    }
+    assert owners == {0, 1}
+    answer["callbacks"][2]["start_ns"] = 15  # between T0's watch and its advance
+    with pytest.raises(ThreadsAnswerError, match="can hand an expiry over"):
+        histories_from_answer(program, answer, "x")

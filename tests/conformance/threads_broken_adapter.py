@@ -9,7 +9,8 @@ implementation (``python_adapter.serve``) and rewrites its answers:
   before the mode existed);
 - ``no-return``: leaves ``return_ns`` out of the first call record of thread 0;
 - ``twice``: reports the first ``on_complete`` of every history twice, at the same
-  times (a port whose operation completes twice, deterministically: R16).
+  times (a port whose operation completes twice, deterministically: R16);
+- ``hang``: never answers a ``threads`` message (a port whose threads deadlock).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import IO
 
 from kpurgatory import reference
 from kpurgatory.conformance.python_adapter import serve
 
-BUGS = ("no-threads", "unknown", "no-return", "twice")
+BUGS = ("no-threads", "unknown", "no-return", "twice", "hang")
 
 
 class _Rewriter:
@@ -34,6 +36,8 @@ class _Rewriter:
 
     def write(self, text: str) -> int:
         answer = json.loads(text)
+        if "threads" in answer and self.bug == "hang":
+            time.sleep(3600)  # the kit stops the adapter after its --timeout
         if "threads" in answer:
             answer = self._threads(answer)
         elif self.bug == "no-threads" and "state" in answer:
