@@ -274,10 +274,14 @@ def histories_from_answer(program: Program, answer: object, implementation: str)
     if not isinstance(answer, Mapping):
         raise _bad("answer", answer, "a JSON object with threads, cleanup, callbacks, final")
     if set(answer) == {"error"}:
-        raise ThreadsAnswerError(
-            f"the adapter reported an error: {answer['error']} (an adapter with no threads "
-            f'mode declares it in its init answer: "capabilities": {{"without": ["threads"]}})'
+        error = str(answer["error"])
+        hint = (
+            ""
+            if error.startswith("crash")
+            else " (an adapter with no threads mode declares it in its init answer: "
+            '"capabilities": {"without": ["threads"]})'
         )
+        raise ThreadsAnswerError(f"the adapter reported an error: {error}{hint}")
     calls = (*program.threads, cleanup_calls(program))
     hung = _hung(answer, len(program.threads))
     records = _records(program, answer, calls, hung)
@@ -305,8 +309,8 @@ def histories_from_answer(program: Program, answer: object, implementation: str)
         except ThreadsAnswerError as exc:  # a placement that overlaps the call's own
             misfit = exc
             continue
-        if hung:
-            histories.append(History(program, implementation, calls, points[:-1], None, hung))
+        if hung:  # no clean-up ran
+            histories.append(History(program, implementation, calls[:-1], points[:-1], None, hung))
         else:
             histories.append(History(program, implementation, calls, points, final))
     if not histories:

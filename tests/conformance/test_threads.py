@@ -274,3 +274,31 @@ def test_a_library_threads_callbacks_go_in_a_call_that_can_hand_an_expiry_over()
     answer["callbacks"][2]["start_ns"] = 15  # between T0's watch and its advance
     with pytest.raises(ThreadsAnswerError, match="can hand an expiry over"):
         histories_from_answer(program, answer, "x")
+
+
+def test_an_answer_with_a_hung_thread_is_a_rejected_history() -> None:
+    from kpurgatory.history import check
+    from kpurgatory.history.program import Call, OpSpec, Program
+
+    program = Program(
+        (OpSpec(1, ("a",), 0), OpSpec(1, ("a",), 1)),
+        ("a",),
+        ((Call("submit", op=0),), (Call("submit", op=1), Call("check", key="a"))),
+    )
+    answer = {
+        "threads": [
+            [{"invoke_ns": 0, "return_ns": 10, "result": False, "raised": None}],
+            [
+                {"invoke_ns": 1, "return_ns": 9, "result": False, "raised": None},
+                {"invoke_ns": 11, "return_ns": None},
+            ],
+        ],
+        "hung": [1],
+        "cleanup": [],
+        "callbacks": [],
+        "final": None,
+    }
+    history = history_from_answer(program, answer, "x")
+    assert history.hung == (1,) and history.final is None
+    verdict = check(history)
+    assert verdict.outcome == "rejected" and "T1 did not finish" in verdict.reason
