@@ -92,7 +92,11 @@ def call_to_json(call: Call) -> dict[str, object]:
 
 def call_from_json(data: object, where: str) -> Call:
     """The call a message wrote (``ValueError`` naming ``where``)."""
-    if not isinstance(data, Mapping) or data.get("call") not in _KINDS:
+    if (
+        not isinstance(data, Mapping)
+        or not isinstance(data.get("call"), str)
+        or data["call"] not in _KINDS
+    ):
         raise ValueError(f"{where}: expected a call with 'call' one of {sorted(_KINDS)}")
     kind = _KINDS[data["call"]]
     if kind in ("check", "cancel_for_key"):
@@ -401,7 +405,7 @@ def _callbacks(
                 where, record, "an object with thread, operation, callback, start_ns, end_ns"
             )
         name = record.get("callback")
-        if name not in CALLBACK_NAMES:
+        if not isinstance(name, str) or name not in CALLBACK_NAMES:
             raise _bad(f"{where}.callback", name, f"one of {', '.join(CALLBACK_NAMES)}")
         op_label = record.get("operation")
         if not (

@@ -302,3 +302,46 @@ def test_an_answer_with_a_hung_thread_is_a_rejected_history() -> None:
     assert history.hung == (1,) and history.final is None
     verdict = check(history)
     assert verdict.outcome == "rejected" and "T1 did not finish" in verdict.reason
+
+
+_JUNK: list[object] = [None, True, 0, -1, 2**40, "x", "op0", "op99", "executor", [], {}, [1], 1.5]
+
+
+def _mutated(answer: Any, rng: random.Random) -> Any:
+    """``answer`` with one value somewhere inside replaced by junk or removed."""
+    node = answer
+    for _ in range(rng.randint(1, 4)):
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            break
+        key = rng.choice(keys)
+        child = node[key]
+        if rng.random() < 0.5 or not isinstance(child, dict | list) or not child:
+            if isinstance(node, dict) and rng.random() < 0.2:
+                del node[key]
+            else:
+                node[key] = rng.choice(_JUNK)
+            break
+        node = child
+    return answer
+
+
+def test_a_broken_answer_is_always_a_threads_answer_error_never_another_exception() -> None:
+    """Random damage to honest answers (a value replaced by junk, a field removed) is
+    always reported as a ``ThreadsAnswerError`` naming a field, or read: never a bare
+    Python exception a porter would see."""
+    from kpurgatory import reference
+    from kpurgatory.conformance.threads_adapter import answer_threads
+    from kpurgatory.conformance.threads_protocol import histories_from_answer
+
+    rng = random.Random(1)
+    for seed in range(30):
+        program = random_program(random.Random(seed))
+        message = program_message(program, seed, seed, serial=True)
+        honest = json.dumps(answer_threads(reference, message))
+        for _ in range(10):
+            damaged = _mutated(json.loads(honest), rng)
+            try:
+                histories_from_answer(program, damaged, "x")
+            except ThreadsAnswerError as exc:
+                assert ": got " in str(exc) or "missing from" in str(exc) or "overlaps" in str(exc)
