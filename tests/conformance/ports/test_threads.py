@@ -7,7 +7,8 @@ use: ``kpurgatory conformance --adapter CMD --threads`` with its defaults (1000
 histories of 2-4 threads, the default search budget), without shrinking (shrinking
 changes what is printed, never the verdict).
 
-- slow tier: every plant is rejected on every seed of ``SEEDS``; the same plant with
+- slow tier: every plant is rejected on every seed of ``SEEDS``, also with Kafka's
+  R75 sweep accepted (what ``--allow kafka`` accepts as behaviour); the same plant with
   each program's threads run one after another (``--serial``) is never rejected on
   seed 1, so each catch is a race; the honest adapters (the reference and the
   optimized package, no plant) have every history explained on every seed, none
@@ -78,6 +79,21 @@ def test_the_threads_mode_catches_the_plant_on_every_seed(bug: PortBug) -> None:
         f"{_load()})"
     )
     assert sorted(caught) == list(SEEDS), f"{bug.name} missed on {set(SEEDS) - set(caught)}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", CONCURRENT_PORT_BUGS, ids=IDS)
+def test_the_plant_is_still_caught_with_kafkas_sweep_accepted(bug: PortBug) -> None:
+    """``--allow kafka`` lets the search explain a history with Kafka's sweep, which may
+    also try operations watched after it began (R75): that acceptance hides no plant."""
+    caught = []
+    with AdapterProcess(command(bug.name)) as adapter:
+        assert probe(adapter) is None
+        for seed in SEEDS:
+            result = run_threads(adapter, seed=seed, shrink_attempts=0, late_watches=True)
+            caught.append(result.failure.number + 1 if result.failure else None)
+    print(f"\n{bug.name} with Kafka's sweep accepted: caught after {caught} histories")
+    assert None not in caught, f"{bug.name} missed on some seed: {caught}"
 
 
 @pytest.mark.slow
