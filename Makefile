@@ -157,8 +157,8 @@ wheel-check:
 # The conformance kit's own mutation score (CI, .ci/run): every port bug of the catalogue
 # through the subprocess adapter, vectors and the stateful search on seeds 1-10 (about
 # 20 minutes on this 2-core machine), and every concurrent plant through the threads mode
-# on seeds 1-10, with Kafka's sweep accepted, its serialized control and the honest adapters (about 5 minutes);
-# it prints the figures.
+# on seeds 1-10 (also with Kafka's sweep accepted), its serialized control and the honest
+# adapters (about 5 minutes); it prints the figures.
 .PHONY: conformance-catalogue
 conformance-catalogue: $(STAMP)
 	$(PY) -m pytest -q -m slow -s tests/conformance/ports/test_catalogue.py \
