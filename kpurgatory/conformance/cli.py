@@ -69,7 +69,7 @@ from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.driver import sequence_error
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Step, step_from_json
 from kpurgatory.conformance.threads_cli import prepare_threads
-from kpurgatory.conformance.threads_run import DEFAULT_HISTORIES
+from kpurgatory.conformance.threads_run import DEFAULT_HISTORIES, DEFAULT_RETRY_BUDGET
 from kpurgatory.conformance.vectors import FORMAT
 from kpurgatory.history.search import DEFAULT_BUDGET
 from kpurgatory.spec.known_differences import KnownDifference, resolve
@@ -127,6 +127,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help=f"threads: search nodes per history before it counts as undecided "
         f"(default {DEFAULT_BUDGET})",
+    )
+    parser.add_argument(
+        "--retry-budget",
+        type=int,
+        default=DEFAULT_RETRY_BUDGET,
+        metavar="N",
+        help=f"threads: search nodes for a second search of an undecided history "
+        f"(default {DEFAULT_RETRY_BUDGET}; 0: none)",
     )
     parser.add_argument(
         "--serial",

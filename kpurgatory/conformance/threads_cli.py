@@ -64,7 +64,12 @@ def prepare_threads(
     args.thread_count = parse_thread_count(args.threads)
     if args.histories is None:
         args.histories = DEFAULT_HISTORIES
-    for name, least in (("histories", 1), ("budget", 1), ("shrink_attempts", 0)):
+    for name, least in (
+        ("histories", 1),
+        ("budget", 1),
+        ("retry_budget", 0),
+        ("shrink_attempts", 0),
+    ):
         value = getattr(args, name)
         if value < least:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {value}")
@@ -118,6 +123,7 @@ def run_mode(adapter: AdapterProcess, args: argparse.Namespace) -> int:
         shrink_attempts=args.shrink_attempts,
         programs=(lambda _: program) if program is not None else None,
         late_watches="kafka" in names,
+        retry_budget=args.retry_budget,
     )
     if program is not None:
         print(f"replaying the program of {args.replay} {args.histories} times")

@@ -173,6 +173,11 @@ def format_threads(result: ThreadsResult, command: str, *, serial: bool = False)
         f"{result.undecided}; search nodes per history: {average} on average, at most "
         f"{result.max_nodes}; {result.per_second:.1f} histories/s"
     )
+    if result.retried:
+        lines.append(
+            f"  {result.retried} of the explained histories needed a second search with "
+            f"up to {result.retry_budget} nodes"
+        )
     for reason, times in result.accepted.items():
         lines.append(
             f"  accepted {reason} (R75; --allow kafka): {times} "
@@ -185,7 +190,8 @@ def format_threads(result: ThreadsResult, command: str, *, serial: bool = False)
         lines.append(
             f"  UNDECIDED {result.undecided} histories (numbers {numbers}"
             f"{', ...' if result.undecided > 10 else ''}; {why}): they are not passes "
-            f"(a bigger --budget decides those the search left)"
+            f"(they were searched again with up to {result.retry_budget} nodes; a bigger "
+            f"--retry-budget may decide them)"
         )
     if result.broken:
         lines.append(f"ERROR threads: the adapter's answer is not a history: {result.broken}")

@@ -46,6 +46,7 @@ from kpurgatory.history.shrink import Shrunk, shrink_with
 
 __all__ = [
     "DEFAULT_HISTORIES",
+    "DEFAULT_RETRY_BUDGET",
     "IMPLEMENTATION",
     "KAFKA_RACE_NOTES",
     "LATE_WATCHES",
@@ -83,6 +84,12 @@ RESTRICTIONS: dict[str, tuple[str, dict[str, int], int, bool]] = {
 a description, call weights set to 0, the least delay. The other known differences
 cannot show in a threads program (no repeated submission or key, no negative time,
 no shutdown, and the clean-up unlinks what a lazy purge leaves watched)."""
+
+DEFAULT_RETRY_BUDGET = 4_000_000
+"""Search nodes for a second search of a history undecided after the first budget."""
+
+RETRIED = "retried"
+"""The reason of a verdict explained only by the second, bigger search."""
 
 LATE_WATCHES = "kafka-sweep-sees-later-watches"
 """The Kafka note the threads mode accepts as behaviour under ``--allow kafka``: the
@@ -148,6 +155,17 @@ def program_for(seed: int, shape: ProgramShape) -> Program:
     return program
 
 
+def _judge(history: History, budget: int, late_watches: bool) -> Verdict:
+    """The search's verdict on one history; with ``late_watches``, a rejection is
+    searched again with Kafka's sweep and explained with that reason if it fits."""
+    verdict = check(history, budget=budget)
+    if verdict.outcome == REJECTED and late_watches:
+        again = check(history, budget=budget, late_watches=True)
+        if again.outcome == EXPLAINED:
+            return Verdict(EXPLAINED, verdict.nodes + again.nodes, LATE_WATCHES)
+    return verdict
+
+
 def judge_on(
     adapter: AdapterProcess,
     program: Program,
@@ -156,6 +174,7 @@ def judge_on(
     serial: bool = False,
     budget: int = DEFAULT_BUDGET,
     late_watches: bool = False,
+    retry_budget: int = 0,
 ) -> tuple[History, Verdict]:
     """Send ``program`` to the adapter once; its history and the search's verdict.
 
@@ -164,8 +183,9 @@ def judge_on(
     is, undecided otherwise or when it fits too many to search. A timeout is a history
     whose threads all hung (a deadlock is a verdict). ``late_watches``: a history the
     spec's model rejects is searched again with Kafka's sweep (``LATE_WATCHES``), and
-    explained with that reason if it fits. ``ThreadsAnswerError`` for a malformed
-    answer, ``AdapterError`` for none."""
+    explained with that reason if it fits. A history still undecided after ``budget``
+    nodes is searched again with ``retry_budget`` nodes (if bigger). ``ThreadsAnswerError``
+    for a malformed answer, ``AdapterError`` for none."""
     try:
         answer = adapter.exchange(program_message(program, seed, seed, serial=serial))
     except AdapterError as exc:
@@ -183,12 +203,11 @@ def judge_on(
         return empty, Verdict(UNDECIDED, 0, str(exc))
     verdicts = []
     for history in histories:
-        verdict = check(history, budget=budget)
-        if verdict.outcome == REJECTED and late_watches:
-            again = check(history, budget=budget, late_watches=True)
-            if again.outcome == EXPLAINED:
-                reason = LATE_WATCHES
-                return history, Verdict(EXPLAINED, verdict.nodes + again.nodes, reason)
+        verdict = _judge(history, budget, late_watches)
+        if verdict.outcome == UNDECIDED and retry_budget > budget:
+            verdict = _judge(history, retry_budget, late_watches)
+            if verdict.outcome == EXPLAINED:
+                verdict = Verdict(EXPLAINED, verdict.nodes, verdict.reason or RETRIED)
         if verdict.outcome == EXPLAINED:
             return history, verdict
         verdicts.append(verdict)
@@ -218,6 +237,7 @@ class ThreadsResult:
     seed: int
     budget: int
     shape: ProgramShape
+    retry_budget: int = 0
     explained: int = 0
     rejected: int = 0
     undecided: int = 0
@@ -228,6 +248,8 @@ class ThreadsResult:
     undecided_numbers: list[int] = field(default_factory=list)
     undecided_reasons: Counter[str] = field(default_factory=Counter)
     accepted: Counter[str] = field(default_factory=Counter)
+    retried: int = 0
+    """Histories explained only by the second search, with the retry budget."""
     """Per accepted Kafka behaviour, the histories only it explained."""
     failure: ThreadsFailure | None = None
     broken: str = ""
@@ -263,13 +285,15 @@ def run_threads(
     shrink_attempts: int = 20,
     programs: Callable[[int], Program] | None = None,
     late_watches: bool = False,
+    retry_budget: int = DEFAULT_RETRY_BUDGET,
 ) -> ThreadsResult:
     """Check ``histories`` histories of the adapter's port; stop at the first rejection
     and shrink it (``shrink_attempts`` sends per smaller program; 0: no shrinking).
     ``programs(number)`` replaces the seeded draw (a replay sends one program again).
-    ``late_watches`` accepts Kafka's sweep (``judge_on``)."""
+    ``late_watches`` accepts Kafka's sweep, ``retry_budget`` searches an undecided
+    history again (``judge_on``)."""
     shape = shape or ProgramShape()
-    result = ThreadsResult(seed, budget, shape)
+    result = ThreadsResult(seed, budget, shape, retry_budget)
     start = time.monotonic()
     try:
         for number in range(histories):
@@ -285,12 +309,15 @@ def run_threads(
                 serial=serial,
                 budget=budget,
                 late_watches=late_watches,
+                retry_budget=retry_budget,
             )
             result.max_nodes = max(result.max_nodes, verdict.nodes)
             result.total_nodes += verdict.nodes
             if verdict.outcome == EXPLAINED:
                 result.explained += 1
-                if verdict.reason:
+                if verdict.reason == RETRIED:
+                    result.retried += 1
+                elif verdict.reason:
                     result.accepted[verdict.reason] += 1
                 continue
             if verdict.outcome != REJECTED:

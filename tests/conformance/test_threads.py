@@ -65,6 +65,20 @@ def test_the_python_adapters_pass_a_few_histories_of_seed_1(
     assert "threads: PASS (25 histories, every one explained)" in out
 
 
+def test_an_undecided_history_is_never_a_pass_and_is_searched_again(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["--adapter", python_adapter("optimized"), "--threads", "--seed", "1"]
+    args += ["--histories", "10", "--budget", "20"]
+    code, out, _ = conformance(capsys, *args, "--retry-budget", "0")
+    assert code == 1
+    assert "UNDECIDED" in out and "they are not passes" in out
+    assert "threads: FAIL (" in out and "undecided of 10 histories" in out
+    code, out, _ = conformance(capsys, *args)
+    assert code == 0, out
+    assert "of the explained histories needed a second search with up to 4000000 nodes" in out
+
+
 def test_a_serial_run_is_one_thread_after_another(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = conformance(
         capsys,

@@ -444,8 +444,9 @@ CONCURRENT_PORT_BUGS: tuple[PortBug, ...] = (
         "double-completion",
         "concurrency",
         "force_complete reads the completed flag without the flag's lock (no "
-        "compare-and-set) and sets it only once on_complete has returned: two racing "
-        "callers both win and on_complete runs twice (R16).",
+        "compare-and-set) and sets it only after cancelling the timer entry and leaving "
+        "the watch count, just before on_complete: two racing callers both win and "
+        "on_complete runs twice (R16).",
         (
             _OPERATION,
             "DelayedOperation.force_complete",
@@ -458,8 +459,8 @@ CONCURRENT_PORT_BUGS: tuple[PortBug, ...] = (
             _OPERATION,
             "DelayedOperation.force_complete",
             "            self._on_complete_told()\n            return True\n",
-            "            self._on_complete_told()\n"
             "            self._completed = True\n"
+            "            self._on_complete_told()\n"
             "            return True\n",
         ),
     ),
@@ -469,9 +470,9 @@ CONCURRENT_PORT_BUGS: tuple[PortBug, ...] = (
     _race("ignored-knock"),
     _race("kafka-6653-lost-completion"),
 )
-"""Races a port plausibly ships: each passes every sequential check (the vectors and
-the stateful search run one thread) and only the threads mode catches it
-(``tests/conformance/ports/test_threads.py``). All but the first are the history
+"""Races a port plausibly ships: the committed vectors and the stateful search (one
+thread) pass each of them, and the threads mode catches each
+(``tests/conformance/ports/test_threads.py`` checks both). All but the first are the history
 checker's mutants of the optimized package (``tests/history/mutants.py``), served
 here through the adapter protocol instead of recorded in process."""
 

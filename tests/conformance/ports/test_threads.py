@@ -7,7 +7,8 @@ use: ``kpurgatory conformance --adapter CMD --threads`` with its defaults (1000
 histories of 2-4 threads, the default search budget), without shrinking (shrinking
 changes what is printed, never the verdict).
 
-- slow tier: every plant is rejected on every seed of ``SEEDS``, also with Kafka's
+- slow tier: the committed vectors and the stateful search (seed 1) pass every plant;
+  every plant is rejected on every seed of ``SEEDS``, also with Kafka's
   R75 sweep accepted (what ``--allow kafka`` accepts as behaviour); the same plant with
   each program's threads run one after another (``--serial``) is never rejected on
   seed 1, so each catch is a race; the honest adapters (the reference and the
@@ -79,6 +80,22 @@ def test_the_threads_mode_catches_the_plant_on_every_seed(bug: PortBug) -> None:
         f"{_load()})"
     )
     assert sorted(caught) == list(SEEDS), f"{bug.name} missed on {set(SEEDS) - set(caught)}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", CONCURRENT_PORT_BUGS, ids=IDS)
+def test_the_sequential_kit_does_not_see_the_plant(bug: PortBug) -> None:
+    """The committed vectors and the stateful search (seed 1) pass the plant: it is a
+    bug only threads show."""
+    from tests.conformance.ports.test_catalogue import (
+        adapter_command,
+        search_catches,
+        vectors_catch,
+    )
+
+    assert not vectors_catch(bug.name)
+    with AdapterProcess(adapter_command(bug.name)) as adapter:
+        assert not search_catches(adapter, 1)
 
 
 @pytest.mark.slow
