@@ -60,7 +60,7 @@ __all__ = [
     "shape_for",
 ]
 
-DEFAULT_HISTORIES = 1000
+DEFAULT_HISTORIES = 2000
 """Histories a threads run checks unless told otherwise (a few seconds for the
 Python adapter; docs/verification.md has the figures)."""
 

@@ -135,7 +135,7 @@ def test_a_rejected_history_is_shrunk_named_saved_and_replayed(
     assert "FAIL threads: history 0 of seed 1" in out
     assert "rule: R16: on_complete of op" in out and "exactly once" in out
     assert "shrunk from" in out and "verdict: rejected" in out
-    assert f"--replay {saved}" in out and "--seed 1 --histories 1000" in out
+    assert f"--replay {saved}" in out and "--seed 1 --histories 2000" in out
     document = json.loads(saved.read_text())
     assert document["format"] == FORMAT and document["seed"] == 1
     code, out, _ = conformance(
