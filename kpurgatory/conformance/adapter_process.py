@@ -193,6 +193,29 @@ class AdapterProcess:
 
     def send_json(self, step: dict[str, Any]) -> Observation:
         """``send`` for a step already in its JSON form."""
+        line = self._exchange(step)
+        if step.get("step") == "init":
+            self._read_capabilities(line)
+        observation, self.last_absent = _parse_answer(
+            line, timer_only=self.timer_only, sizes_absent=not self.capabilities.has("size")
+        )
+        self.absent_seen |= self.last_absent
+        return observation
+
+    def exchange(self, message: dict[str, Any]) -> object:
+        """Send one message that is not a step (the threads mode's ``threads``) and
+        return its answer as parsed JSON; ``AdapterError`` as ``send``, also for an
+        answer that is not JSON (it shows the line)."""
+        line = self._exchange(message)
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise AdapterError(
+                f"answer is not JSON ({exc}): {_clip(line.strip())}", answered=True
+            ) from None
+
+    def _exchange(self, step: dict[str, Any]) -> str:
+        """Write one line, return the answer line (``AdapterError`` if none comes)."""
         self.start()
         process = self._process
         assert process is not None and process.stdin is not None
@@ -211,13 +234,7 @@ class AdapterProcess:
             raise AdapterError(self._exit_message("without answering"), answered=False)
         assert isinstance(line, str)
         self.answers += 1
-        if step.get("step") == "init":
-            self._read_capabilities(line)
-        observation, self.last_absent = _parse_answer(
-            line, timer_only=self.timer_only, sizes_absent=not self.capabilities.has("size")
-        )
-        self.absent_seen |= self.last_absent
-        return observation
+        return line
 
     # -- internals ----------------------------------------------------------------------
 
@@ -338,6 +355,10 @@ def _parse_answer(
         return parse_answer(line, timer_only=timer_only, sizes_absent=sizes_absent)
     except AnswerError as exc:
         raise AdapterError(str(exc), answered=True) from None
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def step_kinds(step: Step) -> set[str]:

@@ -16,6 +16,11 @@ and six features: ``re_add`` (adding a task that is already scheduled or has run
 ``nested_advance`` (a task or callback that advances a timer or the purgatory: a drain
 inside a drain, R74), ``negative_time`` (a run whose clock or start reading is negative,
 R1) and ``size`` (the timers' sizes: ``state.timer_sizes`` is then not compared).
+For the threads mode
+(``THREADS_FEATURES``): ``threads`` (the adapter has no threads mode at all) and the
+calls only a threads program makes: ``abandon``, ``safe_try_complete`` and
+``maybe_try_complete`` (no program then calls them); a step kind it lacks
+(``cancel_for_key``, ``purgatory_advance``, ...) is left out of its programs too.
 
 ``async_run``: the port runs expired tasks after the flush, on another thread. It
 must still answer a step only once the tasks that step handed over have run (wait for
@@ -34,7 +39,15 @@ from dataclasses import dataclass
 
 from kpurgatory.conformance.steps import Add, Init, Step, Watch, nested_steps
 
-__all__ = ["CAPABILITY_NAMES", "FEATURES", "Capabilities", "needed"]
+__all__ = ["CAPABILITY_NAMES", "FEATURES", "THREADS_FEATURES", "Capabilities", "needed"]
+
+THREADS_FEATURES: tuple[str, ...] = (
+    "threads",
+    "abandon",
+    "safe_try_complete",
+    "maybe_try_complete",
+)
+"""What only the threads mode uses: the mode itself, and calls no step makes."""
 
 FEATURES: tuple[str, ...] = (
     "re_add",
@@ -43,6 +56,7 @@ FEATURES: tuple[str, ...] = (
     "nested_advance",
     "negative_time",
     "size",
+    *THREADS_FEATURES,
 )
 """Declarable features that are not step kinds."""
 

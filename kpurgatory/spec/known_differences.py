@@ -308,7 +308,8 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "kafka-expiry-without-lock",
         "R17",
         "2.7 to 4.0 run expiry without the operation's lock (KAFKA-19312)",
-        "a race between threads; the kit's runs are single-threaded",
+        "a race between threads: no sequential run shows it; the threads mode does, and "
+        "under --allow kafka sends purgatory_advance only in its clean-up",
     ),
     KafkaNote(
         "kafka-early-expiry",
@@ -326,10 +327,19 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "Kafka's executor waits for it to go idle before answering)",
     ),
     KafkaNote(
+        "kafka-sweep-sees-later-watches",
+        "R75",
+        "checkAndComplete walks a ConcurrentLinkedQueue, whose weakly consistent iterator "
+        "may also try (and count) operations watched on the key after the sweep began",
+        "a race between threads: no sequential run shows it; the threads mode does, and "
+        "under --allow kafka accepts such a sweep",
+    ),
+    KafkaNote(
         "kafka-cancel-for-key-race",
         "R29",
         "cancelForKey cancels timer entries without the operation's lock",
-        "a race between threads; the kit's runs are single-threaded",
+        "a race between threads: no sequential run shows it; the threads mode does, and "
+        "under --allow kafka sends no cancel_for_key",
     ),
 )
 """The **Kafka** notes that describe no difference a run can show; with the known
