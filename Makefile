@@ -156,10 +156,13 @@ wheel-check:
 
 # The conformance kit's own mutation score (CI, .ci/run): every port bug of the catalogue
 # through the subprocess adapter, vectors and the stateful search on seeds 1-10 (about
-# 20 minutes on this 2-core machine); it prints the figures.
+# 20 minutes on this 2-core machine), and every concurrent plant through the threads mode
+# on seeds 1-10 (also with Kafka's sweep accepted), its serialized control and the honest
+# adapters (about 5 minutes); it prints the figures.
 .PHONY: conformance-catalogue
 conformance-catalogue: $(STAMP)
-	$(PY) -m pytest -q -m slow -s tests/conformance/ports/test_catalogue.py
+	$(PY) -m pytest -q -m slow -s tests/conformance/ports/test_catalogue.py \
+		tests/conformance/ports/test_threads.py
 
 # The pipeline on executors in other processes (CI, .ci/run): a tiny grid on
 # local-cluster[2,1,1024] with PYSPARK_PYTHON unset, executors on the driver's interpreter and

@@ -26,8 +26,9 @@ imports neither. ``kpurgatory.conformance.steps`` re-exports it under its older 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, TypeAlias, get_args
 
 __all__ = [
@@ -350,23 +351,29 @@ def step_from_json(data: Mapping[str, Any]) -> Step:
     wrong JSON type. Every message names the field.
     """
     if not isinstance(data, Mapping):
-        raise TypeError(f"step must be a JSON object, not {type(data).__name__}")
+        raise TypeError(f"a step must be a JSON object, got {_json(data)}")
     kind = data.get("step")
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None or not isinstance(kind, str):
-        raise ValueError(f"step: unknown step kind {kind!r}; expected one of {sorted(_KINDS)}")
+        raise ValueError(
+            f"step: unknown step kind {_json(kind)}; expected one of {_json(sorted(_KINDS))}"
+        )
     known = {f.name: f for f in fields(cls)}
     unknown = set(data) - set(known) - {"step"}
     if unknown:
-        raise ValueError(f"{kind}: unknown field(s) {sorted(unknown)}")
+        raise ValueError(f"{kind}: unknown field(s) {_json(sorted(unknown))}")
+    required = [
+        name
+        for name, f in known.items()
+        if f.default is MISSING and f.default_factory is MISSING and name not in data
+    ]
+    if required:
+        raise ValueError(f"{kind}: missing required field(s) {_json(required)}")
     kwargs: dict[str, Any] = {}
     for name in known:
         if name in data:
             kwargs[name] = _field_value(kind, name, data[name])
-    try:
-        step: Step = cls(**kwargs)
-    except TypeError as exc:
-        raise ValueError(f"{kind}: missing required field ({exc})") from None
+    step: Step = cls(**kwargs)
     _check(step)
     return step
 
@@ -381,6 +388,12 @@ _STR_FIELDS = {"task", "timer", "operation"}
 _BOOL_FIELDS = {"timer_enabled", "ready"}
 
 
+def _json(value: object) -> str:
+    """``value`` as JSON (clipped): messages about a step show what its file or line had."""
+    text = json.dumps(value)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -393,44 +406,44 @@ def _field_value(kind: str, name: str, value: Any) -> Any:
     where = f"{kind}.{name}"
     if name in _INT_FIELDS:
         if not _is_int(value):
-            raise TypeError(f"{where} must be an integer, not {type(value).__name__}")
+            raise TypeError(f"{where} must be an integer, got {_json(value)}")
         return value
     if name in _STR_FIELDS:
         if not isinstance(value, str):
-            raise TypeError(f"{where} must be a string, not {type(value).__name__}")
+            raise TypeError(f"{where} must be a string, got {_json(value)}")
         return value
     if name in _BOOL_FIELDS:
         if not isinstance(value, bool):
-            raise TypeError(f"{where} must be a boolean, not {type(value).__name__}")
+            raise TypeError(f"{where} must be a boolean, got {_json(value)}")
         return value
     if name == "ready_on_try":
         if value is not None and not _is_int(value):
-            raise TypeError(f"{where} must be an integer or null, not {type(value).__name__}")
+            raise TypeError(f"{where} must be an integer or null, got {_json(value)}")
         return value
     if name == "key":
         if not _is_key(value):
-            raise TypeError(f"{where} must be a string or an integer, not {type(value).__name__}")
+            raise TypeError(f"{where} must be a string or an integer, got {_json(value)}")
         return value
     if name in ("keys", "timers") or name in NESTED_FIELDS:
         if not isinstance(value, list | tuple):
-            raise TypeError(f"{where} must be an array, not {type(value).__name__}")
+            raise TypeError(f"{where} must be an array, got {_json(value)}")
         if name == "keys":
             for item in value:
                 if not _is_key(item):
-                    raise TypeError(f"{where} items must be strings or integers")
+                    raise TypeError(f"{where} items must be strings or integers, got {_json(item)}")
             return tuple(value)
         if name == "timers":
             for item in value:
                 if not isinstance(item, str):
-                    raise TypeError(f"{where} items must be strings")
+                    raise TypeError(f"{where} items must be strings, got {_json(item)}")
             return tuple(value)
         nested = tuple(step_from_json(item) for item in value)
         for inner in nested:
             if inner.STEP not in NESTED_STEPS:
                 who = "a task" if name == "on_run" else f"an operation's {name}"
                 raise ValueError(
-                    f"{where}: {who} may not perform {inner.STEP!r}; "
-                    f"allowed: {sorted(NESTED_STEPS)}"
+                    f"{where}: {who} may not perform {_json(inner.STEP)}; "
+                    f"allowed: {_json(sorted(NESTED_STEPS))}"
                 )
         return nested
     raise ValueError(f"{where}: unhandled field")  # pragma: no cover - every field is listed

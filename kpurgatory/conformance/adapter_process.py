@@ -15,16 +15,18 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import os
 import queue
 import shlex
+import signal
 import subprocess
 import threading
 import typing
 from pathlib import Path
 from typing import IO, Any
 
+from kpurgatory.conformance.answer import UNEXPOSED_STATE_NAMES, AnswerError, parse_answer
 from kpurgatory.conformance.capabilities import Capabilities
-from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS
 from kpurgatory.conformance.driver import Observation
 from kpurgatory.conformance.steps import Step, nested_steps, step_to_json
 
@@ -32,6 +34,7 @@ __all__ = [
     "DEFAULT_STEP_TIMEOUT_S",
     "FLUSH_HINT",
     "STEP_KINDS",
+    "UNEXPOSED_STATE_NAMES",
     "AdapterError",
     "AdapterProcess",
     "step_kinds",
@@ -127,6 +130,9 @@ class AdapterProcess:
                 encoding="utf-8",
                 bufsize=1,
                 cwd=self.cwd,
+                # its own process group, so a stop reaches what a wrapper started
+                # (``sh run.sh`` running java, ``go run``, ``npm start``)
+                start_new_session=os.name == "posix",
             )
         except OSError as exc:
             raise AdapterError(
@@ -187,6 +193,29 @@ class AdapterProcess:
 
     def send_json(self, step: dict[str, Any]) -> Observation:
         """``send`` for a step already in its JSON form."""
+        line = self._exchange(step)
+        if step.get("step") == "init":
+            self._read_capabilities(line)
+        observation, self.last_absent = _parse_answer(
+            line, timer_only=self.timer_only, sizes_absent=not self.capabilities.has("size")
+        )
+        self.absent_seen |= self.last_absent
+        return observation
+
+    def exchange(self, message: dict[str, Any]) -> object:
+        """Send one message that is not a step (the threads mode's ``threads``) and
+        return its answer as parsed JSON; ``AdapterError`` as ``send``, also for an
+        answer that is not JSON (it shows the line)."""
+        line = self._exchange(message)
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise AdapterError(
+                f"answer is not JSON ({exc}): {_clip(line.strip())}", answered=True
+            ) from None
+
+    def _exchange(self, step: dict[str, Any]) -> str:
+        """Write one line, return the answer line (``AdapterError`` if none comes)."""
         self.start()
         process = self._process
         assert process is not None and process.stdin is not None
@@ -205,11 +234,7 @@ class AdapterProcess:
             raise AdapterError(self._exit_message("without answering"), answered=False)
         assert isinstance(line, str)
         self.answers += 1
-        if step.get("step") == "init":
-            self._read_capabilities(line)
-        observation, self.last_absent = _parse_answer(line, timer_only=self.timer_only)
-        self.absent_seen |= self.last_absent
-        return observation
+        return line
 
     # -- internals ----------------------------------------------------------------------
 
@@ -280,13 +305,26 @@ class AdapterProcess:
         try:
             process.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _kill_group(process)
             process.wait(timeout=5)
         for thread in self._threads:
             thread.join(timeout=2)
+        if any(thread.is_alive() for thread in self._threads):
+            _kill_group(process)  # a child of the command still holds its output open
+            for thread in self._threads:
+                thread.join(timeout=5)
         for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+            if stream is not None and not any(thread.is_alive() for thread in self._threads):
+                stream.close()  # closing a stream a thread still reads would wait for it
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """Kill the adapter and everything it started (its process group on POSIX)."""
+    if os.name == "posix":
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
 
 
 def _pump_lines(stream: IO[str], lines: queue.Queue[object]) -> None:
@@ -308,45 +346,15 @@ def _pump_stderr(stream: IO[str], tail: collections.deque[str]) -> None:
         pass
 
 
-UNEXPOSED_STATE_NAMES = ("watched_keys", "num_purged", "estimated_total_operations")
-"""State fields a port may declare absent by answering null (upstream Kafka does not
-expose them); they then read as 0 and are not compared, and the report lists them."""
-
-
-def _parse_answer(line: str, *, timer_only: bool = False) -> tuple[Observation, frozenset[str]]:
-    """The observation in one answer line and the state fields it declared absent (as
-    ``state.<name>``); ``AdapterError`` (answered) if the line is not an observation.
-
-    ``timer_only``: a missing purgatory state field reads as 0 (``--timer-only`` does
-    not compare them). A null in ``UNEXPOSED_STATE_NAMES`` reads as 0 and is returned."""
-    text = line.strip()
+def _parse_answer(
+    line: str, *, timer_only: bool = False, sizes_absent: bool = False
+) -> tuple[Observation, frozenset[str]]:
+    """``kpurgatory.conformance.answer.parse_answer``, its mistakes as ``AdapterError``
+    (answered: the adapter did answer, with something that is not an observation)."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AdapterError(f"answer is not JSON ({exc}): {_clip(text)}", answered=True) from None
-    if isinstance(data, dict):
-        data.pop("capabilities", None)  # read by AdapterProcess at init
-    if isinstance(data, dict) and set(data) == {"error"}:
-        raise AdapterError(f"the adapter reported an error: {data['error']}", answered=True)
-    if not isinstance(data, dict):
-        raise AdapterError(f"answer is not a JSON object: {_clip(text)}", answered=True)
-    absent: set[str] = set()
-    if isinstance(data.get("state"), dict):
-        state = data["state"]
-        if timer_only:
-            for name in PURGATORY_STATE_FIELDS:
-                state.setdefault(name.removeprefix("state."), 0)
-        for name in UNEXPOSED_STATE_NAMES:
-            if name in state and state[name] is None:
-                state[name] = 0
-                absent.add(f"state.{name}")
-    try:
-        return Observation.from_json(data), frozenset(absent)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise AdapterError(
-            f"answer is not an observation ({type(exc).__name__}: {exc}): {_clip(text)}",
-            answered=True,
-        ) from None
+        return parse_answer(line, timer_only=timer_only, sizes_absent=sizes_absent)
+    except AnswerError as exc:
+        raise AdapterError(str(exc), answered=True) from None
 
 
 def _clip(text: str, limit: int = 300) -> str:

@@ -10,10 +10,17 @@ is listed as not consumed (not sent), and the report names what was not checked.
 docs/conformance.md states the contract.
 
 ``without`` names step kinds (``cancel``, ``next_due_time``, ``clock_advance``, ...)
-and four features: ``re_add`` (adding a task that is already scheduled or has run),
+and six features: ``re_add`` (adding a task that is already scheduled or has run),
 ``on_run`` (a task performing steps when it runs), ``callbacks`` (an operation whose
-``try_complete``, ``on_complete`` or ``on_expiration`` performs steps) and ``size``
-(the timers' sizes: ``state.timer_sizes`` is then not compared).
+``try_complete``, ``on_complete`` or ``on_expiration`` performs steps),
+``nested_advance`` (a task or callback that advances a timer or the purgatory: a drain
+inside a drain, R74), ``negative_time`` (a run whose clock or start reading is negative,
+R1) and ``size`` (the timers' sizes: ``state.timer_sizes`` is then not compared).
+For the threads mode
+(``THREADS_FEATURES``): ``threads`` (the adapter has no threads mode at all) and the
+calls only a threads program makes: ``abandon``, ``safe_try_complete`` and
+``maybe_try_complete`` (no program then calls them); a step kind it lacks
+(``cancel_for_key``, ``purgatory_advance``, ...) is left out of its programs too.
 
 ``async_run``: the port runs expired tasks after the flush, on another thread. It
 must still answer a step only once the tasks that step handed over have run (wait for
@@ -30,17 +37,36 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kpurgatory.conformance.steps import Add, Step, Watch, nested_steps
+from kpurgatory.conformance.steps import Add, Init, Step, Watch, nested_steps
 
-__all__ = ["CAPABILITY_NAMES", "FEATURES", "Capabilities", "needed"]
+__all__ = ["CAPABILITY_NAMES", "FEATURES", "THREADS_FEATURES", "Capabilities", "needed"]
 
-FEATURES: tuple[str, ...] = ("re_add", "on_run", "callbacks", "size")
+THREADS_FEATURES: tuple[str, ...] = (
+    "threads",
+    "abandon",
+    "safe_try_complete",
+    "maybe_try_complete",
+)
+"""What only the threads mode uses: the mode itself, and calls no step makes."""
+
+FEATURES: tuple[str, ...] = (
+    "re_add",
+    "on_run",
+    "callbacks",
+    "nested_advance",
+    "negative_time",
+    "size",
+    *THREADS_FEATURES,
+)
 """Declarable features that are not step kinds."""
 
 CAPABILITY_NAMES: frozenset[str] = frozenset(
     cls.STEP for cls in typing.get_args(Step) if cls.STEP != "init"
 ) | frozenset(FEATURES)
 """Everything ``without`` may name."""
+
+NESTED_ADVANCES: frozenset[str] = frozenset({"advance", "purgatory_advance"})
+"""Step kinds that, performed from a task or callback, are ``nested_advance``."""
 
 
 @dataclass(frozen=True)
@@ -113,8 +139,10 @@ def needed(steps: Iterable[Step]) -> set[str]:
     names: set[str] = set()
     added: set[str] = set()
 
-    def visit(step: Step) -> None:
+    def visit(step: Step, nested: bool) -> None:
         names.add(step.STEP)
+        if nested and step.STEP in NESTED_ADVANCES:
+            names.add("nested_advance")
         if isinstance(step, Add):
             if step.task in added:
                 names.add("re_add")
@@ -124,11 +152,13 @@ def needed(steps: Iterable[Step]) -> set[str]:
         elif isinstance(step, Watch) and nested_steps(step):
             names.add("callbacks")
         for _, inner in nested_steps(step):
-            visit(inner)
+            visit(inner, True)
 
     for step in steps:
-        if step.STEP == "init":
+        if isinstance(step, Init):
             added = set()
+            if step.start_ms < 0 or step.clock_ms < 0:
+                names.add("negative_time")
             continue
-        visit(step)
+        visit(step, False)
     return names

@@ -1,7 +1,8 @@
 """``kpurgatory conformance``: check a port (or a Python implementation) through its adapter.
 
-Three modes, all comparing the adapter's answers with the reference implementation
-step by step (docs/conformance.md):
+Four modes (docs/conformance.md): the first three compare the adapter's answers with
+the reference implementation step by step, the fourth checks real-thread histories
+against the spec's atomic steps:
 
 - default: replay every committed vector (``--vectors``, default the vectors shipped
   in the package, or a checkout's ``conformance/vectors``) and report pass/fail per
@@ -12,14 +13,22 @@ step by step (docs/conformance.md):
   lines (``--search-only`` skips the vectors);
 - ``--replay FILE``: run one JSON-lines step sequence (for example a shrunk one saved
   from ``--stateful``) and report its first divergence.
+- ``--threads`` (the concurrent check): send seeded programs of 2-4 threads (``--threads
+  N`` or ``LOW-HIGH``) to the adapter, which runs them on real threads against one
+  purgatory and answers with the calls' times, results and callbacks; each history is
+  searched for an interleaving of the spec's atomic steps that explains it
+  (``--histories``, ``--budget``, ``--seed``); a rejected one is shrunk, printed with
+  the rule it breaks and saved for ``--threads --replay FILE``. ``--serial`` runs each
+  program's threads one after another (a race then cannot show).
 
 Options for every mode: ``--without NAMES`` and ``--async-run`` declare what the port
 lacks (an adapter may declare it in its ``init`` answer instead): nothing it lacks is
 sent, and the report says what was not checked. ``--allow kafka`` (or comma-separated ids of
 ``kpurgatory.spec.known_differences``) accepts upstream Kafka's documented differences
-and reports each one it accepted; ``--timer-only`` checks a port of the timer alone
-(only timer steps are generated or sent; vectors with purgatory steps are listed as not
-consumed and do not fail the run).
+and reports each one it accepted (with ``--threads`` it leaves out of the programs
+the calls an allowed difference touches, and lists them); ``--timer-only`` checks a
+port of the timer alone (only timer steps are generated or sent; vectors with
+purgatory steps are listed as not consumed and do not fail the run).
 
 Before anything else the adapter is started and sent one ``init``: an adapter that
 cannot start, exits at once or never answers (a buffered stdout) is one error.
@@ -56,10 +65,14 @@ from kpurgatory.conformance.adapter import (
     replay_vectors,
     vector_paths,
 )
+from kpurgatory.conformance.adapter_process import step_kinds
 from kpurgatory.conformance.capabilities import Capabilities
 from kpurgatory.conformance.driver import sequence_error
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS, Step, step_from_json
+from kpurgatory.conformance.threads_cli import prepare_threads
+from kpurgatory.conformance.threads_run import DEFAULT_HISTORIES, DEFAULT_RETRY_BUDGET
 from kpurgatory.conformance.vectors import FORMAT
+from kpurgatory.history.search import DEFAULT_BUDGET
 from kpurgatory.spec.known_differences import KnownDifference, resolve
 
 __all__ = ["add_parser", "run"]
@@ -92,6 +105,51 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--replay", type=Path, metavar="FILE", help="run one JSON-lines step sequence"
     )
     parser.add_argument(
+        "--threads",
+        nargs="?",
+        const="2-4",
+        default=None,
+        metavar="N|LOW-HIGH",
+        help="the concurrent check: programs of N (default 2-4) threads run at once by the "
+        "adapter, each history checked against the spec's model (with --replay FILE: run "
+        "a saved failing program again)",
+    )
+    parser.add_argument(
+        "--histories",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"threads: histories to check (default {DEFAULT_HISTORIES})",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULT_BUDGET,
+        metavar="N",
+        help=f"threads: search nodes per history before it counts as undecided "
+        f"(default {DEFAULT_BUDGET})",
+    )
+    parser.add_argument(
+        "--retry-budget",
+        type=int,
+        default=DEFAULT_RETRY_BUDGET,
+        metavar="N",
+        help=f"threads: search nodes for a second search of an undecided history "
+        f"(default {DEFAULT_RETRY_BUDGET}; 0: none)",
+    )
+    parser.add_argument(
+        "--serial",
+        action="store_true",
+        help="threads: run each program's threads one after another (no race can show)",
+    )
+    parser.add_argument(
+        "--shrink-attempts",
+        type=int,
+        default=20,
+        metavar="N",
+        help="threads: runs of each smaller program while shrinking a failure (0: none; 20)",
+    )
+    parser.add_argument(
         "--vectors",
         type=Path,
         action="append",
@@ -110,10 +168,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--steps", type=int, default=50, metavar="N", help="stateful: steps per run (50)"
     )
     parser.add_argument(
-        "--seed", type=int, default=None, metavar="N", help="stateful: a fixed seed"
+        "--seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stateful, threads: a fixed seed (default: a fresh one, printed)",
     )
     parser.add_argument(
-        "--out", type=Path, metavar="FILE", help="stateful: also write the shrunk sequence here"
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="stateful: also write the shrunk sequence here; threads: write the failing "
+        "program here (default: a new file in the temporary directory)",
     )
     parser.add_argument(
         "--timeout",
@@ -138,7 +204,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="NAMES",
         default="",
         help="what the port lacks (it may also declare it in its init answer): "
-        "comma-separated step kinds (cancel, next_due_time, ...) or re_add, on_run, size; "
+        "comma-separated step kinds (cancel, next_due_time, ...) or the features re_add, "
+        "on_run, callbacks, nested_advance, negative_time, size; "
         "never sent, and reported as not checked",
     )
     parser.add_argument(
@@ -196,6 +263,14 @@ Mode = Callable[[AdapterProcess, argparse.Namespace], int]
 
 def _prepare(args: argparse.Namespace) -> Mode:
     """Check the chosen mode's inputs and return the function that runs it."""
+    if args.threads is not None:
+        try:
+            return prepare_threads(args)
+        except ValueError as exc:
+            raise _UsageError(str(exc)) from None
+    for name in ("histories", "serial"):
+        if getattr(args, name) not in (None, False):
+            raise _UsageError(f"--{name} goes with --threads")
     if args.stateful:
         for name, value in (("max_examples", args.max_examples), ("steps", args.steps)):
             if value < 1:
@@ -213,7 +288,7 @@ def _prepare(args: argparse.Namespace) -> Mode:
         raise _UsageError("--search-only goes with --stateful")
     if args.replay is not None:
         try:
-            args.replay_steps = _read_steps(args.replay)
+            args.replay_steps, args.replay_lines = _read_steps(args.replay)
         except (OSError, ValueError, TypeError) as exc:
             raise _UsageError(f"--replay {args.replay}: {exc}") from None
         return _replay
@@ -336,13 +411,11 @@ def _replay(adapter: AdapterProcess, args: argparse.Namespace) -> int:
     steps = args.replay_steps
     stateful = importlib.import_module("kpurgatory.conformance.stateful")
     accepted: dict[str, int] = {}
-    missing = adapter.capabilities.missing(steps)
-    if missing:
-        print(
-            f"kpurgatory conformance: error: --replay {args.replay}: the sequence needs "
-            f"{', '.join(missing)}, which the port declares it lacks",
-            file=sys.stderr,
-        )
+    excluded = _excluded(
+        steps, args.replay_lines, timer_only=args.timer_only, capabilities=adapter.capabilities
+    )
+    if excluded is not None:
+        print(f"kpurgatory conformance: error: --replay {args.replay}: {excluded}", file=sys.stderr)
         return 2
     try:
         failure = stateful.check_sequence(
@@ -383,13 +456,23 @@ def _print_accepted(allowed: tuple[KnownDifference, ...], accepted: dict[str, in
         )
 
 
-def _read_steps(path: Path) -> list[Step]:
-    """The steps of a JSON-lines file (blank lines ignored); errors name the line.
+def _read_steps(path: Path) -> tuple[list[Step], list[int]]:
+    """The steps of a JSON-lines file (blank lines ignored) and the line number of each;
+    every error names its line (a line that is not UTF-8 or not JSON, a step that is
+    not one, a label used before it is defined).
 
     A conformance vector (one JSON document, not one step per line) is refused with a
     pointer to ``--vectors``, which is how vectors are run.
     """
-    text = path.read_text(encoding="utf-8")
+    lines: list[str] = []
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"line {number}: not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})"
+            ) from None
+    text = "\n".join(lines)
     try:
         whole = json.loads(text)
     except json.JSONDecodeError:
@@ -401,16 +484,16 @@ def _read_steps(path: Path) -> list[Step]:
         )
     steps: list[Step] = []
     numbers: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"line {number}: not JSON: {exc}") from None
+            raise ValueError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
         try:
             steps.append(step_from_json(data))
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"line {number}: {exc}") from None
         numbers.append(number)
     if not steps:
@@ -419,4 +502,29 @@ def _read_steps(path: Path) -> list[Step]:
     if problem is not None:
         index, why = problem
         raise ValueError(f"line {numbers[index]}: {why}")
-    return steps
+    return steps, numbers
+
+
+def _excluded(
+    steps: list[Step], numbers: list[int], *, timer_only: bool, capabilities: Capabilities
+) -> str | None:
+    """Why the first step of a replay file the run excludes cannot be sent (naming its
+    line), or None: a purgatory step under ``--timer-only`` (a task's ``on_run`` too), a
+    step or feature the port declares it lacks. Such a step is refused before it reaches
+    the port, which would otherwise be failed for not answering it."""
+    for step, number in zip(steps, numbers, strict=True):
+        if timer_only:
+            kinds = sorted(step_kinds(step) - TIMER_STEP_KINDS)
+            if kinds:
+                return (
+                    f"line {number}: a {', '.join(kinds)} step, which --timer-only excludes "
+                    f"(a port of the timer alone is sent {', '.join(sorted(TIMER_STEP_KINDS))} "
+                    f"only); remove it, or replay without --timer-only"
+                )
+        missing = capabilities.missing([step])
+        if missing:
+            return (
+                f"line {number}: the step needs {', '.join(missing)}, which the port declares "
+                f"it lacks; remove it, or declare the port has it"
+            )
+    return None

@@ -64,14 +64,17 @@ def compare_observations(expected: Observation, actual: Observation) -> str | No
     exact order except hand-overs with the same due time, which form a multiset, R6),
     same ``tries`` and same ``state``, field by field as JSON values (objects compare as
     objects, in any key order; skipped when either side did not read the state, see
-    ``Driver``'s ``state_every``). Every difference gets a message naming its field.
+    ``Driver``'s ``state_every``). Every difference gets a message naming its field and
+    showing both values as JSON (a porter's adapter speaks JSON, not Python).
     """
     if expected == actual:
         return None
     if expected.raised != actual.raised:
-        return f"raised: expected {expected.raised}, got {actual.raised}"
+        return f"raised: expected {_json(expected.raised)}, got {_json(actual.raised)}"
     if expected.result != actual.result:
-        return f"result: expected {expected.result!r}, got {actual.result!r}"
+        return f"result: expected {_json(expected.result)}, got {_json(actual.result)}" + (
+            _NIL_SLICE_HINT if expected.result == [] and actual.result is None else ""
+        )
     if expected.events != actual.events and canonical_events(expected.events) != canonical_events(
         actual.events
     ):
@@ -79,7 +82,7 @@ def compare_observations(expected: Observation, actual: Observation) -> str | No
         act = [event.to_json() for event in actual.events]
         return f"events differ:\n  expected {_short(exp)}\n  actual   {_short(act)}"
     if expected.tries != actual.tries:
-        return f"tries: expected {dict(expected.tries)}, got {dict(actual.tries)}"
+        return f"tries: expected {_json(dict(expected.tries))}, got {_json(dict(actual.tries))}"
     if expected.state is not None and actual.state is not None:
         difference = state_difference(expected.state, actual.state)
         if difference:
@@ -93,8 +96,21 @@ def state_difference(expected: State, actual: State) -> str:
     object whatever order its labels come in (a Go encoder sorts them)."""
     exp, act = expected.to_json(), actual.to_json()
     return "; ".join(
-        f"{name}: expected {exp[name]}, got {act[name]}" for name in exp if exp[name] != act[name]
+        f"{name}: expected {_json(exp[name])}, got {_json(act[name])}"
+        for name in exp
+        if exp[name] != act[name]
     )
+
+
+_NIL_SLICE_HINT = (
+    " (an empty list is [], never null: a Go adapter that returns a nil slice sends null; "
+    "send make([]string, 0) instead)"
+)
+
+
+def _json(value: object) -> str:
+    """``value`` as JSON (null, true, [...]): what a porter's adapter sent or should send."""
+    return json.dumps(value)
 
 
 def _short(items: list[dict[str, Any]], limit: int = 12) -> str:

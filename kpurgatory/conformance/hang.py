@@ -9,9 +9,11 @@ operation again, the timer running an operation due at once inside its own submi
 a ``shutdown`` from an ``on_complete``. ``hang_diagnosis`` names the first such call
 and the rule it depends on: R63 when the call takes an operation lock the library
 already holds (a lock that is not re-entrant deadlocks there), R64 for a shutdown or
-close, R66 for ``cancel_for_key`` from a ``try_complete``, R69 for any other call back
-in. A step that made no call back in gets no diagnosis (None): the hang is the port's
-alone, and the plain timeout message stands.
+close, R66 for ``cancel_for_key`` from a ``try_complete``, R74 for a nested drain, R69
+for any other call back in. Without a lock taken again, a drain, shutdown or close is
+named before the step's other calls: it waits for the timer's or purgatory's own lock.
+A step that made no call back in gets no diagnosis (None): the hang is the port's alone,
+and the plain timeout message stands.
 """
 
 from __future__ import annotations
@@ -32,8 +34,19 @@ HANG_RULES: dict[str, str] = {
     "R64": "shutdown and close from a callback must return (R64)",
     "R66": "cancel_for_key from a try_complete must return (R66)",
     "R69": "a callback may make this call (R69)",
+    "R74": "a task or callback may drain a timer, nested in the drain or add that runs it "
+    "(R69, R74)",
 }
 """What each rule a hang is traced to asks of the port, as the diagnosis words it."""
+
+
+NESTED_DRAINS = (language.Advance, language.PurgatoryAdvance)
+"""Calls back in that drain: they take the lock a timer holds while it adds or drains."""
+
+BLOCKING_CALLS = (*NESTED_DRAINS, language.Shutdown, language.Close)
+"""Calls back in that wait for a lock of the whole timer or purgatory (a drain, a
+shutdown or close): named before the others of a step when none re-enters a held
+operation lock, since a port that runs user code under such a lock hangs there."""
 
 
 def rule_of(call: CallIn) -> str:
@@ -44,6 +57,8 @@ def rule_of(call: CallIn) -> str:
         return "R64"
     if isinstance(call.step, language.CancelForKey) and call.callback == "try_complete":
         return "R66"
+    if isinstance(call.step, NESTED_DRAINS):
+        return "R74"
     return "R69"
 
 
@@ -94,7 +109,10 @@ def hang_diagnosis(steps: Sequence[Step], reference: ModuleType | None = None) -
     calls = driver.calls_in
     if not calls:
         return None
-    call = next((c for c in calls if c.reenters is not None), calls[0])
+    call = next(
+        (c for c in calls if c.reenters is not None),
+        next((c for c in calls if isinstance(c.step, BLOCKING_CALLS)), calls[0]),
+    )
     return f"the port hangs in {describe_call_in(call)}: {HANG_RULES[rule_of(call)]}"
 
 

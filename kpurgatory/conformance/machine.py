@@ -249,6 +249,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         kinds = [kind for kind in kinds if self.run.capabilities.has(step_kind.get(kind, kind))]
         if not self.run.capabilities.has("re_add"):  # a nested add re-adds an existing task
             kinds = [kind for kind in kinds if kind != "add"]
+        if not self.run.capabilities.has("nested_advance"):
+            kinds = [kind for kind in kinds if kind not in ("advance", "purgatory_advance")]
         if where == "on_try" and self.sweeping_tries >= 2:
             kinds = [kind for kind in kinds if kind not in ("check", "cancel_for_key")]
         if not kinds:
@@ -315,11 +317,14 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.run.stats.runs += 1
         self.tick, self.wheel = tick, wheel
         self.timers = ("main", "aux") if two_timers else ("main",)
+        start_ms = clock_ms + start_offset
+        if not self.run.capabilities.has("negative_time"):
+            clock_ms, start_ms = abs(clock_ms), abs(start_ms)
         self.do(
             language.Init(
                 tick_ms=tick,
                 wheel_size=wheel,
-                start_ms=clock_ms + start_offset,
+                start_ms=start_ms,
                 clock_ms=clock_ms,
                 purge_interval=purge_interval,
                 timer_enabled=timer_enabled,

@@ -54,6 +54,7 @@ class VectorResult:
     accepted: dict[str, list[int]] = field(default_factory=dict)
     sent: bool = True
     absent: set[str] = field(default_factory=set)  # state fields answered null
+    skipped: int = 0  # read-only steps left out: the port declares them absent
 
 
 BEFORE_TAIL = 15
@@ -117,8 +118,10 @@ def _result_lines(result: VectorResult, command: str) -> list[str]:
         f"; accepted {ident} at step{'s' if len(at) > 1 else ''} {_numbers(at)}"
         for ident, at in sorted(result.accepted.items())
     )
+    left_out = f"{result.skipped} next_due_time steps (declared absent)" if result.skipped else ""
     if result.status == "passed":
-        return [f"PASS {result.name} ({result.steps} steps{accepted})"]
+        note = f"; left out {left_out}" if left_out else ""
+        return [f"PASS {result.name} ({result.steps} steps{accepted}{note})"]
     label = "FAIL" if result.status == "failed" else "NOT CONSUMED"
     if result.step_index is None:
         return [f"{label} {result.name}: {result.message}"]
@@ -132,6 +135,8 @@ def _result_lines(result: VectorResult, command: str) -> list[str]:
         lines.append(f"    vector:   {result.description} (rules: {', '.join(result.rules)})")
     if accepted:
         lines.append(f"    accepted: {accepted.removeprefix('; accepted ')}")
+    if left_out:
+        lines.append(f"    left out: {left_out}")
     if result.before:
         lines.append(f"    before:   steps 1-{len(result.before)}:")
         lines.extend(earlier_steps(result.before))

@@ -12,7 +12,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-__all__ = ["CALL_KINDS", "Call", "OpSpec", "Program", "cleanup_calls", "random_program"]
+__all__ = [
+    "CALL_KINDS",
+    "DEFAULT_WEIGHTS",
+    "Call",
+    "OpSpec",
+    "Program",
+    "cleanup_calls",
+    "random_program",
+]
 
 CALL_KINDS = (
     "submit",  # try_complete_else_watch(op, op's keys)
@@ -137,7 +145,7 @@ def cleanup_calls(program: Program) -> tuple[Call, ...]:
     return tuple(calls)
 
 
-_WEIGHTS = {
+DEFAULT_WEIGHTS: dict[str, int] = {
     "set_ready": 4,
     "check": 3,
     "maybe_try": 3,
@@ -147,6 +155,7 @@ _WEIGHTS = {
     "abandon": 1,
     "safe_try": 1,
 }
+"""The default mix of call kinds (a submission is always drawn, once per thread)."""
 
 
 def random_program(
@@ -160,10 +169,11 @@ def random_program(
     (delay 0-3 ms, on 1-2 of 2-3 keys) among 2-5 other calls (``calls``), drawn with
     ``weights`` per call kind (a kind not named weighs 1; None: the default mix)."""
     if weights is not None:
-        unknown = set(weights) - set(_WEIGHTS)
+        unknown = set(weights) - set(DEFAULT_WEIGHTS)
         if unknown or any(type(w) is not int or w < 0 for w in weights.values()):
             raise ValueError(
-                f"weights must map kinds among {', '.join(_WEIGHTS)} to ints >= 0, not {weights}"
+                f"weights must map kinds among {', '.join(DEFAULT_WEIGHTS)} to ints >= 0, "
+                f"not {weights}"
             )
     if not 1 <= threads[0] <= threads[1]:
         raise ValueError(
@@ -177,7 +187,11 @@ def random_program(
         OpSpec(rng.randint(0, 3), tuple(rng.sample(keys, rng.randint(1, 2))), owner)
         for owner in range(count)
     )
-    mix = _WEIGHTS if weights is None else {kind: weights.get(kind, 1) for kind in _WEIGHTS}
+    mix = (
+        DEFAULT_WEIGHTS
+        if weights is None
+        else {kind: weights.get(kind, 1) for kind in DEFAULT_WEIGHTS}
+    )
     kinds, chances = list(mix), list(mix.values())
     programs = []
     for owner in range(count):

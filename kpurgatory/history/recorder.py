@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from kpurgatory.clock import ManualClock
@@ -24,7 +25,7 @@ from kpurgatory.executors import InlineExecutor
 from kpurgatory.history.history import Final, History, Point, Result
 from kpurgatory.history.program import Call, Program, cleanup_calls
 
-__all__ = ["IMPLEMENTATIONS", "Implementation", "implementation", "record"]
+__all__ = ["IMPLEMENTATIONS", "Implementation", "implementation", "implementation_of", "record"]
 
 IMPLEMENTATIONS = ("reference", "optimized")
 """The packages a history can be recorded on."""
@@ -48,7 +49,13 @@ def implementation(name: str) -> Implementation:
         raise ValueError(
             f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, not {name!r}"
         )
-    package = importlib.import_module("kpurgatory." + name)
+    return implementation_of(importlib.import_module("kpurgatory." + name), name)
+
+
+def implementation_of(package: ModuleType, name: str) -> Implementation:
+    """The implementation in ``package`` (a module with ``DelayedOperation``,
+    ``DelayedOperationPurgatory`` and ``SystemTimer``), recorded under ``name``: the
+    conformance kit's Python adapter records the package it serves this way."""
     return Implementation(
         name,
         _recording_operation(package.DelayedOperation),

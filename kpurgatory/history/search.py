@@ -49,14 +49,15 @@ def _needs(points: tuple[tuple[Point, ...], ...]) -> list[list[tuple[int, ...]]]
     return needs
 
 
-def check(history: History, *, budget: int = DEFAULT_BUDGET) -> Verdict:
-    """Search for an interleaving of the spec's steps that explains ``history``."""
+def check(history: History, *, budget: int = DEFAULT_BUDGET, late_watches: bool = False) -> Verdict:
+    """Search for an interleaving of the spec's steps that explains ``history``;
+    ``late_watches``: with upstream Kafka's sweep (``Model``), for ``--allow kafka``."""
     if type(budget) is not int or budget < 1:
         raise ValueError(f"budget must be an int >= 1, not {budget!r}")
     if history.hung or history.final is None:
         names = ", ".join(f"T{index}" for index in history.hung)
         return Verdict(REJECTED, 0, f"threads {names} did not finish (a hang or a deadlock)")
-    model = Model(history.program, history.calls)
+    model = Model(history.program, history.calls, late_watches=late_watches)
     points = history.points
     needs = _needs(points)
     count = len(points)

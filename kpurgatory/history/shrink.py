@@ -9,7 +9,7 @@ one rejected history of it: minimal for this greedy search, not the smallest the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from kpurgatory.history.history import History
@@ -17,7 +17,7 @@ from kpurgatory.history.program import Call, Program
 from kpurgatory.history.recorder import Implementation, record
 from kpurgatory.history.search import DEFAULT_BUDGET, REJECTED, Verdict, check
 
-__all__ = ["Shrunk", "shrink"]
+__all__ = ["Shrunk", "shrink", "shrink_with"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,29 @@ def shrink(
     seed: int = 0,
 ) -> Shrunk:
     """Shrink ``program`` (whose ``history`` got ``verdict``, rejected) while some
-    recording of the smaller program within ``attempts`` tries is rejected too."""
+    recording of the smaller program on ``impl`` within ``attempts`` tries is rejected too."""
+
+    def again(candidate: Program, attempt_seed: int) -> tuple[History, Verdict]:
+        history = record(candidate, impl, seed=attempt_seed, yield_chance=yield_chance)
+        return history, check(history, budget=budget)
+
+    return shrink_with(program, history, verdict, again, attempts=attempts, seed=seed)
+
+
+def shrink_with(
+    program: Program,
+    history: History,
+    verdict: Verdict,
+    judge: Callable[[Program, int], tuple[History, Verdict]],
+    *,
+    attempts: int = 50,
+    seed: int = 0,
+    keep: Callable[[Program], bool] | None = None,
+) -> Shrunk:
+    """``shrink`` with any way of recording: ``judge(program, seed)`` runs a candidate
+    once and returns its history and the search's verdict on it (the conformance kit
+    sends it to a port's adapter). ``keep`` rejects candidates a run may not send
+    (None: every one goes)."""
     if verdict.outcome != REJECTED:
         raise ValueError(f"verdict must be a rejection to shrink, not {verdict.outcome!r}")
     if attempts < 1:
@@ -70,10 +92,11 @@ def shrink(
     while improved:
         improved = False
         for candidate in _candidates(program):
+            if keep is not None and not keep(candidate):
+                continue
             for attempt in range(attempts):
                 recordings += 1
-                again = record(candidate, impl, seed=seed + attempt, yield_chance=yield_chance)
-                judged = check(again, budget=budget)
+                again, judged = judge(candidate, seed + attempt)
                 if judged.outcome == REJECTED:
                     program, history, verdict = candidate, again, judged
                     improved = True

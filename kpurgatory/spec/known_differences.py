@@ -67,6 +67,7 @@ CONDITIONS: dict[str, str] = {
     "duplicate_key": "the step's keys name a key twice",
     "negative_time": "the run's init has a negative clock_ms or start_ms",
     "nested_add": "the run has a task whose on_run adds a task",
+    "on_run": "the run has a task whose on_run performs steps",
     "cancel_watched": "the step cancels (directly or from an on_run) an operation label "
     "the run watched",
 }
@@ -117,12 +118,16 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "kafka-flush-current-time",
         "R2",
         "during a flush the current time is the flushed bucket's expiration",
-        "A task that adds another while its bucket is flushed (an inline executor) sees "
-        "currentTime = that bucket's expiration, not the drain reading: the new task is "
-        "bucketed and runs later in the same advanceClock, as a unit of its own.",
+        "advanceClock flushes one bucket at a time, the wheels moved to that bucket's "
+        "expiration, its tasks in the bucket's order (a task cascaded from a coarser level "
+        "joins the end of its new bucket). A task that adds another while its bucket is "
+        "flushed (an inline executor) sees currentTime = that bucket's expiration, not the "
+        "drain reading: the new task is bucketed and runs later in the same advanceClock, "
+        "as a unit of its own; a task that cancels another due at the same time cancels it "
+        "only if its own bucket comes first.",
         frozenset({"advance", "purgatory_advance"}),
         frozenset({"events", "result", "state.timer_sizes", "state.num_delayed"}),
-        when="nested_add",
+        when="on_run",
     ),
     KnownDifference(
         "kafka-advance-result",
@@ -303,7 +308,8 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "kafka-expiry-without-lock",
         "R17",
         "2.7 to 4.0 run expiry without the operation's lock (KAFKA-19312)",
-        "a race between threads; the kit's runs are single-threaded",
+        "a race between threads: no sequential run shows it; the threads mode does, and "
+        "under --allow kafka sends purgatory_advance only in its clean-up",
     ),
     KafkaNote(
         "kafka-early-expiry",
@@ -321,10 +327,19 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "Kafka's executor waits for it to go idle before answering)",
     ),
     KafkaNote(
+        "kafka-sweep-sees-later-watches",
+        "R75",
+        "checkAndComplete walks a ConcurrentLinkedQueue, whose weakly consistent iterator "
+        "may also try (and count) operations watched on the key after the sweep began",
+        "a race between threads: no sequential run shows it; the threads mode does, and "
+        "under --allow kafka accepts such a sweep",
+    ),
+    KafkaNote(
         "kafka-cancel-for-key-race",
         "R29",
         "cancelForKey cancels timer entries without the operation's lock",
-        "a race between threads; the kit's runs are single-threaded",
+        "a race between threads: no sequential run shows it; the threads mode does, and "
+        "under --allow kafka sends no cancel_for_key",
     ),
 )
 """The **Kafka** notes that describe no difference a run can show; with the known

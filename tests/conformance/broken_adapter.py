@@ -24,6 +24,8 @@
 - ``silent``: reads steps and never answers;
 - ``stall``: answers correctly, then stops answering at the third step of its third run
   (a port stuck in one call);
+- ``deadlock``: as ``stall``, but stuck for good: it no longer reads its input, so even
+  the end of its stdin does not stop it (a port deadlocked in one call);
 - ``buffered``: answers correctly but never flushes stdout (C stdio, Python without
   ``-u``): its answers come out only when it exits, once stdin is closed;
 - ``exit``: exits with code 3 at once, before reading anything;
@@ -44,6 +46,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Hashable
 from pathlib import Path
@@ -67,6 +70,7 @@ BUGS = (
     "crash",
     "silent",
     "stall",
+    "deadlock",
     "buffered",
     "exit",
     "garbage",
@@ -162,6 +166,8 @@ class _FilteredInput:
                 self.bug == "stall" and self.runs == 3 and self.steps_in_run >= 3
             ):
                 continue
+            if self.bug == "deadlock" and self.runs == 3 and self.steps_in_run >= 3:
+                time.sleep(3600)
             if self.bug == "crash" and self.runs == 4 and self.steps_in_run == 3:
                 self.stdout.flush()
                 sys.exit(3)

@@ -143,3 +143,19 @@ def test_any_other_call_back_in_is_traced_to_r69() -> None:
         "the port hangs in the run of task 't', which calls force_complete(\"p\"): "
         "a callback may make this call (R69)"
     )
+
+
+def test_a_nested_drain_is_named_before_the_other_calls_and_traced_to_r74() -> None:
+    """A task that adds and then advances its own timer: a port running tasks under its
+    timer's lock waits in the advance (Kafka's classes run inline do, inside add), so the
+    diagnosis names the advance, not the add before it."""
+    steps: list[Step] = [
+        Init(),
+        Add("t", 0, on_run=(Add("u", 4), Advance(14))),
+    ]
+    diagnosis = hang_diagnosis(steps)
+    assert diagnosis == (
+        "the port hangs in the run of task 't', which calls advance(14, \"main\"): "
+        "a task or callback may drain a timer, nested in the drain or add that runs it "
+        "(R69, R74)"
+    )

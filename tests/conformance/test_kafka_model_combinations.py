@@ -9,6 +9,8 @@ spec says.
 
 from __future__ import annotations
 
+import json
+
 from kpurgatory.conformance.driver import run_steps
 from kpurgatory.conformance.kafka_model import kafka_model
 from kpurgatory.conformance.steps import (
@@ -22,6 +24,7 @@ from kpurgatory.conformance.steps import (
     Watch,
 )
 from kpurgatory.spec.known_differences import KNOWN_DIFFERENCES
+from kpurgatory.steps import steps_from_json
 
 ALL = frozenset(difference.id for difference in KNOWN_DIFFERENCES)
 INIT = Init(tick_ms=1, wheel_size=2, purge_interval=0)
@@ -114,3 +117,122 @@ def test_an_operation_refused_by_a_closed_timer_stays_watched() -> None:
         1,
     )
     assert observe(ALL - {"kafka-after-close"}, steps)[3]["state"]["watched"] == 0  # type: ignore[index]
+
+
+def _sequence(*lines: str) -> list[Step]:
+    return steps_from_json([json.loads(line) for line in lines])
+
+
+def _ran(answer: dict[str, object]) -> list[object]:
+    return [event["task"] for event in answer["events"]]  # type: ignore[attr-defined]
+
+
+def test_a_drain_hands_buckets_over_one_at_a_time() -> None:
+    """kafka-flush-current-time: Kafka's advanceClock moves the wheels to one bucket's
+    expiration, flushes it, then polls the next. Task a (bucket 1) re-adds b, due at the
+    drain reading 6, and cancels it: with the wheels at 1, b went to a second-level bucket
+    of expiration 4, which the drain then dequeues empty, so the current time ends at 4,
+    not 6, and a later delay-0 add is scheduled, not run (Kafka's classes with an inline
+    executor; a model that dequeued every bucket before handing any over said 6)."""
+    steps = _sequence(
+        '{"step": "init", "tick_ms": 1, "wheel_size": 4}',
+        '{"step": "add", "task": "b", "delay_ms": 0}',
+        '{"step": "add", "task": "a", "delay_ms": 1, "on_run": ['
+        '{"step": "add", "task": "b", "delay_ms": 0}, {"step": "cancel", "task": "b"}]}',
+        '{"step": "add", "task": "c", "delay_ms": 3}',
+        '{"step": "advance", "ms": 6}',
+        '{"step": "add", "task": "d", "delay_ms": 0}',
+        '{"step": "advance", "ms": 0}',
+    )
+    answers = observe(ALL, steps)
+    assert _ran(answers[4]) == ["a", "c"]
+    assert _ran(answers[5]) == [] and answers[5]["state"]["timer_sizes"] == {"main": 1}  # type: ignore[index]
+    assert _ran(answers[6]) == ["d"] and answers[6]["result"] is True
+    assert _ran(observe(ALL - {"kafka-stale-current-time"}, steps)[5]) == ["d"]
+
+
+def test_a_nested_advance_makes_the_next_bucket_due_in_the_same_drain() -> None:
+    """kafka-flush-current-time: Kafka polls each next bucket at the clock's reading then.
+    t32's run schedules t0 (bucket 60) and advances timer aux, which moves the clock from
+    58 to 60; the drain of main then dequeues bucket 60 (t0 goes to a finer bucket), so
+    the wheels stand at 60 and a delay-0 add at 60 runs at once (Kafka's classes with an
+    inline executor, and the Kafka-like port, on search seed 1, shrunk; a model that
+    polled at the drain's first reading kept the wheels at 40 and scheduled t33)."""
+    steps = _sequence(
+        '{"step": "init", "tick_ms": 10, "wheel_size": 2, "purge_interval": 0, '
+        '"timers": ["main", "aux"]}',
+        '{"step": "clock_advance", "ms": 38}',
+        '{"step": "add", "task": "t32", "delay_ms": 10, "timer": "main", "on_run": ['
+        '{"step": "add", "task": "t0", "delay_ms": 12, "timer": "main"}, '
+        '{"step": "advance", "ms": 2, "timer": "aux"}]}',
+        '{"step": "advance", "ms": 20, "timer": "main"}',
+        '{"step": "add", "task": "t33", "delay_ms": 0, "timer": "main"}',
+    )
+    answers = observe(ALL, steps)
+    assert _ran(answers[3]) == ["t32"] and answers[3]["state"]["clock_ms"] == 60  # type: ignore[index]
+    assert _ran(answers[4]) == ["t33"]
+    assert answers[4]["state"]["timer_sizes"] == {"main": 1, "aux": 0}  # type: ignore[index]
+
+
+def test_a_cascaded_task_joins_the_end_of_its_bucket() -> None:
+    """t1 (re-added by t2's run while the wheels were behind) sits in a second-level bucket
+    and cascades into the bucket of t6, after it: t6 runs first and cancels it (search seed
+    3 on Kafka's classes with an inline executor, shrunk)."""
+    steps = _sequence(
+        '{"step": "init", "tick_ms": 3, "wheel_size": 3, "purge_interval": 0}',
+        '{"step": "clock_advance", "ms": 1}',
+        '{"step": "advance", "ms": 3}',
+        '{"step": "clock_advance", "ms": 1}',
+        '{"step": "add", "task": "t1", "delay_ms": 6}',
+        '{"step": "add", "task": "t2", "delay_ms": 6, "on_run": [{"step": "cancel", "task": "t1"}, '
+        '{"step": "add", "task": "t1", "delay_ms": 6}]}',
+        '{"step": "advance", "ms": 10}',
+        '{"step": "add", "task": "t3", "delay_ms": 0}',
+        '{"step": "advance", "ms": 0}',
+        '{"step": "add", "task": "t6", "delay_ms": 6, "on_run": ['
+        '{"step": "cancel", "task": "t1"}]}',
+        '{"step": "clock_advance", "ms": 9}',
+        '{"step": "advance", "ms": 0}',
+    )
+    assert _ran(observe(ALL, steps)[11]) == ["t6"]
+
+
+def test_buckets_of_one_expiration_come_out_in_javas_heap_order() -> None:
+    """Two buckets expire at 24, t7's on the second level (queued first) and t15's on the
+    first: Java's PriorityQueue gives t15's first, which cancels t7 (search seed 3 on
+    Kafka's classes with an inline executor, shrunk; a first-in-first-out tie ran t7)."""
+    steps = _sequence(
+        '{"step": "init", "tick_ms": 2, "wheel_size": 4, "purge_interval": 0}',
+        '{"step": "clock_advance", "ms": 1}',
+        '{"step": "add", "task": "t0", "delay_ms": 0}',
+        '{"step": "add", "task": "t1", "delay_ms": 0}',
+        '{"step": "advance", "ms": 4}',
+        '{"step": "clock_advance", "ms": 2}',
+        '{"step": "add", "task": "t8", "delay_ms": 2, "on_run": ['
+        '{"step": "add", "task": "t7", "delay_ms": 6}, {"step": "cancel", "task": "t0"}]}',
+        '{"step": "clock_advance", "ms": 6}',
+        '{"step": "add", "task": "t13", "delay_ms": 0, "on_run": ['
+        '{"step": "cancel", "task": "t1"}, {"step": "add", "task": "t0", "delay_ms": 0}]}',
+        '{"step": "advance", "ms": 6}',
+        '{"step": "add", "task": "t15", "delay_ms": 6, "on_run": ['
+        '{"step": "cancel", "task": "t7"}]}',
+        '{"step": "clock_advance", "ms": 1}',
+        '{"step": "add", "task": "t16", "delay_ms": 0}',
+        '{"step": "clock_advance", "ms": 13}',
+        '{"step": "add", "task": "t20", "delay_ms": 0}',
+        '{"step": "advance", "ms": 2}',
+    )
+    assert _ran(observe(ALL, steps)[15]) == ["t16", "t15", "t20"]
+
+
+def test_an_upper_level_rounded_toward_zero_can_be_past_a_task() -> None:
+    """kafka-truncating-division: with the wheels at -5 (tick 1, 4 slots) a task due at -1
+    overflows the first level; the second, created at -5 rounded toward zero (-4), finds
+    it already expired, so Kafka runs it inside add. The spec schedules it."""
+    steps = _sequence(
+        '{"step": "init", "tick_ms": 1, "wheel_size": 4, "start_ms": -5, "clock_ms": -5}',
+        '{"step": "add", "task": "a", "delay_ms": 4}',
+    )
+    assert _ran(observe(ALL, steps)[1]) == ["a"]
+    answer = observe(ALL - {"kafka-truncating-division"}, steps)[1]
+    assert _ran(answer) == [] and answer["state"]["timer_sizes"] == {"main": 1}  # type: ignore[index]

@@ -183,7 +183,7 @@ def test_a_difference_is_never_accepted_outside_its_circumstance() -> None:
     actual = _observations(steps, "kafka-resubmission")
     judge = Judge(resolve("kafka-after-shutdown,kafka-after-close"))
     verdicts = [judge.judge(s, e, a) for s, e, a in zip(steps, expected, actual, strict=True)]
-    assert verdicts[2][0] is not None and verdicts[2][0].startswith("raised: expected ValueError")
+    assert verdicts[2][0] is not None and verdicts[2][0].startswith('raised: expected "ValueError"')
     assert "not explained by the allowed differences" in verdicts[2][0]
     judge = Judge(resolve("kafka-resubmission"))
     verdicts = [judge.judge(s, e, a) for s, e, a in zip(steps, expected, actual, strict=True)]

@@ -92,7 +92,7 @@ def test_a_state_difference_names_its_field_whatever_the_key_order() -> None:
     )
     message = compare_observations(observation, wrong)
     assert (
-        message == "state: timer_sizes: expected {'main': 0, 'aux': 1}, got {'aux': 0, 'main': 0}"
+        message == 'state: timer_sizes: expected {"main": 0, "aux": 1}, got {"aux": 0, "main": 0}'
     )
 
 

@@ -165,7 +165,7 @@ def test_steps_round_trip_through_json() -> None:
                 "on_try": [{"step": "init"}],
             },
             ValueError,
-            "watch.on_try: an operation's on_try may not perform 'init'",
+            'watch.on_try: an operation\'s on_try may not perform "init"',
         ),
         (
             {"step": "watch", "operation": "o", "delay_ms": 1, "keys": ["k"], "on_complete": {}},

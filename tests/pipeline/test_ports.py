@@ -230,7 +230,7 @@ def test_rule_of_names_the_rule_each_kind_of_difference_breaks() -> None:
     assert rule_of("purgatory_advance", "events differ: ...", early, late) == "R5"
     assert rule_of("purgatory_advance", "events differ: ...", late, early) == "R4"
     assert rule_of("check_and_complete", "result: expected 1, got 2", late, late) == "R25"
-    assert rule_of("watch", "raised: expected ValueError, got None", late, late) == "R36"
+    assert rule_of("watch", 'raised: expected "ValueError", got null', late, late) == "R36"
     assert rule_of("watch", "state: num_purged: expected 1, got 0", late, late) == "R30"
     assert rule_of("watch", "the adapter did not answer properly: exited", late, None) == "protocol"
 

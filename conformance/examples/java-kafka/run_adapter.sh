@@ -9,15 +9,25 @@
 # later) into a fresh temporary directory, runs the adapter there and removes it on exit.
 # Options: --timer-only compiles and drives the timer alone, even where the tree has the
 # purgatory's Java sources (server-common's org/apache/kafka/server/purgatory, Kafka 4.0+);
-# --no-settle lets the purgatory's purge check race its executor's expiries (README.md).
+# --no-settle lets the purgatory's purge check race its executor's expiries (README.md);
+# --inline runs tasks inside Kafka's drain on an inline executor (on_run steps sent);
+# --nested-advance stops declaring that a task cannot advance a timer, which Kafka's
+# classes run inline cannot do (README.md: the kit then reports the hangs).
+# --threads adds the kit's threads mode (kpurgatory conformance --threads: programs run on
+# real threads over Kafka's purgatory; needs the purgatory's Java sources).
 set -eu
 timer_only=""
+threads=""
 adapter_args=""
+main_class=kpurgatory.kafka.KafkaAdapter
 for arg in "$@"; do
     case "$arg" in
         --timer-only) timer_only=yes ;;
         --no-settle) adapter_args="$adapter_args --no-settle" ;;
-        *) echo "run_adapter.sh: unknown option $arg (--timer-only, --no-settle)" >&2; exit 2 ;;
+        --inline) adapter_args="$adapter_args --inline" ;;
+        --nested-advance) adapter_args="$adapter_args --nested-advance" ;;
+        --threads) threads=yes; main_class=kpurgatory.kafka.ThreadsAdapter ;;
+        *) echo "run_adapter.sh: unknown option $arg (--timer-only, --no-settle, --inline, --nested-advance, --threads)" >&2; exit 2 ;;
     esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,10 +54,17 @@ if [ -z "$timer_only" ] && [ -f "$main/purgatory/DelayedOperationPurgatory.java"
     done
     sources="$sources $(find "$here/shims-purgatory" "$here/adapter-purgatory" -name '*.java' | tr '\n' ' ')"
 fi
+if [ -n "$threads" ]; then
+    if [ -n "$timer_only" ] || [ ! -f "$main/purgatory/DelayedOperationPurgatory.java" ]; then
+        echo "run_adapter.sh: --threads needs the purgatory's Java sources (Kafka 4.0+) and no --timer-only" >&2
+        exit 2
+    fi
+    sources="$sources $(find "$here/adapter-threads" -name '*.java' | tr '\n' ' ')"
+fi
 sources="$sources $(find "$here/shims" "$here/adapter" -name '*.java' | tr '\n' ' ')"
 classes=$(mktemp -d "${TMPDIR:-/tmp}/kafka-adapter.XXXXXX")
 trap 'rm -rf "$classes"' EXIT INT TERM
 # shellcheck disable=SC2086  # the file list is meant to split
 javac -nowarn -Xlint:none -d "$classes" $sources >&2
 # shellcheck disable=SC2086
-java -cp "$classes" kpurgatory.kafka.KafkaAdapter $adapter_args
+java -cp "$classes" "$main_class" $adapter_args

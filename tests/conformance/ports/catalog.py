@@ -23,9 +23,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
+from tests.history.mutants import HISTORY_MUTANTS
 from tests.mutants.catalog import MUTANTS, Mutant, applied
 
-__all__ = ["PORT_BUGS", "TIMER_AREAS", "PortBug", "port_bug", "planted"]
+__all__ = ["CONCURRENT_PORT_BUGS", "PORT_BUGS", "TIMER_AREAS", "PortBug", "port_bug", "planted"]
 
 
 @dataclass(frozen=True)
@@ -430,12 +431,61 @@ TIMER_AREAS = frozenset(
 """The catalogue areas a timer-only port has (close needs a shutdown: a purgatory step)."""
 
 
+def _race(name: str) -> PortBug:
+    """A race of the history checker's mutants that is planted in the optimized package."""
+    mutant = next(m for m in HISTORY_MUTANTS if m.name == name)
+    if not mutant.module.startswith("kpurgatory.optimized"):
+        raise ValueError(f"{name}: the port is kpurgatory.optimized, not {mutant.module}")
+    return PortBug(name, "concurrency", mutant.description, (mutant,))
+
+
+CONCURRENT_PORT_BUGS: tuple[PortBug, ...] = (
+    _new(
+        "double-completion",
+        "concurrency",
+        "force_complete reads the completed flag without the flag's lock (no "
+        "compare-and-set) and sets it only after cancelling the timer entry and leaving "
+        "the watch count, just before on_complete: two racing callers both win and "
+        "on_complete runs twice (R16).",
+        (
+            _OPERATION,
+            "DelayedOperation.force_complete",
+            "        with self._flags:  # compare-and-set: not finished -> completed (R68)\n"
+            "            won = self._state < FINISHED\n"
+            "            if won:\n"
+            "                self._state |= COMPLETED\n",
+            "        won = self._state < FINISHED  # read here, set at the end\n",
+        ),
+        (
+            _OPERATION,
+            "DelayedOperation.force_complete",
+            "            self._on_complete_told()\n            return True\n",
+            "            self._state |= COMPLETED\n"
+            "            self._on_complete_told()\n"
+            "            return True\n",
+        ),
+    ),
+    _race("lost-cancel"),
+    _race("sweep-try-lock"),
+    _race("sweep-without-lock"),
+    _race("ignored-knock"),
+    _race("kafka-6653-lost-completion"),
+)
+"""Races a port plausibly ships: the committed vectors and the stateful search (one
+thread) pass each of them, and the threads mode catches each
+(``tests/conformance/ports/test_threads.py`` checks both). All but the first are the history
+checker's mutants of the optimized package (``tests/history/mutants.py``), served
+here through the adapter protocol instead of recorded in process."""
+
+
 def port_bug(name: str) -> PortBug:
-    """The bug with this name; ``KeyError`` naming the known ones otherwise."""
-    for bug in PORT_BUGS:
+    """The bug with this name (sequential or concurrent); ``KeyError`` naming the known
+    ones otherwise."""
+    for bug in (*PORT_BUGS, *CONCURRENT_PORT_BUGS):
         if bug.name == name:
             return bug
-    raise KeyError(f"unknown port bug {name!r}; known: {[bug.name for bug in PORT_BUGS]}")
+    known = [bug.name for bug in (*PORT_BUGS, *CONCURRENT_PORT_BUGS)]
+    raise KeyError(f"unknown port bug {name!r}; known: {known}")
 
 
 @contextmanager

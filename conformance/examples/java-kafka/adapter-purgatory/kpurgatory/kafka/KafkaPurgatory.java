@@ -42,8 +42,6 @@ final class KafkaPurgatory extends PurgatoryDriver {
     private final Map<String, FlagOperation> operations = new HashMap<>();
     private final Map<String, Long> stepTries = new LinkedHashMap<>();
     private final Method advanceClock;
-    private String via = null; // the kind of the step being answered, as a "via"
-    private static final ThreadLocal<Boolean> EXPIRING = ThreadLocal.withInitial(() -> false);
 
     KafkaPurgatory(KafkaAdapter.Run run, Map<String, Object> init) throws ReflectiveOperationException {
         this.run = run;
@@ -88,9 +86,25 @@ final class KafkaPurgatory extends PurgatoryDriver {
     }
 
     @Override
-    Object call(String kind, Map<String, Object> step) throws Exception {
+    void beginStep() {
         stepTries.clear();
-        via = kind.equals("watch") ? "try_complete_else_watch" : kind;
+    }
+
+    /** Calls the purgatory for one step (or a task's on_run step), with the kind of call that
+     * completes an operation meanwhile (via) pushed for the completions it causes. */
+    @Override
+    Object call(String kind, Map<String, Object> step) throws Exception {
+        String via = kind.equals("watch") ? "try_complete_else_watch" : kind;
+        KafkaAdapter.Context context = KafkaAdapter.CONTEXT.get();
+        context.via.addLast(via);
+        try {
+            return perform(kind, step);
+        } finally {
+            context.via.removeLast();
+        }
+    }
+
+    private Object perform(String kind, Map<String, Object> step) throws Exception {
         switch (kind) {
             case "watch": {
                 String label = KafkaAdapter.stringField(step, "operation", "");
@@ -113,8 +127,14 @@ final class KafkaPurgatory extends PurgatoryDriver {
                 }
                 List<StepKey> watchKeys = new ArrayList<>();
                 for (Object value : (List<?>) keys) watchKeys.add(key(value));
+                long previous = operation.dueMs;
                 operation.dueMs = run.dueMs(delayMs);
-                return purgatory.tryCompleteElseWatch(operation, watchKeys);
+                try {
+                    return purgatory.tryCompleteElseWatch(operation, watchKeys);
+                } catch (RuntimeException refused) {
+                    operation.dueMs = previous; // nothing was scheduled: a schedule in force keeps its due time
+                    throw refused;
+                }
             }
             case "set_ready": {
                 Object ready = step.getOrDefault("ready", true);
@@ -162,7 +182,6 @@ final class KafkaPurgatory extends PurgatoryDriver {
         state.put("estimated_total_operations", (long) privateField(purgatory, "estimatedTotalOperations", AtomicInteger.class).get());
         tries.putAll(stepTries);
         stepTries.clear();
-        via = null;
     }
 
     /** The sum over the shards' watchersByKey sizes (docs/vectors.md, watched_keys). */
@@ -273,38 +292,29 @@ final class KafkaPurgatory extends PurgatoryDriver {
             return ready && forceComplete();
         }
 
+        /** The timer ran the operation (expiry): its events belong to its own hand-over, or
+         * to the outermost one if hand-overs nest. */
         @Override
         public void run() {
-            EXPIRING.set(true);
+            KafkaAdapter.Context context = KafkaAdapter.CONTEXT.get();
+            boolean entered = context.enter(label, dueMs);
+            context.via.addLast("expiry");
             try {
                 super.run();
             } finally {
-                EXPIRING.set(false);
+                context.via.removeLast();
+                context.exit(entered);
             }
         }
 
         @Override
         public void onComplete() {
-            boolean expiring = EXPIRING.get();
-            Map<String, Object> event = new LinkedHashMap<>();
-            event.put("kind", "completed");
-            event.put("operation", label);
-            event.put("at_ms", KafkaAdapter.TIME.hiResClockMs());
-            event.put("via", expiring ? "expiry" : via);
-            event.put("unit", expiring ? label : null);
-            event.put("due_ms", expiring ? (Object) dueMs : null);
-            run.record(event);
+            run.record(run.event("completed", "operation", label));
         }
 
         @Override
         public void onExpiration() {
-            Map<String, Object> event = new LinkedHashMap<>();
-            event.put("kind", "expired");
-            event.put("operation", label);
-            event.put("at_ms", KafkaAdapter.TIME.hiResClockMs());
-            event.put("unit", label);
-            event.put("due_ms", dueMs);
-            run.record(event);
+            run.record(run.event("expired", "operation", label));
         }
     }
 }

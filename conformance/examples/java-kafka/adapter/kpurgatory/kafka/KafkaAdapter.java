@@ -8,6 +8,7 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.reflect.Field;
+import java.util.ArrayDeque;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -28,20 +29,43 @@ import java.util.concurrent.TimeoutException;
  * One JSON step per line on stdin, one JSON answer per line on stdout, flushed
  * (docs/conformance.md). Kafka's classes are used as they are: the clock they read is
  * the shimmed Time.SYSTEM, which this adapter sets (init's clock_ms, clock_advance,
- * and advance's timeout before it calls advanceClock(0)); tasks run on SystemTimer's
- * own executor thread, so the adapter declares async_run and waits for that executor
- * to go idle before it answers a step.
+ * and advance's timeout before it calls advanceClock(0)). By default tasks run on
+ * SystemTimer's own executor thread, so the adapter declares async_run and waits for that
+ * executor to go idle before it answers a step. With --inline each SystemTimer's executor
+ * is replaced by an InlineExecutor: tasks run inside Kafka's drain, bucket by bucket, and
+ * a task's on_run steps are performed when it runs (no async_run).
  */
 public final class KafkaAdapter {
 
     static final Time.Manual TIME = Time.SYSTEM;
 
-    /** The step kinds and features Kafka's classes do not offer (declared at init). */
-    static final List<Object> WITHOUT = List.of("next_due_time");
+    /**
+     * The step kinds and features Kafka's classes, or this adapter, do not offer (declared
+     * at init). negative_time: with a negative current time TimingWheel.add computes a
+     * negative bucket index (Java's % keeps the sign) and throws
+     * ArrayIndexOutOfBoundsException.
+     */
+    static final List<Object> WITHOUT = List.of(
+            "next_due_time", "close", "executor_shutdown", "callbacks", "negative_time");
+
+    /**
+     * Also declared unless --nested-advance: a task that advances a timer. Run inline, a
+     * task runs under the timer's lock: inside add (a read lock, which a
+     * ReentrantReadWriteLock never upgrades to the write lock advanceClock takes: a
+     * deadlock), or inside a flush, where a nested drain can move the wheel past the
+     * flushed bucket's slot and the flush then re-adds an entry to the bucket it is
+     * emptying, for ever. Kafka's own executor is another thread, so Kafka never meets
+     * either; the kit reports both as hangs with --nested-advance (README.md).
+     */
+    static final List<Object> WITHOUT_NESTED_ADVANCE = List.of(
+            "next_due_time", "close", "executor_shutdown", "callbacks", "negative_time",
+            "nested_advance");
 
     public static void main(String[] args) throws Exception {
         boolean purgatory = List.of(args).contains("--purgatory");
         boolean settle = !List.of(args).contains("--no-settle");
+        boolean inline = List.of(args).contains("--inline");
+        boolean nestedAdvance = List.of(args).contains("--nested-advance");
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
         Run run = null;
@@ -56,7 +80,7 @@ public final class KafkaAdapter {
                 Map<String, Object> step = (Map<String, Object>) parsed;
                 if ("init".equals(step.get("step"))) {
                     if (run != null) run.close();
-                    run = new Run(step, purgatory, settle);
+                    run = new Run(step, purgatory, settle, inline, nestedAdvance);
                     answer = run.initAnswer();
                 } else if (run == null) {
                     answer = Map.of("error", "the first step of a run must be init");
@@ -124,6 +148,49 @@ public final class KafkaAdapter {
         }
     }
 
+    /** Puts an InlineExecutor in place of one SystemTimer's own pool (--inline): the field is
+     * Kafka's private final taskExecutor, written by reflection; the pool it held has started
+     * no thread yet (a pool starts its thread on the first task) and is shut down. */
+    static ExecutorService inlineExecutorOf(SystemTimer timer) {
+        try {
+            Field field = SystemTimer.class.getDeclaredField("taskExecutor");
+            field.setAccessible(true);
+            ((ExecutorService) field.get(timer)).shutdownNow();
+            ExecutorService inline = new InlineExecutor();
+            field.set(timer, inline);
+            return inline;
+        } catch (ReflectiveOperationException exc) {
+            throw new IllegalStateException("SystemTimer's taskExecutor cannot be replaced: " + exc);
+        }
+    }
+
+    /** Where the current thread is: the outermost hand-over running (unit, its due time) and
+     * the kind of call that would complete an operation now (via), innermost last. A task's
+     * run and an operation's expiry happen on Kafka's executor thread without --inline, so
+     * each thread has its own. */
+    static final class Context {
+        String unit;
+        Long unitDue;
+        final ArrayDeque<String> via = new ArrayDeque<>(List.of("force_complete"));
+
+        /** Enter the hand-over of label (due at dueMs), unless one is already running. */
+        boolean enter(String label, long dueMs) {
+            if (unit != null) return false;
+            unit = label;
+            unitDue = dueMs;
+            return true;
+        }
+
+        void exit(boolean entered) {
+            if (entered) {
+                unit = null;
+                unitDue = null;
+            }
+        }
+    }
+
+    static final ThreadLocal<Context> CONTEXT = ThreadLocal.withInitial(Context::new);
+
     /** One run: what an init creates, and the answers to its steps. */
     static final class Run {
         final long tickMs;
@@ -133,9 +200,16 @@ public final class KafkaAdapter {
         final List<Object> events = Collections.synchronizedList(new ArrayList<>());
         final PurgatoryDriver purgatory;
         final boolean settle;
+        final boolean inline;
+        StepFault nestedFault; // an on_run step that does not fit the run: the step's error
 
-        Run(Map<String, Object> init, boolean withPurgatory, boolean settle) {
+        final boolean nestedAdvance;
+
+        Run(Map<String, Object> init, boolean withPurgatory, boolean settle, boolean inline,
+                boolean nestedAdvance) {
+            this.nestedAdvance = nestedAdvance;
             this.settle = settle;
+            this.inline = inline;
             tickMs = longField(init, "tick_ms", 1);
             long wheelSize = longField(init, "wheel_size", 20);
             long startMs = longField(init, "start_ms", 0);
@@ -148,14 +222,15 @@ public final class KafkaAdapter {
                 if (!(label instanceof String)) throw new StepFault("a timer label must be a string");
                 SystemTimer timer = new SystemTimer((String) label, tickMs, (int) wheelSize, startMs);
                 timers.put((String) label, timer);
-                executors.put((String) label, executorOf(timer));
+                executors.put((String) label, inline ? inlineExecutorOf(timer) : executorOf(timer));
             }
             purgatory = withPurgatory ? PurgatoryDriver.create(this, init) : null;
         }
 
         Map<String, Object> initAnswer() {
             Map<String, Object> answer = observation(null, null);
-            answer.put("capabilities", Map.of("without", WITHOUT, "async_run", true));
+            answer.put("capabilities", Map.of(
+                    "without", nestedAdvance ? WITHOUT : WITHOUT_NESTED_ADVANCE, "async_run", !inline));
             return answer;
         }
 
@@ -196,6 +271,8 @@ public final class KafkaAdapter {
 
         Map<String, Object> answer(Map<String, Object> step) throws Exception {
             events.clear();
+            nestedFault = null;
+            if (purgatory != null) purgatory.beginStep();
             Object result = null;
             String raised = null;
             try {
@@ -207,7 +284,29 @@ public final class KafkaAdapter {
                 if (raised == null) throw new Crash(error);
             }
             awaitIdle();
+            if (nestedFault != null) throw nestedFault;
             return observation(result, raised);
+        }
+
+        /** A task's on_run steps, performed when it runs (--inline): one call of user code, so
+         * the first step that raises ends it and the exception is not observed
+         * (docs/vectors.md, "on_run"); a step that does not fit the run is the step's error. */
+        void perform(String task, List<?> onRun) {
+            for (Object inner : onRun) {
+                try {
+                    if (!(inner instanceof Map)) throw new StepFault("an on_run step is a JSON object");
+                    @SuppressWarnings("unchecked")
+                    Map<String, Object> step = (Map<String, Object>) inner;
+                    call(step);
+                } catch (StepFault fault) {
+                    if (nestedFault == null) {
+                        nestedFault = new StepFault("in the run of task " + task + ": " + fault.getMessage());
+                    }
+                    return;
+                } catch (Exception | AssertionError error) {
+                    return;
+                }
+            }
         }
 
         Object call(Map<String, Object> step) throws Exception {
@@ -215,19 +314,29 @@ public final class KafkaAdapter {
             switch (kind) {
                 case "add": {
                     Object onRun = step.getOrDefault("on_run", List.of());
-                    if (!(onRun instanceof List) || !((List<?>) onRun).isEmpty()) {
-                        throw new StepFault("on_run is not supported: Kafka runs tasks on its executor thread");
+                    if (!(onRun instanceof List)) throw new StepFault("on_run must be a list of steps");
+                    if (!inline && !((List<?>) onRun).isEmpty()) {
+                        throw new StepFault("on_run needs --inline: Kafka runs tasks on its executor thread");
                     }
                     String label = stringField(step, "task", "");
                     if (purgatory != null && purgatory.has(label)) {
                         throw new StepFault("add names an operation: " + label);
                     }
                     long delayMs = longField(step, "delay_ms", 0);
-                    AdapterTask task = tasks.computeIfAbsent(label, name -> new AdapterTask(this, name, delayMs));
-                    if (task.delayMs != delayMs) throw new StepFault("a re-add must repeat delay_ms");
+                    AdapterTask task = tasks.computeIfAbsent(
+                        label, name -> new AdapterTask(this, name, delayMs, (List<?>) onRun));
+                    if (task.delayMs != delayMs || !task.onRun.equals(onRun)) {
+                        throw new StepFault("a re-add must repeat delay_ms and on_run");
+                    }
                     SystemTimer timer = timer(step);
+                    long previous = task.dueMs;
                     task.dueMs = dueMs(delayMs);
-                    timer.add(task);
+                    try {
+                        timer.add(task);
+                    } catch (RuntimeException refused) {
+                        task.dueMs = previous; // nothing was scheduled: a schedule in force keeps its due time
+                        throw refused;
+                    }
                     return null;
                 }
                 case "cancel": {
@@ -281,29 +390,48 @@ public final class KafkaAdapter {
         void record(Map<String, Object> event) {
             events.add(event);
         }
+
+        /** An event of kind about label (a "task" or an "operation"), at the clock's reading,
+         * within the current thread's hand-over (unit null when the step's call caused it). */
+        Map<String, Object> event(String kind, String field, String label) {
+            Context context = CONTEXT.get();
+            Map<String, Object> event = new LinkedHashMap<>();
+            event.put("kind", kind);
+            event.put(field, label);
+            event.put("at_ms", TIME.hiResClockMs());
+            if (kind.equals("completed")) event.put("via", context.via.peekLast());
+            event.put("unit", context.unit);
+            event.put("due_ms", context.unitDue);
+            return event;
+        }
     }
 
-    /** A task of the kit: Kafka's TimerTask whose run records a task_ran event. */
+    /** A task of the kit: Kafka's TimerTask whose run records a task_ran event within the
+     * current hand-over (its own, or the outermost one if hand-overs nest), then performs
+     * its on_run steps (--inline). */
     static final class AdapterTask extends TimerTask {
         final Run run;
         final String label;
+        final List<?> onRun;
         volatile long dueMs;
 
-        AdapterTask(Run run, String label, long delayMs) {
+        AdapterTask(Run run, String label, long delayMs, List<?> onRun) {
             super(delayMs);
             this.run = run;
             this.label = label;
+            this.onRun = onRun;
         }
 
         @Override
         public void run() {
-            Map<String, Object> event = new LinkedHashMap<>();
-            event.put("kind", "task_ran");
-            event.put("task", label);
-            event.put("at_ms", TIME.hiResClockMs());
-            event.put("unit", label);
-            event.put("due_ms", dueMs);
-            run.record(event);
+            Context context = CONTEXT.get();
+            boolean entered = context.enter(label, dueMs);
+            try {
+                run.record(run.event("task_ran", "task", label));
+                run.perform(label, onRun);
+            } finally {
+                context.exit(entered);
+            }
         }
     }
 }

@@ -27,6 +27,9 @@ abstract class PurgatoryDriver {
 
     abstract boolean handles(String kind);
 
+    /** A new step begins: forget the tries counted for the last one. */
+    abstract void beginStep();
+
     abstract Object call(String kind, Map<String, Object> step) throws Exception;
 
     abstract void observe(Map<String, Object> state, Map<String, Object> tries);
