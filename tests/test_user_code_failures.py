@@ -22,7 +22,14 @@ import pytest
 from kpurgatory import ManualClock
 from kpurgatory.executors import InlineExecutor
 from tests.mutants.catalog import Mutant, applied
-from tests.support import DelegatingLock, KnockStagingLock, Recorder, operation_class, task_class
+from tests.support import (
+    DelegatingLock,
+    KnockStagingLock,
+    Recorder,
+    needs_python_source,
+    operation_class,
+    task_class,
+)
 
 
 def make_purgatory(impl: ModuleType, clock: ManualClock, **kwargs: Any) -> Any:
@@ -585,6 +592,7 @@ RELEASE_KEEPS_WATCH_KEYS = Mutant(
 )
 
 
+@needs_python_source()
 def test_r61_the_rolled_back_resubmission_check_catches_a_removed_reset(
     clock: ManualClock, recorder: Recorder
 ) -> None:
