@@ -10,7 +10,9 @@ the code before these rules existed (the regression each names).
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -19,7 +21,15 @@ import pytest
 
 from kpurgatory import ManualClock
 from kpurgatory.executors import InlineExecutor
-from tests.support import DelegatingLock, KnockStagingLock, Recorder, operation_class, task_class
+from tests.mutants.catalog import Mutant, applied
+from tests.support import (
+    DelegatingLock,
+    KnockStagingLock,
+    Recorder,
+    needs_python_source,
+    operation_class,
+    task_class,
+)
 
 
 def make_purgatory(impl: ModuleType, clock: ManualClock, **kwargs: Any) -> Any:
@@ -524,3 +534,71 @@ def test_r41_a_stale_knock_is_cleared_by_safe_try_complete_or_else(
     assert operation.safe_try_complete_or_else(lambda: ran.append("f")) is False
     assert ran == ["f"] and operation.try_calls == 2
     assert operation.safe_try_complete() is False and operation.try_calls == 3
+
+
+def _let_go_after_a_rolled_back_submission(
+    impl: ModuleType, clock: ManualClock, recorder: Recorder, completes_on: int
+) -> bool:
+    """Roll a submission back (its try after watching raises), resubmit the same
+    operation so that it completes at once (on try ``completes_on`` of the second
+    submission), drop it: whether it is garbage then (nothing of the purgatory holds it)."""
+    op = failing_operation(impl)
+    purgatory = make_purgatory(impl, clock)
+    operation = op(100, "a", recorder)
+
+    def fail_after_watching(call: int) -> None:
+        if call == 2:
+            raise ValueError("try failed")
+
+    operation.hook = fail_after_watching
+    with pytest.raises(ValueError, match="try failed"):
+        purgatory.try_complete_else_watch(operation, ["k", "j"])
+    tries = operation.try_calls
+    reference = weakref.ref(operation)
+
+    def ready_on_try(call: int) -> None:
+        target = reference()
+        assert target is not None
+        target.ready = call - tries >= completes_on
+
+    operation.hook = ready_on_try
+    assert purgatory.try_complete_else_watch(operation, ["k", "j"]) is True
+    assert operation.is_completed
+    assert (purgatory.watched, purgatory.watched_keys, purgatory.num_delayed) == (0, 0, 0)
+    del operation
+    gc.collect()
+    return reference() is None
+
+
+@pytest.mark.parametrize("completes_on", [1, 2], ids=["first-try", "after-watching"])
+def test_r61_a_rolled_back_operation_resubmitted_and_completed_is_let_go(
+    impl: ModuleType, clock: ManualClock, recorder: Recorder, completes_on: int
+) -> None:
+    """R61, R38, R52: a rolled-back operation, resubmitted and completed at once (on the
+    try before watching, or on the one after), is held by nothing of the purgatory: no
+    count, no watcher list, no purge candidate, no timer entry."""
+    assert _let_go_after_a_rolled_back_submission(impl, clock, recorder, completes_on)
+
+
+RELEASE_KEEPS_WATCH_KEYS = Mutant(
+    "release-keeps-watch-keys",
+    "kpurgatory.optimized.operation",
+    "DelayedOperation._release_submission",
+    "    self._watch_keys = None\n",
+    "",
+    "A statement removed: the rollback keeps the keys of the failed submission, so the "
+    "resubmitted operation, completed before it is watched, is recorded as a purge "
+    "candidate that no purge of its keys ever takes (R61).",
+)
+
+
+@needs_python_source()
+def test_r61_the_rolled_back_resubmission_check_catches_a_removed_reset(
+    clock: ManualClock, recorder: Recorder
+) -> None:
+    """The check above fails with the rollback's reset of the watch keys removed."""
+    from kpurgatory import optimized
+
+    with applied(RELEASE_KEEPS_WATCH_KEYS):
+        assert not _let_go_after_a_rolled_back_submission(optimized, clock, recorder, 1)
+    assert _let_go_after_a_rolled_back_submission(optimized, clock, recorder, 1)

@@ -327,6 +327,15 @@ KAFKA_NOTES_NOT_OBSERVED: tuple[KafkaNote, ...] = (
         "Kafka's executor waits for it to go idle before answering)",
     ),
     KafkaNote(
+        "kafka-inline-nested-drain",
+        "R74",
+        "run inline, a task that advances its own timer hangs: inside add on a read lock "
+        "never upgraded, inside a flush in a re-add loop",
+        "Kafka's executor is another thread and never meets it; an adapter running Kafka's "
+        "classes inline declares nested_advance absent, and without it the kit reports "
+        "the hang",
+    ),
+    KafkaNote(
         "kafka-sweep-sees-later-watches",
         "R75",
         "checkAndComplete walks a ConcurrentLinkedQueue, whose weakly consistent iterator "
