@@ -205,7 +205,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="",
         help="what the port lacks (it may also declare it in its init answer): "
         "comma-separated step kinds (cancel, next_due_time, ...) or the features re_add, "
-        "on_run, callbacks, nested_advance, negative_time, size; "
+        "on_run, callbacks, nested_advance, negative_time, size (and, for --threads, "
+        "threads, abandon, safe_try_complete, maybe_try_complete); "
         "never sent, and reported as not checked",
     )
     parser.add_argument(

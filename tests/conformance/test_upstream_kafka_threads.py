@@ -62,7 +62,10 @@ def test_kafkas_purgatory_passes_a_few_threads_histories_with_allow_kafka(
 ) -> None:
     code, out = threads(capsys, "--threads", "--allow", "kafka", "--seed", "1", "--histories", "40")
     assert code == 0, out
-    assert "declared without abandon, maybe_try_complete, next_due_time, safe_try_complete" in out
+    assert (
+        "declared without abandon, callbacks, close, executor_shutdown, maybe_try_complete, "
+        "negative_time, next_due_time, safe_try_complete" in out
+    ), out
     assert "no cancel_for_key (--allow kafka-cancel-for-key-race: not checked)" in out
     assert "purgatory_advance only in the clean-up" in out
     assert "threads: PASS (40 histories, every one explained)" in out

@@ -38,7 +38,7 @@ public final class ThreadsAdapter {
                     answer = new KafkaThreads(step).run(step);
                 } else if ("init".equals(step.get("step"))) {
                     if (run != null) run.close();
-                    run = new KafkaAdapter.Run(step, true, settle);
+                    run = new KafkaAdapter.Run(step, true, settle, false, false);
                     answer = new LinkedHashMap<>(run.initAnswer());
                     List<Object> without = new ArrayList<>(KafkaAdapter.WITHOUT);
                     without.addAll(WITHOUT_THREADS_CALLS);
