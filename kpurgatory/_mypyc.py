@@ -16,13 +16,17 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from _typeshed import IdentityFunction
 
-__all__ = ["mypyc_attr"]
+__all__ = ["mypyc_attr", "trait"]
 
 _C = TypeVar("_C")
 
 try:
-    from mypy_extensions import mypyc_attr
+    from mypy_extensions import mypyc_attr, trait
 except ImportError:  # pragma: no cover - only without mypy_extensions installed
+
+    def trait(cls: _C) -> _C:
+        """A no-op stand-in for ``mypy_extensions.trait`` (a class decorator)."""
+        return cls
 
     def mypyc_attr(*attrs: str, **kwattrs: object) -> IdentityFunction:
         """A no-op stand-in for ``mypy_extensions.mypyc_attr`` (a class decorator)."""

@@ -19,12 +19,21 @@ from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
 from kpurgatory._checks import require_at_least
 from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
-from kpurgatory._mypyc import mypyc_attr
+from kpurgatory._mypyc import mypyc_attr, trait
 from kpurgatory._sweep import raise_collected
 from kpurgatory._typing import IntArg
 from kpurgatory.spec.protocols import AbstractLock
 
-__all__ = ["ABANDONED", "COMPLETED", "FINISHED", "NEW", "SUBMITTED", "Purgatory", "Watchable"]
+__all__ = [
+    "ABANDONED",
+    "COMPLETED",
+    "FINISHED",
+    "NEW",
+    "SUBMITTED",
+    "CompiledWatchable",
+    "Purgatory",
+    "Watchable",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +51,12 @@ class Watchable(Protocol):
     @property
     def _owner(self) -> object: ...
 
-    def try_complete(self) -> bool: ...
+    @property
+    def _try_complete_pending(self) -> object:
+        """R41's flag: true while a ``maybe_try_complete`` that found the lock held
+        waits for the holder to make its attempt (the reference's is an ``AtomicFlag``)."""
 
-    def _knocked(self) -> bool: ...
+    def try_complete(self) -> bool: ...
 
     def _clear_pending(self) -> None: ...
 
@@ -57,6 +69,45 @@ class Watchable(Protocol):
     def _abandon(self) -> bool: ...
 
     def _unschedule(self) -> None: ...
+
+
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
+class CompiledWatchable:
+    """``Watchable`` as a base class, for the compiled build: the optimized operation
+    inherits it, so compiled protocol code reads its fields and calls its methods
+    natively (mypyc's trait tables) instead of by name. Pure Python ignores it; the
+    reference operation, never compiled, is read through ``Watchable``. Why:
+    docs/design.md, "One protocol, two builds"."""
+
+    _lock: AbstractLock
+    _state: int
+    _counted: bool
+    _untimed: bool
+    _watch_keys: tuple[Hashable, ...]
+    _owner: Any
+    _try_complete_pending: bool
+
+    def try_complete(self) -> bool:
+        raise NotImplementedError
+
+    def _clear_pending(self) -> None:
+        raise NotImplementedError
+
+    def _safe_try_complete_for(self, owner: object) -> bool:
+        raise NotImplementedError
+
+    def _claim_submission(self, owner: Any) -> bool:
+        raise NotImplementedError
+
+    def _release_submission(self) -> None:
+        raise NotImplementedError
+
+    def _abandon(self) -> bool:
+        raise NotImplementedError
+
+    def _unschedule(self) -> None:
+        raise NotImplementedError
 
 
 class _Timer(Protocol):
@@ -79,7 +130,7 @@ class _Timer(Protocol):
     def await_termination(self, timeout: float | None = None) -> bool: ...
 
 
-T = TypeVar("T", bound=Watchable)
+T = TypeVar("T", bound=CompiledWatchable | Watchable)
 """The operations a purgatory holds."""
 
 H = TypeVar("H")
@@ -203,7 +254,7 @@ class Purgatory(Generic[T, H]):
 
     def _submit(self, operation: T, keys: tuple[Hashable, ...]) -> bool:
         """R22 under the operation's lock, each step logging its undo (R38): try; count
-        as unfinished (R61); watch each key; count in the estimate (R30); try again; time
+        as unfinished (R61); watch each key, then count in the estimate (R30); try again; time
         it. Then the attempt a knock left to the submission (R41), still part of it (R54)."""
         undo: list[tuple[int, Any]] = [(_CLAIM, None)]  # the claim is undone last
         lock = operation._lock
@@ -215,12 +266,12 @@ class Purgatory(Generic[T, H]):
         try:
             if operation._state & ABANDONED:  # abandoned between the claim and the lock (R40)
                 return False
-            operation._clear_pending()
+            if operation._try_complete_pending:  # clear it (R41); False needs no lock
+                operation._clear_pending()
             if operation.try_complete():
                 return True
             self._enter(operation, keys, undo)
             self._watch(operation, keys, undo)
-            self._add_to_estimate(undo)
             if operation.try_complete():
                 return True
             self._time(operation, undo)
@@ -229,7 +280,7 @@ class Purgatory(Generic[T, H]):
             raise
         finally:
             lock.release()
-        if not operation._knocked():  # a knock found the lock held: its attempt is ours
+        if not operation._try_complete_pending:  # a knock found the lock held: ours to try
             return False
         return self._retry(operation, undo)
 
@@ -240,7 +291,7 @@ class Purgatory(Generic[T, H]):
         try:
             if operation._safe_try_complete_for(self):
                 return True
-            if operation._state < FINISHED:
+            if operation._state < FINISHED and self._is_shut_down:
                 self._refuse_if_shut_down()
             return False
         except BaseException as exc:
@@ -291,7 +342,8 @@ class Purgatory(Generic[T, H]):
 
     def _watch(self, operation: T, keys: tuple[Hashable, ...], undo: list[tuple[int, Any]]) -> None:
         """Watch the operation on each key in order while it is unfinished (R24,
-        KAFKA-18027), logging each watch's undo."""
+        KAFKA-18027), then count it once in the purge estimate (R30), logging each
+        watch's undo and the estimate's resets so far."""
         watched = False
         for key in keys:
             if operation._state >= FINISHED:
@@ -302,9 +354,6 @@ class Purgatory(Generic[T, H]):
         if watched and operation._state >= FINISHED:  # finished meanwhile by a lock-free
             self._note_completed(operation)  # caller, maybe before its last watch: its
             self._let_go_if_idle()  # finisher's let-go (R61) may have missed a watch
-
-    def _add_to_estimate(self, undo: list[tuple[int, Any]]) -> None:
-        """Count the operation once in the purge estimate (R30), logging the resets so far."""
         with self._counters_lock:
             self._estimated_total_operations += 1
             resets = self._estimate_resets
@@ -321,7 +370,8 @@ class Purgatory(Generic[T, H]):
             if operation._state >= FINISHED:  # completed meanwhile (lock-free, or run inline)
                 operation._unschedule()
                 return
-        self._refuse_if_shut_down()  # by its own callback, or the add's hand-over (R64)
+        if self._is_shut_down:  # by its own callback, or the add's hand-over (R64)
+            self._refuse_if_shut_down()
 
     def _refuse_if_shut_down(self) -> None:
         if self._is_shut_down:
@@ -436,7 +486,7 @@ class Purgatory(Generic[T, H]):
                     operation._unschedule()
                     operation._untimed = True  # its submission, if under way, adds none (R66)
                 # A maybe_try_complete that found the lock held left its attempt here (R55).
-                if operation._knocked() and operation._state < FINISHED:
+                if operation._try_complete_pending and operation._state < FINISHED:
                     operation._safe_try_complete_for(self)
             except BaseException as exc:  # the other operations are handled first (R53)
                 if errors is None:

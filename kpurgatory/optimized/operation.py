@@ -35,7 +35,7 @@ from kpurgatory._checks import declared, require_operation_lock
 from kpurgatory._typing import IntArg
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.timer import ABSTRACT_CLASSES, ABSTRACT_METHODS, TimerTask
-from kpurgatory.protocol import ABANDONED, COMPLETED, FINISHED, NEW, SUBMITTED
+from kpurgatory.protocol import ABANDONED, COMPLETED, FINISHED, NEW, SUBMITTED, CompiledWatchable
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
@@ -76,7 +76,7 @@ class _Waiter(Protocol):
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class DelayedOperation(TimerTask):
+class DelayedOperation(TimerTask, CompiledWatchable):
     """An operation that completes when its condition holds or its delay runs out.
 
     Reference equivalent: ``kpurgatory.reference.DelayedOperation`` (same API). Subclasses
@@ -115,7 +115,7 @@ class DelayedOperation(TimerTask):
         self._try_complete_pending = False
         self._counted = False  # counted as unfinished by its purgatory (R61; counters lock)
         self._untimed = False  # cancel_for_key took its timer entry: never timed again (R66)
-        self._owner: _Owner | None = None
+        self._owner: Any = None  # the _Owner it was submitted to, or None
         self._watch_keys: tuple[Hashable, ...] = ()  # given by the submission (R22)
         self._waiter: _Waiter | None = None
         self._expiring = 0  # the thread running ``run`` (its id), for the waiter's outcome
@@ -143,7 +143,7 @@ class DelayedOperation(TimerTask):
         never raises (R56). Reference equivalent: ``DelayedOperation.cancel``.
         """
         with self._lock:  # a submission claims before it locks: decide under the lock
-            owner = self._owner
+            owner: _Owner | None = self._owner
             if owner is None:
                 TimerTask.cancel(self)
                 return
@@ -167,7 +167,8 @@ class DelayedOperation(TimerTask):
             if won:
                 self._state |= COMPLETED
         if won:
-            owner = self._owner if self._watch_keys else None  # watched, or being watched
+            # watched, or being watched
+            owner: _Owner | None = self._owner if self._watch_keys else None
             if owner is not None:
                 # A purge candidate (R30) before the timer entry goes: a purge that took the
                 # candidates before this line read a timer size still counting the
@@ -229,7 +230,7 @@ class DelayedOperation(TimerTask):
             if not self._untimed:
                 self._expiring = get_ident()  # a force_complete won in this thread expires
                 if self.force_complete():
-                    owner = self._owner  # read, not a bound-method hook per submission
+                    owner: _Owner | None = self._owner  # not a bound-method hook per submission
                     if owner is not None:
                         owner._count_expired()
                     self.on_expiration()
@@ -312,10 +313,6 @@ class DelayedOperation(TimerTask):
     def _is_finished(self) -> bool:
         """Completed, expired or abandoned: no purgatory path may complete it any more."""
         return self._state >= FINISHED
-
-    def _knocked(self) -> bool:
-        """Whether a ``maybe_try_complete`` set the pending flag since it was cleared (R41)."""
-        return self._try_complete_pending
 
     def _clear_pending(self) -> None:
         """Clear the pending flag before a blocking attempt (R41); lock held. A False

@@ -366,10 +366,10 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
             raise TypeError(
                 f"operation must be an optimized DelayedOperation, not {type(operation).__name__}"
             )
-        operation = cast(T, operation)  # checked above
-        if operation._owner is not self:
+        owner: object = operation._owner
+        if owner is not self:
             raise ValueError(f"operation {operation!r} was not submitted to {self._name!r}")
-        return self._abandon_submitted(operation)
+        return self._abandon_submitted(cast(T, operation))  # checked above
 
     def __repr__(self) -> str:
         return (

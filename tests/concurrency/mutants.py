@@ -347,7 +347,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-submission-ignores-knock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory._submit",
-        "if not operation._knocked():  # a knock found the lock held: its attempt is ours",
+        "if not operation._try_complete_pending:  # a knock found the lock held: ours to try",
         "if True:",
         "The submission does not look at the pending flag after releasing the lock: a "
         "knock that found it held is never answered (R41, KAFKA-8334's shape).",
@@ -356,7 +356,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-for-key-ignores-knock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory.cancel_for_key",
-        "if operation._knocked() and operation._state < FINISHED:",
+        "if operation._try_complete_pending and operation._state < FINISHED:",
         "if False:",
         "cancel_for_key drops a knock that found the operation's lock held by it (R55).",
     ),

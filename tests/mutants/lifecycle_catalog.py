@@ -118,7 +118,7 @@ SHARED_BUGS: tuple[SharedBug, ...] = (
                 "cancel-for-key-drops-knock",
                 "protocol",
                 "Purgatory.cancel_for_key",
-                "if operation._knocked() and operation._state < FINISHED:",
+                "if operation._try_complete_pending and operation._state < FINISHED:",
                 "if False:",
             ),
         ),
