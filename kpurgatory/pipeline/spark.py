@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from kpurgatory.pipeline.ports import Port
 from kpurgatory.pipeline.replay import resolve_impl
@@ -58,6 +58,7 @@ __all__ = [
     "ExecutorEnvironmentError",
     "JavaMissingError",
     "PipelineResult",
+    "ReplayOptions",
     "build_session",
     "check_executors",
     "check_java",
@@ -188,6 +189,19 @@ class PipelineResult:
         return self.counterexample_count == 0
 
 
+class ReplayOptions(TypedDict, total=False):
+    """``replay_dataframe``'s keyword parameters, which ``run_pipeline`` passes on: the
+    names and types once, so the two never drift apart (the defaults are
+    ``replay_dataframe``'s)."""
+
+    impl_a: str
+    impl_b: str
+    mode: str
+    partitions: int | None
+    state_every: int
+    port: Port | None
+
+
 def replay_dataframe(
     spark: SparkSession,
     grid_rows: Sequence[GridRow],
@@ -230,39 +244,26 @@ def replay_dataframe(
     return spark.createDataFrame(rdd, out_schema)
 
 
-# run_pipeline takes replay_dataframe's parameters and passes them on: deliberately alike.
 def run_pipeline(
     spark: SparkSession,
     grid_rows: Sequence[GridRow],
     *,
-    impl_a: str = "reference",
-    impl_b: str = "optimized",
-    mode: str = "arrow",
-    partitions: int | None = None,
-    state_every: int = 32,
     out_dir: Path | None = None,
     show_progress: bool = False,
     max_counterexamples: int = 1000,
-    port: Port | None = None,
+    **replay: Unpack[ReplayOptions],
 ) -> PipelineResult:
     """Replay ``grid_rows`` on ``spark``, diff side a against side b, aggregate.
 
-    Writes Parquet tables under ``out_dir`` if given (``streams``, ``counterexamples``,
-    ``summary``, ``deciles``). ``ValueError`` for an unknown mode or implementation.
+    ``replay`` is passed on to ``replay_dataframe`` (``ReplayOptions``: the two sides,
+    the mode, partitions, state_every, a port). Writes Parquet tables under ``out_dir``
+    if given (``streams``, ``counterexamples``, ``summary``, ``deciles``). ``ValueError``
+    for an unknown mode or implementation.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as sf
 
-    replayed = replay_dataframe(
-        spark,
-        grid_rows,
-        impl_a=impl_a,
-        impl_b=impl_b,
-        mode=mode,
-        partitions=partitions,
-        state_every=state_every,
-        port=port,
-    )
+    replayed = replay_dataframe(spark, grid_rows, **replay)
     replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
 
     with Stages(spark, show_progress) as stages:
