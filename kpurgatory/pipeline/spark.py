@@ -50,7 +50,7 @@ from kpurgatory.workloads import GridRow
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "COUNTEREXAMPLE_COLUMNS",
@@ -333,13 +333,24 @@ def _diff(outcomes: DataFrame, streams: DataFrame) -> DataFrame:
 
     keys = [*KEY_COLUMNS, "op"]
     compared = ("outcome", "at_ms", "via")
-    side_a = outcomes.filter(sf.col("side") == "a").select(
-        *keys, *(sf.col(c).alias(f"a_{c}") for c in compared)
-    )
-    side_b = outcomes.filter(sf.col("side") == "b").select(
-        *keys, *(sf.col(c).alias(f"b_{c}") for c in compared)
-    )
-    joined = side_a.join(side_b, on=keys, how="full_outer")
+
+    def side(name: str) -> DataFrame:
+        """One side's outcomes, its compared columns prefixed with its name."""
+        return outcomes.filter(sf.col("side") == name).select(
+            *keys, *(sf.col(c).alias(f"{name}_{c}") for c in compared)
+        )
+
+    def shown(name: str) -> list[Column]:
+        """One side's outcome as a counterexample reads it: outcome@at_ms via via."""
+        return [
+            sf.coalesce(sf.col(f"{name}_outcome"), sf.lit("missing")),
+            sf.lit("@"),
+            sf.coalesce(sf.col(f"{name}_at_ms").cast("string"), sf.lit("-")),
+            sf.lit(" via "),
+            sf.coalesce(sf.col(f"{name}_via"), sf.lit("-")),
+        ]
+
+    joined = side("a").join(side("b"), on=keys, how="full_outer")
     differs = ~sf.col("a_outcome").eqNullSafe(sf.col("b_outcome"))
     for c in compared[1:]:
         differs = differs | ~sf.col(f"a_{c}").eqNullSafe(sf.col(f"b_{c}"))
@@ -353,18 +364,7 @@ def _diff(outcomes: DataFrame, streams: DataFrame) -> DataFrame:
             "op",
             sf.lit(None).cast("long").alias("step"),
             sf.concat(
-                sf.lit("outcome "),
-                sf.coalesce(sf.col("a_outcome"), sf.lit("missing")),
-                sf.lit("@"),
-                sf.coalesce(sf.col("a_at_ms").cast("string"), sf.lit("-")),
-                sf.lit(" via "),
-                sf.coalesce(sf.col("a_via"), sf.lit("-")),
-                sf.lit(" (expected) vs "),
-                sf.coalesce(sf.col("b_outcome"), sf.lit("missing")),
-                sf.lit("@"),
-                sf.coalesce(sf.col("b_at_ms").cast("string"), sf.lit("-")),
-                sf.lit(" via "),
-                sf.coalesce(sf.col("b_via"), sf.lit("-")),
+                sf.lit("outcome "), *shown("a"), sf.lit(" (expected) vs "), *shown("b")
             ).alias("reason"),
             sf.lit(None).cast("string").alias("rule"),
             sf.lit(None).cast("string").alias("shrunk"),
