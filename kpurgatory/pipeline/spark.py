@@ -442,11 +442,8 @@ def _stream_aggregates(streams: DataFrame, group: list[str]) -> DataFrame:
     total = sf.when(sf.sum("timed_ops") > 0, sf.sum("timed_ops"))
     return streams.groupBy(*group).agg(
         sf.count("*").alias("streams"),
-        sf.sum("timed_ops").alias("timed_ops"),
-        sf.sum("bucket_offers").alias("bucket_offers"),
-        sf.sum("bucket_polls").alias("bucket_polls"),
-        sf.sum("empty_bucket_polls").alias("empty_bucket_polls"),
-        sf.sum("cascades").alias("cascades"),
+        *_same_name(sf.sum, "timed_ops", "bucket_offers", "bucket_polls", "empty_bucket_polls"),
+        *_same_name(sf.sum, "cascades"),
         ((sf.sum("bucket_offers") + sf.sum("bucket_polls")) / total).alias(
             "bucket_queue_ops_per_request"
         ),
@@ -455,14 +452,15 @@ def _stream_aggregates(streams: DataFrame, group: list[str]) -> DataFrame:
         (sf.sum("heap_cost") / total).alias("heap_cost_per_request"),
         (sf.sum("cascades") / total).alias("cascades_per_op"),
         sf.max("wheel_levels").alias("max_wheel_levels"),
-        sf.max("peak_bucket_queue").alias("peak_bucket_queue"),
-        sf.max("peak_heap").alias("peak_heap"),
-        sf.max("peak_pending").alias("peak_pending"),
-        sf.max("peak_watched").alias("peak_watched"),
-        sf.sum("purges").alias("purges"),
-        sf.sum("purged_ops").alias("purged_ops"),
-        sf.sum("model_mismatches").alias("model_mismatches"),
+        *_same_name(sf.max, "peak_bucket_queue", "peak_heap", "peak_pending", "peak_watched"),
+        *_same_name(sf.sum, "purges", "purged_ops", "model_mismatches"),
         sf.sum(sf.col("divergence_step").isNotNull().cast("long")).alias("diverged_streams"),
         sf.sum("seconds").alias("replay_seconds"),
         sf.concat_ws(",", sf.array_sort(sf.collect_set("build"))).alias("builds"),
     )
+
+
+def _same_name(aggregate: Callable[[str], Column], *names: str) -> list[Column]:
+    """``aggregate`` of each column, named as the column (a per-stream count summed, a peak
+    maximised): the summary keeps the streams table's names for them."""
+    return [aggregate(name).alias(name) for name in names]
