@@ -54,6 +54,7 @@ __all__ = [
     "IMPLEMENTATIONS",
     "LAYOUTS",
     "THREAD_COUNTS",
+    "acks_all_measure",
     "acks_all_rate",
     "compare",
     "contention",
@@ -124,6 +125,16 @@ def acks_all_rate(implementation: str, layout: str, threads: int, operations: in
     """Operations per second of ``threads`` worker threads each running ``operations``
     acks=all rounds in ``layout`` (``LAYOUTS``). Checks that every operation completed
     and nothing was left watched."""
+    return acks_all_measure(implementation, layout, threads, operations)[0]
+
+
+def acks_all_measure(
+    implementation: str, layout: str, threads: int, operations: int
+) -> tuple[float, float]:
+    """``acks_all_rate``, and the CPU time the threads spent per operation (seconds,
+    each thread's own ``time.thread_time``): a machine busy with other work delays the
+    threads (wall time) but does not add to their CPU time, while threads that fight
+    over shared memory or spin on a lock do."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if threads < 1 or operations < 1:
@@ -138,6 +149,7 @@ def acks_all_rate(implementation: str, layout: str, threads: int, operations: in
     purgatories: list[Any] = [] if shared is None else [shared]
     start = threading.Barrier(threads)
     spans: list[tuple[float, float]] = []
+    cpus: list[float] = []
     failures: list[BaseException] = []
 
     def body(index: int) -> None:
@@ -147,9 +159,10 @@ def acks_all_rate(implementation: str, layout: str, threads: int, operations: in
             if shared is None:
                 purgatories.append(purgatory)
             start.wait()
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             _acks_all(purgatory, produce, index, operations)
             spans.append((began, time.perf_counter()))
+            cpus.append(time.thread_time() - cpu)
         except BaseException as exc:
             failures.append(exc)
             start.abort()
@@ -169,7 +182,7 @@ def acks_all_rate(implementation: str, layout: str, threads: int, operations: in
         for purgatory in purgatories:
             purgatory.shutdown()
     elapsed = max(end for _, end in spans) - min(began for began, _ in spans)
-    return threads * operations / elapsed
+    return threads * operations / elapsed, sum(cpus) / (threads * operations)
 
 
 def _gil() -> str:
@@ -203,13 +216,16 @@ def run(
     for implementation in implementations:  # warm-up: imports, first allocations
         acks_all_rate(implementation, "nothing shared", 1, operations)
     samples: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     for round_ in range(rounds):
         for threads in thread_counts:
             for implementation in implementations:
                 order = LAYOUTS if round_ % 2 == 0 else LAYOUTS[::-1]
                 for layout in order:
-                    rate = acks_all_rate(implementation, layout, threads, operations)
-                    samples.setdefault(f"{implementation}|{layout}|{threads}", []).append(rate)
+                    rate, per_op = acks_all_measure(implementation, layout, threads, operations)
+                    key = f"{implementation}|{layout}|{threads}"
+                    samples.setdefault(key, []).append(rate)
+                    cpu.setdefault(key, []).append(per_op)
         if progress is not None:
             progress(f"round {round_ + 1}/{rounds} done, load {_load()}")
     return {
@@ -225,12 +241,15 @@ def run(
         "rounds": rounds,
         "operations": operations,
         "samples": samples,
+        "cpu": cpu,
     }
 
 
-def _median(data: dict[str, Any], implementation: str, layout: str, threads: int) -> float:
-    rates: list[float] = data["samples"][f"{implementation}|{layout}|{threads}"]
-    return statistics.median(rates)
+def _median(
+    data: dict[str, Any], implementation: str, layout: str, threads: int, what: str = "samples"
+) -> float:
+    values: list[float] = data[what][f"{implementation}|{layout}|{threads}"]
+    return statistics.median(values)
 
 
 def _run_label(data: dict[str, Any]) -> str:
@@ -255,8 +274,8 @@ def report(paths: Sequence[str]) -> str:
             "",
             "| implementation | threads | shared, ops/s | class shared | nothing shared "
             "| shared / nothing | class / nothing (interpreter) | shared / class (library) "
-            "| shared, vs 1 thread |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| shared, vs 1 thread | CPU us/op: shared / nothing (ratio) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         counts = sorted({int(key.rsplit("|", 1)[1]) for key in data["samples"]})
         for implementation in IMPLEMENTATIONS:
@@ -267,10 +286,15 @@ def report(paths: Sequence[str]) -> str:
                 shared, cls, nothing = (
                     _median(data, implementation, layout, threads) for layout in LAYOUTS
                 )
+                cpu_shared, cpu_nothing = (
+                    _median(data, implementation, layout, threads, "cpu") * 1e6
+                    for layout in (LAYOUTS[0], LAYOUTS[2])
+                )
                 lines.append(
                     f"| {implementation} | {threads} | {shared:,.0f} | {cls:,.0f} | "
                     f"{nothing:,.0f} | {shared / nothing:.2f} | {cls / nothing:.2f} | "
-                    f"{shared / cls:.2f} | {shared / one:.2f}x |"
+                    f"{shared / cls:.2f} | {shared / one:.2f}x | {cpu_shared:.1f} / "
+                    f"{cpu_nothing:.1f} ({cpu_nothing / cpu_shared:.2f}) |"
                 )
                 goals += _goals(data, label, implementation, threads, shared / nothing, one)
         lines.append("")

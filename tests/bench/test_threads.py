@@ -77,6 +77,8 @@ def test_run_interleaves_every_layout_and_the_report_gives_the_ratios(tmp_path: 
         for count in (1, 2)
     }
     assert all(len(rates) == 2 for rates in data["samples"].values())
+    assert set(data["cpu"]) == set(data["samples"])
+    assert all(0 < seconds < 1 for values in data["cpu"].values() for seconds in values)
     assert len(data["load_start"]) == 3
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
@@ -92,21 +94,26 @@ def test_run_interleaves_every_layout_and_the_report_gives_the_ratios(tmp_path: 
 
 def test_report_ratios_are_the_medians_ratios(tmp_path: Path) -> None:
     """A hand-made result: shared 80 (median of 70, 80, 90), nothing 100, class 90."""
-    samples = {}
+    samples, cpu = {}, {}
     for implementation in threads.IMPLEMENTATIONS:
         for count in (1, 2):
             samples[f"{implementation}|shared|{count}"] = [90.0 * count, 70.0 * count, 80.0 * count]
             samples[f"{implementation}|class shared|{count}"] = [90.0 * count]
             samples[f"{implementation}|nothing shared|{count}"] = [100.0 * count]
+            for layout, seconds in zip(threads.LAYOUTS, (2e-5, 1e-5, 1e-5), strict=True):
+                cpu[f"{implementation}|{layout}|{count}"] = [seconds]
     data = {
         "python": "cpython 3.13.5", "free_threaded": True, "gil": "off", "build": "pure",
         "cpus": 2, "began": "b", "ended": "e", "load_start": [1.0, 1.0, 1.0],
-        "load_end": [1.0, 1.0, 1.0], "rounds": 3, "operations": 1, "samples": samples,
+        "load_end": [1.0, 1.0, 1.0], "rounds": 3, "operations": 1, "samples": samples, "cpu": cpu,
     }  # fmt: skip
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
     text = threads.report([str(path)])
-    assert "| optimized | 2 | 160 | 180 | 200 | 0.80 | 0.90 | 0.89 | 2.00x |" in text
+    assert (
+        "| optimized | 2 | 160 | 180 | 200 | 0.80 | 0.90 | 0.89 | 2.00x | 20.0 / 10.0 (0.50) |"
+        in text
+    )
     assert "at 2 threads (>= 0.85): 0.80, NOT met" in text
 
 
