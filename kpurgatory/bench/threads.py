@@ -129,12 +129,13 @@ def acks_all_rate(implementation: str, layout: str, threads: int, operations: in
 
 
 def acks_all_measure(
-    implementation: str, layout: str, threads: int, operations: int
+    implementation: str, layout: str, threads: int, operations: int, timer: bool = True
 ) -> tuple[float, float]:
     """``acks_all_rate``, and the CPU time the threads spent per operation (seconds,
     each thread's own ``time.thread_time``): a machine busy with other work delays the
     threads (wall time) but does not add to their CPU time, while threads that fight
-    over shared memory or spin on a lock do."""
+    over shared memory or spin on a lock do. ``timer=False`` builds every purgatory with
+    ``timer_enabled=False`` (an ablation: what the timer's part of the gap is)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if threads < 1 or operations < 1:
@@ -142,7 +143,7 @@ def acks_all_measure(
     impl = _implementation(implementation)
 
     def new_purgatory() -> Any:
-        return impl.DelayedOperationPurgatory("Produce", reaper_enabled=False)
+        return impl.DelayedOperationPurgatory("Produce", reaper_enabled=False, timer_enabled=timer)
 
     shared_class = _operation_class(impl) if layout != "nothing shared" else None
     shared = new_purgatory() if layout == "shared" else None
@@ -208,13 +209,15 @@ def run(
     thread_counts: Sequence[int] = THREAD_COUNTS,
     implementations: Sequence[str] = IMPLEMENTATIONS,
     progress: Callable[[str], None] | None = None,
+    timer: bool = True,
 ) -> dict[str, Any]:
     """Every layout at every thread count for each implementation, ``rounds`` times
-    interleaved; the samples (ops/s) and the conditions of the run, as JSON-ready data."""
+    interleaved; the samples (ops/s), the CPU time per operation and the conditions of
+    the run, as JSON-ready data. ``timer=False``: the ablation of ``acks_all_measure``."""
     load_start = _load()
     began = time.strftime("%Y-%m-%d %H:%M:%S %z")
     for implementation in implementations:  # warm-up: imports, first allocations
-        acks_all_rate(implementation, "nothing shared", 1, operations)
+        acks_all_measure(implementation, "nothing shared", 1, operations, timer)
     samples: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
     for round_ in range(rounds):
@@ -222,7 +225,9 @@ def run(
             for implementation in implementations:
                 order = LAYOUTS if round_ % 2 == 0 else LAYOUTS[::-1]
                 for layout in order:
-                    rate, per_op = acks_all_measure(implementation, layout, threads, operations)
+                    rate, per_op = acks_all_measure(
+                        implementation, layout, threads, operations, timer
+                    )
                     key = f"{implementation}|{layout}|{threads}"
                     samples.setdefault(key, []).append(rate)
                     cpu.setdefault(key, []).append(per_op)
@@ -240,6 +245,7 @@ def run(
         "load_end": _load(),
         "rounds": rounds,
         "operations": operations,
+        "timer": timer,
         "samples": samples,
         "cpu": cpu,
     }
@@ -254,7 +260,8 @@ def _median(
 
 def _run_label(data: dict[str, Any]) -> str:
     free = "t" if data["free_threaded"] else ""
-    return f"{data['python']}{free}, GIL {data['gil']}, {data['build']}"
+    ablation = "" if data.get("timer", True) else ", timer off (ablation)"
+    return f"{data['python']}{free}, GIL {data['gil']}, {data['build']}{ablation}"
 
 
 def report(paths: Sequence[str]) -> str:
@@ -309,7 +316,9 @@ def _goals(
     def verdict(met: bool) -> str:
         return "met" if met else "NOT met"
 
-    found = []
+    found: list[str] = []
+    if not data.get("timer", True):  # an ablation answers no goal
+        return found
     targets = {2: 0.85, 4: 0.75}
     if data["gil"] == "off" and implementation == "optimized" and threads in targets:
         found.append(
@@ -498,9 +507,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-n", "--operations", type=int, default=2_000, help="per thread")
     parser.add_argument("-t", "--threads", default="1,2,4,8", help="thread counts")
     parser.add_argument("-o", "--output", help="write the results (JSON) here")
+    parser.add_argument(
+        "--timer-off", action="store_true", help="ablation: purgatories without their timer"
+    )
     options = parser.parse_args(args)
     counts = tuple(int(count) for count in options.threads.split(","))
-    data = run(options.rounds, options.operations, counts, progress=print)
+    data = run(options.rounds, options.operations, counts, progress=print,
+               timer=not options.timer_off)  # fmt: skip
     if options.output:
         with open(options.output, "w", encoding="utf-8") as file:
             json.dump(data, file, indent=1)

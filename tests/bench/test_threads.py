@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,29 @@ def test_layouts_share_what_they_say(monkeypatch: pytest.MonkeyPatch) -> None:
         threads.acks_all_rate("optimized", layout, 3, 5)
         assert len({cls for cls, _ in seen}) == classes, layout
         assert len({purgatory for _, purgatory in seen}) == purgatories, layout
+
+
+def test_the_timer_ablation_builds_purgatories_without_a_timer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    enabled: list[bool] = []
+    real = threads._acks_all
+
+    def spy(purgatory: Any, produce: type, index: int, operations: int) -> None:
+        enabled.append(purgatory._timer_enabled)
+        real(purgatory, produce, index, operations)
+
+    monkeypatch.setattr(threads, "_acks_all", spy)
+    data = threads.run(rounds=1, operations=5, thread_counts=(2,), timer=False)
+    assert enabled and not any(enabled)
+    assert data["timer"] is False
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    text = threads.report([str(path)])
+    assert "timer off (ablation)" in text and ">=" not in text  # no goal judged
+    enabled.clear()
+    threads.acks_all_measure("reference", "shared", 1, 5)
+    assert enabled == [True]
 
 
 def test_bad_arguments_are_named() -> None:
