@@ -255,7 +255,8 @@ bench-threads: $(STAMP) $(FT_STAMP)
 	mkdir -p $(BENCH_THREADS_DIR)
 	rm -f $(BENCH_THREADS_DIR)/*.json
 	$(PY) -m kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) -o $(BENCH_THREADS_DIR)/gil.json
-	if [ -x $(COMPILED_VENV)/bin/python ]; then $(COMPILED_VENV)/bin/python -m \
+	# -P: not the source tree (the working directory) but the compiled package installed there
+	if [ -x $(COMPILED_VENV)/bin/python ]; then $(COMPILED_VENV)/bin/python -P -m \
 		kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) -o $(BENCH_THREADS_DIR)/gil-compiled.json; fi
 	PYTHON_GIL=0 $(FT_PY) -m kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) \
 		-o $(BENCH_THREADS_DIR)/ft-gil-off.json

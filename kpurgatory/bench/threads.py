@@ -517,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.output:
         with open(options.output, "w", encoding="utf-8") as file:
             json.dump(data, file, indent=1)
-    print(json.dumps({key: value for key, value in data.items() if key != "samples"}))
+    print(json.dumps({key: value for key, value in data.items() if key not in ("samples", "cpu")}))
     return 0
 
 
