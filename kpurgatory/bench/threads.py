@@ -399,14 +399,16 @@ def compare(
             env.pop("PYTHONPATH", None)
             if path is not None:
                 env["PYTHONPATH"] = path
-            done = subprocess.run(
-                [python, "-c", _COMPARE_SNIPPET, str(operations)],
+            done = subprocess.run(  # -P: no working directory (a tree) ahead of PYTHONPATH
+                [python, "-P", "-c", _COMPARE_SNIPPET, str(operations)],
                 env=env,
                 capture_output=True,
                 text=True,
                 check=True,
             )
             answer = json.loads(done.stdout.strip().splitlines()[-1])
+            if path is not None and not answer["module"].startswith(os.path.realpath(path)):
+                raise RuntimeError(f"{side}: imported {answer['module']}, not from {path}")
             rates[side].append(answer["rate"])
             modules[side] = answer["module"]
     ratio = statistics.median(rates["after"]) / statistics.median(rates["before"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -141,11 +142,19 @@ def test_report_ratios_are_the_medians_ratios(tmp_path: Path) -> None:
     assert "at 2 threads (>= 0.85): 0.80, NOT met" in text
 
 
-def test_compare_runs_both_trees(tmp_path: Path) -> None:
-    root = str(Path(threads.__file__).resolve().parents[2])
-    found = threads.compare(root, root, sys.executable, rounds=2, operations=50)
+def test_compare_runs_each_tree_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old tree is imported from where it is, even from a working directory that
+    holds another tree (a ``-c`` script puts the working directory first)."""
+    root = Path(threads.__file__).resolve().parents[2]
+    old = tmp_path / "old"
+    shutil.copytree(root / "kpurgatory", old / "kpurgatory")
+    monkeypatch.chdir(root)
+    found = threads.compare(str(old), str(root), sys.executable, rounds=2, operations=50)
     assert len(found["rates"]["before"]) == len(found["rates"]["after"]) == 2
-    assert found["modules"]["before"].startswith(root)
+    assert found["modules"]["before"].startswith(str(old.resolve()))
+    assert found["modules"]["after"].startswith(str(root))
     assert found["ratio"] > 0
 
 
