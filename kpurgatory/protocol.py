@@ -78,7 +78,9 @@ class CompiledWatchable:
     inherits it, so compiled protocol code reads its fields and calls its methods
     natively (mypyc's trait tables) instead of by name. Pure Python ignores it; the
     reference operation, never compiled, is read through ``Watchable``. Why:
-    docs/design.md, "One protocol, two builds"."""
+    docs/algorithm.md, "One protocol, two builds"."""
+
+    __slots__ = ()  # no __dict__ for the operations that inherit it
 
     _lock: AbstractLock
     _state: int

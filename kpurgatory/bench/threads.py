@@ -274,7 +274,7 @@ def report(paths: Sequence[str]) -> str:
             data = json.load(file)
         label = _run_label(data)
         lines += [
-            f"**{label}** ({data['began']} to {data['ended']}, load average "
+            f"**{label}** (separate experiment, {data['began']} to {data['ended']}, load average "
             f"{data['load_start']} at the start and {data['load_end']} at the end, "
             f"{data['cpus']} CPUs; median of {data['rounds']} interleaved rounds, "
             f"{data['operations']:,} operations per thread)",
