@@ -484,6 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "mutation")
     args = parser.parse_args(argv)
+    args.out = args.out.resolve()  # the cosmic-ray commands run in the copied tree
     if args.sample < 1:
         parser.error("--sample must be at least 1")
     equivalents = load_equivalents()

@@ -436,5 +436,16 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "lose updates with the GIL off (an outside mutation run's survivor; the lockset "
         "table did not list the field). (Was ref- and opt-unfinished-unlocked.)",
     ),
+    Mutant(
+        "unfinished-count-unlocked",
+        _P,
+        "Purgatory._enter",
+        "    with self._counters_lock:  # before its keys are set: a finish sees it\n"
+        "        self._unfinished += 1",
+        "    if True:  # before its keys are set: a finish sees it\n        self._unfinished += 1",
+        "R61's unfinished count taken up, and the operation's counted flag set, without "
+        "the counters lock: a submission racing a finish loses an update with the GIL off "
+        "(an outside run's lock-removal survivor; make mutation's RemoveLock makes it).",
+    ),
 )
 """Lock removals the sampled mutation run (issue 11) found surviving the suite."""
