@@ -437,6 +437,17 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "table did not list the field). (Was ref- and opt-unfinished-unlocked.)",
     ),
     Mutant(
+        "idle-reset-unrecorded",
+        _P,
+        "Purgatory._idle",
+        "    self._estimate_resets += 1",
+        "    self._estimate_resets += 0",
+        "R61's idle let-go resets the estimate (R30) without recording the reset: a "
+        "rollback whose operation a lock-free force_complete finished (the last "
+        "unfinished one) during the unwinding then takes it out of the reset estimate "
+        "too, which goes to -1 (a sampled mutation run's survivor).",
+    ),
+    Mutant(
         "unfinished-count-unlocked",
         _P,
         "Purgatory._enter",
