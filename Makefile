@@ -175,7 +175,8 @@ pipeline-cluster: $(STAMP)
 	$(PY) -m pytest -q -m slow tests/pipeline/test_cluster.py tests/pipeline/test_standalone.py
 
 # The project's own mutation score (docs/verification.md, "Mutation score"; slow tier, not
-# CI's quick path): a seeded sample of cosmic-ray mutants per module of reference/,
+# CI's quick path): a seeded sample of cosmic-ray mutants (its operators and the project's
+# statement and lock removals) per module of protocol.py, reference/,
 # optimized/, aio/ and the lifecycle helpers, each run against that module's quick tests
 # and, if it survives them, the concurrency tier; equivalents listed in
 # scripts/mutation_equivalents.txt are not run. Reports in build/mutation/. One module:
@@ -186,9 +187,12 @@ MUTATION_SEED ?= 1
 MUTATION_STAMP := $(VENV)/.mutation-installed
 .PHONY: mutation
 
-$(MUTATION_STAMP): $(STAMP)
+# cosmic-ray and the project's own operators (statement and lock removal), a small local
+# distribution cosmic-ray finds by its entry point (tools/cosmic_ray_kpurgatory).
+$(MUTATION_STAMP): $(STAMP) tools/cosmic_ray_kpurgatory/pyproject.toml
 	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --config-settings editable_mode=compat \
 		-e '.[$(EXTRAS),mutation]'
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --no-deps -e tools/cosmic_ray_kpurgatory
 	touch $@
 
 mutation: $(MUTATION_STAMP)

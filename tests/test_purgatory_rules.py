@@ -118,11 +118,13 @@ def purg(impl: ModuleType, clock: ManualClock) -> Iterator[Any]:
 def test_r22_r23_completed_on_first_try_is_never_watched(
     purg: Any, ops: Callable[..., Any], recorder: Recorder
 ) -> None:
-    """R22/R23: ready at the first try: True, one attempt, not watched, counted or timed."""
+    """R22/R23: ready at the first try: True, one attempt, not watched, counted or timed;
+    ``num_completed`` counts it once (a True of the purgatory's own call)."""
     op = ops(100, "ready")
     op.ready = True
     assert purg.try_complete_else_watch(op, ["a", "b"]) is True
     assert op.try_calls == 1
+    assert purg.num_completed == 1
     assert (purg.watched, purg.watched_keys, purg.num_delayed) == (0, 0, 0)
     assert purg.estimated_total_operations == 0
     assert recorder.names(OperationCompleted) == ["ready"]
@@ -159,6 +161,7 @@ def test_r22_r23_completed_on_second_try_stays_watched_untimed(
     op = FlipsOnFirstCall(100, "second-try", recorder)
     assert purg.try_complete_else_watch(op, ["a", "b"]) is True
     assert op.try_calls == 2 and op.is_completed
+    assert purg.num_completed == 1
     assert (purg.watched, purg.watched_keys, purg.num_delayed) == (3, 3, 1)
     assert purg.estimated_total_operations == 2
     assert recorder.names(OperationCompleted) == ["second-try"]
@@ -353,8 +356,10 @@ def test_r25_counts_only_what_it_completed_in_watch_order(
     assert purg.check_and_complete("k") == 2
     assert order == ["a", "c", "d"]
     assert (purg.watched, purg.watched_keys) == (1, 1)
+    assert purg.num_completed == 2  # b's force_complete was not the purgatory's
     c.ready = True
     assert purg.check_and_complete("k") == 1
+    assert purg.num_completed == 3
     assert (purg.watched, purg.watched_keys) == (0, 0)
 
 

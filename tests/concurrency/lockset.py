@@ -94,6 +94,32 @@ def attr_lock(attribute: str) -> Callable[[object], object]:
     return guard
 
 
+class _Unowned:
+    """The guard of an operation no purgatory owns (never submitted, or its submission
+    rolled back): no purgatory counts it, so its counted flag is nobody's shared state."""
+
+    def _is_owned(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "<no purgatory: not submitted>"
+
+
+_UNOWNED = _Unowned()
+
+
+def owner_lock(owner: str, attribute: str) -> Callable[[object], object]:
+    """A guard: the lock in ``attribute`` of the object in the owning object's ``owner``
+    field (an operation's ``_owner``, its purgatory); exempt while that field is None."""
+
+    def guard(obj: object) -> object:
+        holder = getattr(obj, owner)
+        return _UNOWNED if holder is None else getattr(holder, attribute)
+
+    guard.__name__ = f"self.{owner}.{attribute}"
+    return guard
+
+
 @dataclass(frozen=True)
 class Guard:
     """One row of the table: ``module.owner.attribute`` is guarded by ``lock(obj)``.
@@ -120,6 +146,7 @@ class Guard:
         return f"{self.owner}.{self.attribute}"
 
 
+_OWNER_COUNTERS = owner_lock("_owner", "_counters_lock")
 _REF_TIMER = module_lock("kpurgatory.reference.timer", "_STATE_LOCK")
 _OPT_TIMER = module_lock("kpurgatory.optimized.timer", "_TIMER_LOCK")
 _REF_T = "kpurgatory.reference.timer"
@@ -163,8 +190,10 @@ GUARDS: list[Guard] = [
     # reference purgatory's store: one lock for the watcher map and its lists (the same
     # lock object is its counters and shutdown lock: the protocol rows below)
     Guard(_REF_P, "DelayedOperationPurgatory", "_watchers", "dict", attr_lock("_lock"), "list"),
-    # reference operation: its state under its flag lock, its keys under its lock
+    # reference operation: its state under its flag lock, its keys under its lock; the
+    # flag that it counts as unfinished (R61) under its purgatory's counters lock
     Guard(_REF_O, "DelayedOperation", "_state", "field", attr_lock("_flags"), free_reads=_STATE),
+    Guard(_REF_O, "DelayedOperation", "_counted", "field", _OWNER_COUNTERS),
     Guard(_REF_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock"), free_reads=_KEYS),
     # optimized timer: one process-wide lock for wheels, buckets, delay queue, entries
     Guard(_OPT_B, "TimerTaskEntry", "_entry_due", "field", _OPT_TIMER),
@@ -200,6 +229,7 @@ GUARDS: list[Guard] = [
         free_reads=_FLAG,
     ),
     Guard(_OPT_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock"), free_reads=_KEYS),
+    Guard(_OPT_O, "DelayedOperation", "_counted", "field", _OWNER_COUNTERS),
     # optimized purgatory: each shard's map, lists and count under the shard lock
     Guard(_OPT_P, "_Shard", "watchers", "dict", attr_lock("lock"), "attr:ops"),
     Guard(_OPT_P, "_Shard", "count", "field", attr_lock("lock"), free_reads=_WATCHED),
@@ -282,10 +312,6 @@ UNGUARDED: dict[str, str] = {
     "DelayedOperation._untimed": (
         "written under the operation's lock by cancel_for_key and a rollback (a row would "
         "flag the claim's own rollback when the lock's acquire raised, before it held it)"
-    ),
-    "DelayedOperation._counted": (
-        "written under its purgatory's counters lock (a guard is a function of the "
-        "operation, and a rollback has released the operation's purgatory by then)"
     ),
     "DelayedOperation._expiring": "written by run under the operation's lock, read there",
     "DelayedOperation._waiter": (

@@ -436,5 +436,27 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "lose updates with the GIL off (an outside mutation run's survivor; the lockset "
         "table did not list the field). (Was ref- and opt-unfinished-unlocked.)",
     ),
+    Mutant(
+        "idle-reset-unrecorded",
+        _P,
+        "Purgatory._idle",
+        "    self._estimate_resets += 1",
+        "    self._estimate_resets += 0",
+        "R61's idle let-go resets the estimate (R30) without recording the reset: a "
+        "rollback whose operation a lock-free force_complete finished (the last "
+        "unfinished one) during the unwinding then takes it out of the reset estimate "
+        "too, which goes to -1 (a sampled mutation run's survivor).",
+    ),
+    Mutant(
+        "unfinished-count-unlocked",
+        _P,
+        "Purgatory._enter",
+        "    with self._counters_lock:  # before its keys are set: a finish sees it\n"
+        "        self._unfinished += 1",
+        "    if True:  # before its keys are set: a finish sees it\n        self._unfinished += 1",
+        "R61's unfinished count taken up, and the operation's counted flag set, without "
+        "the counters lock: a submission racing a finish loses an update with the GIL off "
+        "(an outside run's lock-removal survivor; make mutation's RemoveLock makes it).",
+    ),
 )
 """Lock removals the sampled mutation run (issue 11) found surviving the suite."""

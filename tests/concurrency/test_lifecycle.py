@@ -187,3 +187,10 @@ def test_r38_r39_r40_r41_lifecycle_races_random_schedules(
     subject: sc.Impl, which: str, schedule: PriorityChooser
 ) -> None:
     sc.run_scenario(subject, BUILDS[which](), schedule)
+
+
+@pytest.mark.parametrize("bound", [2, pytest.param(3, marks=slow)])
+def test_r30_r38_a_rollback_racing_a_force_complete_never_takes_the_estimate_below_zero(
+    subject: sc.Impl, bound: int
+) -> None:
+    sc.exhaust(subject, lc.rollback_vs_force_complete(), bound=bound)

@@ -72,6 +72,8 @@ SCHEDULE_CATCHES: list[tuple[str, str, Callable[[], sc.Build], int | None, str]]
     ("opt-run-ignores-knock", "optimized", lambda: lc.cancel_for_key_vs_expiry(knock=True), 2,
      "knock lost"),
     ("unfinished-unlocked", "reference", lc.let_go_vs_submission, 1, "lock discipline"),
+    ("unfinished-count-unlocked", "optimized", lc.let_go_vs_submission, 1, "lock discipline"),
+    ("idle-reset-unrecorded", "reference", lc.rollback_vs_force_complete, 2, "estimate -1"),
     ("ref-drain-unlocked", "reference", sc.cancel_vs_expiry, None, "lock discipline"),
     ("ref-watched-unlocked", "reference", lambda: lc.purge_vs("check"), 1, "lock discipline"),
     ("opt-num-completed-unlocked", "optimized", lambda: sc.watch_vs_event("a"), 1,

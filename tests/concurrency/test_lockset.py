@@ -182,3 +182,30 @@ def test_every_field_of_a_timer_purgatory_and_operation_is_guarded_or_says_why(
 
 def test_every_unguarded_field_says_why() -> None:
     assert all(len(reason) > 20 for reason in UNGUARDED.values())
+
+
+@pytest.mark.parametrize("package", ["reference", "optimized"])
+def test_the_counted_flag_is_guarded_by_its_purgatorys_counters_lock(package: str) -> None:
+    """R61: an operation's counted flag changes only under the counters lock of the
+    purgatory it is submitted to; before any submission no purgatory counts it, so
+    writing it is nobody's shared state."""
+    module = importlib.import_module(f"kpurgatory.{package}")
+    if not is_pure(module.DelayedOperation.__module__):
+        pytest.skip("compiled: the lockset skips it")
+    lockset = Lockset()
+    with lockset.installed():
+        timer = module.SystemTimer("counted", clock=ManualClock(0), executor=InlineExecutor())
+        purgatory: Any = module.DelayedOperationPurgatory(
+            "counted", timer=timer, reaper_enabled=False
+        )
+        free: Any = ready_operation(module)(5)
+        free._counted = False  # not submitted: exempt
+        operation: Any = ready_operation(module)(5)
+        assert purgatory.try_complete_else_watch(operation, ["k"]) is False
+        assert lockset.violations == []
+        with pytest.raises(LocksetViolationError, match=r"DelayedOperation\._counted"):
+            operation._counted = False
+        with purgatory._counters_lock:
+            operation._counted = True
+        purgatory.shutdown()
+    assert len(lockset.violations) == 1, lockset.violations
