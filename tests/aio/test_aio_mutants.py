@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from tests.aio import test_bounded_driver as bounded
 from tests.aio import test_bounded_let_go as let_go
 from tests.aio import test_cancellation as cancellation
 from tests.aio import test_reentrant_shutdown as reentrant
-from tests.aio.test_cancellation_machine import make_machine
+from tests.aio.test_cancellation_machine import MACHINES
 from tests.mutants.catalog import Mutant, MutantError, applied, mutated_source
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
 
@@ -41,11 +42,10 @@ def _machine(implementation: str) -> Check:
     """The cancellation machine on a fixed, derandomized budget (no shrinking)."""
 
     def check() -> None:
-        machine = make_machine(implementation)  # type: ignore[arg-type]
-        machine.TestCase.settings = settings(
-            MUTANT_SETTINGS, max_examples=60, stateful_step_count=30
+        run_state_machine_as_test(
+            MACHINES[implementation],
+            settings=settings(MUTANT_SETTINGS, max_examples=60, stateful_step_count=30),
         )
-        machine.TestCase().runTest()
 
     return check
 

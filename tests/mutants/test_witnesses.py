@@ -21,7 +21,7 @@ import pytest
 from hypothesis.stateful import RuleBasedStateMachine
 
 from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
-from tests.machines.fault_machine import make_lifecycle_machine
+from tests.machines.fault_machine import lifecycle_machine
 from tests.mutants.catalog import MUTANTS, applied
 from tests.mutants.witness import replay, steps_of
 from tests.mutants.witnesses import WITNESSES
@@ -41,7 +41,7 @@ def _factory(machine: str) -> MachineFactory:
     if machine == "purgatory":
         return lambda: make_purgatory_machine(reference, optimized)
     side = machine.removeprefix("lifecycle-")
-    return lambda: make_lifecycle_machine(load(side), leave_out_open=True)
+    return lambda: lifecycle_machine(side)
 
 
 def _cases() -> list[tuple[str, Callable[[], AbstractContextManager[Any]]]]:
