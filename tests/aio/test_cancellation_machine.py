@@ -321,7 +321,7 @@ class ReferenceCancellationMachine(CancellationMachine):
     implementation = "reference"
 
 
-MACHINES = {
+MACHINES: dict[str, type[CancellationMachine]] = {
     machine.implementation: machine
     for machine in (CancellationMachine, ReferenceCancellationMachine)
 }

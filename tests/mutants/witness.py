@@ -152,8 +152,9 @@ def record(
 
 
 def _cases() -> Iterator[tuple[str, str, Callable[[], type[RuleBasedStateMachine]], Any]]:
-    from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
     from tests.machines.fault_machine import LifecycleMachine, OptimizedLifecycleMachine
+    from tests.machines.purgatory_equivalence import make_purgatory_machine
+    from tests.machines.timer_equivalence import make_timer_machine
     from tests.mutants.catalog import MUTANTS, applied
     from tests.support import load
 
