@@ -64,6 +64,11 @@ _TIMER = (
     "tests/machines/test_equivalence_timer.py",
     "tests/machines/test_equivalence_purgatory.py",
 )
+_AIO_RULES = (
+    "tests/aio/test_aio_rules.py",
+    "tests/aio/test_aio_cancel_rules.py",
+    "tests/aio/test_aio_loop_rules.py",
+)
 _MACHINES = (
     "tests/machines/test_equivalence_timer.py",
     "tests/machines/test_equivalence_purgatory.py",
@@ -72,7 +77,7 @@ _MACHINES = (
 _CONCURRENCY = ("tests/concurrency/test_stress.py", "tests/concurrency/test_lifecycle.py")
 _SCHEDULES = (*_CONCURRENCY, "tests/concurrency/test_schedules.py")
 _AIO = (
-    "tests/aio/test_aio_rules.py",
+    *_AIO_RULES,
     "tests/aio/test_cancellation.py",
     "tests/aio/test_bounded_driver.py",
     "tests/aio/test_bounded_drain_driver.py",
@@ -120,14 +125,14 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kpurgatory/optimized/timer.py": (_TIMER, _SCHEDULES),
     # the aio layer's waiter paths live in these two modules: its rule tests (R48, R58) too
     "kpurgatory/optimized/operation.py": (
-        (*_RULES, "tests/optimized", "tests/aio/test_aio_rules.py", *_MACHINES),
+        (*_RULES, "tests/optimized", *_AIO_RULES, *_MACHINES),
         _SCHEDULES,
     ),
     "kpurgatory/optimized/purgatory.py": (
         (
             *_RULES,
             "tests/optimized",
-            "tests/aio/test_aio_rules.py",
+            *_AIO_RULES,
             "tests/aio/test_bounded_let_go.py",  # R71: the let-go passes it runs for aio
             *_MACHINES,
         ),

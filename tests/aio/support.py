@@ -1,11 +1,18 @@
-"""Shared pieces of the aio tests: a recording operation for both implementations."""
+"""Shared pieces of the aio tests: a recording operation for both implementations, and
+helpers to run the loop's tasks a step at a time."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from kpurgatory.aio import DelayedOperation, PurgatoryImplementation, ReferenceDelayedOperation
+from kpurgatory.aio import (
+    DelayedOperation,
+    Outcome,
+    PurgatoryImplementation,
+    ReferenceDelayedOperation,
+)
 from kpurgatory.clock import ManualClock
 
 IMPLEMENTATIONS: tuple[PurgatoryImplementation, ...] = ("optimized", "reference")
@@ -87,3 +94,19 @@ class NoTimer:
 
     next_due_time = None
     drain_pending = False
+
+
+class BoomError(Exception):
+    """What a failing on_complete raises."""
+
+
+def spawn(coro: Any) -> asyncio.Task[Outcome]:
+    """A task of ``coro`` on the running loop."""
+    task: asyncio.Task[Outcome] = asyncio.get_running_loop().create_task(coro)
+    return task
+
+
+async def settle() -> None:
+    """Let every ready callback and task step run (no virtual time passes)."""
+    for _ in range(5):
+        await asyncio.sleep(0)

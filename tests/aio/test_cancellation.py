@@ -33,12 +33,6 @@ from tests.support import DelegatingLock
 pytestmark = pytest.mark.timeout(30)
 
 
-async def settle() -> None:
-    """Let every ready callback and task step run (no virtual time passes)."""
-    for _ in range(5):
-        await asyncio.sleep(0)
-
-
 def never_completes_afterwards(purgatory: AsyncPurgatory[Any], operation: Any) -> None:
     """The abandon contract (R40, R47): out of every list and the timer, and a later
     event on its key completes nothing."""
