@@ -41,8 +41,13 @@ COPIED = ("kpurgatory", "tests", "docs", "conformance", "examples", "pyproject.t
 # failure), then, for the survivors only, the slow concurrency tier. Never the meta-tests
 # that patch source text (tests/mutants, tests/aio/test_aio_mutants.py, tests/concurrency/
 # test_lock_mutants.py): a mutated line they patch makes them fail for the wrong reason.
-_RULES = (
+_TIMER_RULES = (
     "tests/test_timer_rules.py",
+    "tests/test_timer_schedule_rules.py",
+    "tests/test_timer_close_rules.py",
+)
+_RULES = (
+    *_TIMER_RULES,
     "tests/test_operation_rules.py",
     "tests/test_purgatory_rules.py",
     "tests/test_inputs.py",
@@ -53,7 +58,7 @@ _RULES = (
     "tests/test_realtime.py",
 )
 _TIMER = (
-    "tests/test_timer_rules.py",
+    *_TIMER_RULES,
     # the timer's argument checks (R35) and its executor's refusals in a drain (R53, R65)
     "tests/test_inputs.py",
     "tests/test_user_code_failures.py",
