@@ -55,6 +55,7 @@ _RULES = (
     "tests/test_user_code_failures.py",
     "tests/test_reentrancy.py",
     "tests/test_lifecycle.py",
+    "tests/test_reaper_lifecycle.py",
     "tests/test_subclassing.py",
     "tests/test_realtime.py",
 )
@@ -101,6 +102,7 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kpurgatory/_lifecycle.py": (
         (
             "tests/test_lifecycle.py",
+            "tests/test_reaper_lifecycle.py",
             "tests/test_realtime.py",
             "tests/test_purgatory_rules.py",
             "tests/test_purgatory_purge_rules.py",
