@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 
 from kpurgatory.cli import main
+from tests.conformance.support import ROOT
+from tests.conformance.support import conformance as _conformance
 
-ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = ROOT / "tests" / "conformance" / "ports" / "kafka_port" / "adapter.mjs"
 SEEDS = range(1, 11)
 BUGS = ("late-tick", "flush-first-only", "cancel-keeps-entry", "miscount-purge")
@@ -39,11 +40,6 @@ pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs node
 
 def _adapter(*options: str) -> str:
     return shlex.join(["node", str(ADAPTER), *options])
-
-
-def _conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    code = main(["conformance", *args])
-    return code, capsys.readouterr().out
 
 
 def _battery(capsys: pytest.CaptureFixture[str], seed: int, timer_only: bool) -> None:
