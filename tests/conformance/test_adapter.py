@@ -167,11 +167,13 @@ def test_the_steps_before_a_failure_keep_init_and_on_run_adds() -> None:
     assert "      ... steps 3-17 (see the vector file)" in lines
 
 
+@pytest.mark.slow
 def test_late_timer_stateful_report_is_shrunk_and_replayable(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """The shrunk sequence: init, something timed (a task's add or an operation's watch)
-    and a drain; --replay reproduces it."""
+    and a drain; --replay reproduces it. (Slow: the search and its shrinking talk to the
+    adapter's process step by step; the quick tier shrinks in process, below.)"""
     code, out = conformance(
         capsys, "--adapter", broken_adapter("late"), "--stateful", "--seed", "1"
     )
