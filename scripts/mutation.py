@@ -86,6 +86,7 @@ _SCHEDULES = (*_CONCURRENCY, "tests/concurrency/test_schedules.py")
 _AIO = (
     *_AIO_RULES,
     "tests/aio/test_cancellation.py",
+    "tests/aio/test_waiter_settling.py",
     "tests/aio/test_bounded_driver.py",
     "tests/aio/test_bounded_drain_driver.py",
     "tests/aio/test_bounded_let_go.py",
@@ -116,6 +117,7 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/test_lifecycle.py",
             "tests/test_reentrancy.py",  # R67: what a key raises in a purge
             "tests/aio/test_cancellation.py",
+            "tests/aio/test_waiter_settling.py",
         ),
         _CONCURRENCY,
     ),

@@ -78,6 +78,24 @@ def ready_operation(impl: ModuleType) -> type[Any]:
     return Ready
 
 
+@functools.cache
+def pending_operation(base: type[Any]) -> type[Any]:
+    """An operation class over ``base`` (an implementation's or the aio layer's
+    ``DelayedOperation``) that never completes by itself and ignores how it ends."""
+
+    class Pending(base):  # type: ignore[misc,valid-type]
+        def try_complete(self) -> bool:
+            return False
+
+        def on_complete(self) -> None:
+            pass
+
+        def on_expiration(self) -> None:
+            pass
+
+    return Pending
+
+
 def floor_to(ms: int, tick_ms: int) -> int:
     """Largest multiple of ``tick_ms`` at or below ``ms``: the tests' own R1 oracle, written
     independently of ``kpurgatory.spec.arithmetic``."""

@@ -28,7 +28,7 @@ from kpurgatory import InlineExecutor, ManualClock, MonotonicClock
 from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome, ReferenceDelayedOperation
 from kpurgatory.clock import deadline_reader
 from tests.concurrency.lockset import Lockset
-from tests.support import ready_operation, task_class
+from tests.support import pending_operation, ready_operation, task_class
 
 pytestmark = pytest.mark.realtime
 
@@ -354,23 +354,14 @@ def test_r60_aio_waits_never_expire_before_timeout_ms(implementation: Any) -> No
     """R60: on a real asyncio loop, every wait that expires does so at least
     timeout_ms after wait was called (measured with time.monotonic)."""
     base = DelayedOperation if implementation == "optimized" else ReferenceDelayedOperation
-
-    class Poll(base):  # type: ignore[misc,valid-type]
-        def try_complete(self) -> bool:
-            return False
-
-        def on_complete(self) -> None:
-            pass
-
-        def on_expiration(self) -> None:
-            pass
+    poll = pending_operation(base)
 
     early: list[str] = []
 
     async def one(purgatory: AsyncPurgatory[Any], timeout_ms: int, phase_s: float) -> None:
         await asyncio.sleep(phase_s)
         started = time.monotonic()
-        outcome = await purgatory.wait(Poll(timeout_ms), ["k"])
+        outcome = await purgatory.wait(poll(timeout_ms), ["k"])
         elapsed_ms = (time.monotonic() - started) * 1000
         assert outcome is Outcome.EXPIRED
         if elapsed_ms < timeout_ms:

@@ -21,6 +21,7 @@ from tests.aio import test_bounded_driver as bounded
 from tests.aio import test_bounded_let_go as let_go
 from tests.aio import test_cancellation as cancellation
 from tests.aio import test_reentrant_shutdown as reentrant
+from tests.aio import test_waiter_settling as settling
 from tests.aio.test_cancellation_machine import MACHINES
 from tests.mutants.catalog import Mutant, MutantError, applied, mutated_source
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
@@ -83,9 +84,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "R59: a call from a thread with no running loop is accepted (checked once, "
             "used later).",
         ),
-        _on(
-            cancellation.test_r59_a_call_before_the_loop_runs_is_refused_with_no_trace, "optimized"
-        ),
+        _on(settling.test_r59_a_call_before_the_loop_runs_is_refused_with_no_trace, "optimized"),
     ),
     (
         Mutant(
@@ -97,7 +96,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "R58: a wrapped purgatory shut down directly makes the driver spin.",
         ),
         _on(
-            cancellation.test_r58_the_wrapped_purgatory_shut_down_directly_ends_the_driver_and_the_waiters,
+            settling.test_r58_the_wrapped_purgatory_shut_down_directly_ends_the_driver_and_the_waiters,
             "optimized",
         ),
     ),
@@ -110,7 +109,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "pass",
             "R58: purgatory.abandon on the reference never settles the waiter.",
         ),
-        _on(cancellation.test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter, "reference"),
+        _on(settling.test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter, "reference"),
     ),
     (
         Mutant(
@@ -121,7 +120,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "if True:",
             "R40: cancel on a reference operation submitted without a waiter fails.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "reference"),
+        _on(settling.test_aio_purgatory_small_contracts, "reference"),
     ),
     (
         Mutant(
@@ -132,7 +131,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "except Exception as exc:",
             "R58: a CancelledError from on_complete leaves the waiter pending.",
         ),
-        lambda: cancellation.test_r58_a_waiter_settles_whatever_on_complete_raises(
+        lambda: settling.test_r58_a_waiter_settles_whatever_on_complete_raises(
             "optimized", asyncio.CancelledError("x")
         ),
     ),
@@ -145,7 +144,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "(self._clock.now_ms() - due) / 1000",
             "R45: a user's clock mapped to loop time backwards (fires early).",
         ),
-        cancellation.test_r45_the_driver_maps_a_users_clock_to_loop_time,
+        settling.test_r45_the_driver_maps_a_users_clock_to_loop_time,
     ),
     (
         Mutant(
@@ -156,7 +155,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "(due - self._clock.now_ms()) * 1000",
             "R45: a user's clock mapped with the wrong unit (never fires).",
         ),
-        cancellation.test_r45_the_driver_maps_a_users_clock_to_loop_time,
+        settling.test_r45_the_driver_maps_a_users_clock_to_loop_time,
     ),
     (
         Mutant(
@@ -167,7 +166,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "return None  # type: ignore[return-value]",
             "R45: no loop time for a user's clock.",
         ),
-        cancellation.test_r45_the_driver_maps_a_users_clock_to_loop_time,
+        settling.test_r45_the_driver_maps_a_users_clock_to_loop_time,
     ),
     (
         Mutant(
@@ -191,7 +190,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "elif False:",
             "R35: a loop that is not an event loop is accepted.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -202,7 +201,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "if self._timer_enabled:",
             "R45: the driver is armed for an operation that completed at once.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -213,7 +212,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "else:  # _arm_for's first test inlined",
             "R33, R45: the driver is armed though nothing is ever timed.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -224,7 +223,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "pass",
             "R49: armed_due still reports a handle after shutdown.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -235,7 +234,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "impl.SystemTimer(name, tick_ms, 16,",
             "R15: the aio purgatory's timer does not get the default wheel size.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -246,7 +245,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "waiting={len(self._waiting) + 1}",
             "The repr misreports the waiting count.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -257,7 +256,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             'f"armed={self._armed_due}"',
             "The driver's repr misnames its state.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(

@@ -36,6 +36,7 @@ from tests.aio.support import (
     settle,
     spawn,
 )
+from tests.support import pending_operation
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -274,7 +275,7 @@ def test_r46_bad_arguments_raise_and_leave_no_trace(
                 unhashable: Any = [["unhashable"]]
                 await purgatory.wait(op(50, "b", log, clock), unhashable)
             with pytest.raises(TypeError, match=r"operation must be a kpurgatory\.aio"):
-                await purgatory.wait(PlainOperationStub(50), ["k"])
+                await purgatory.wait(pending_operation(PlainOperation)(50), ["k"])
             assert purgatory.purgatory.watched == 0
             assert purgatory.purgatory.num_delayed == 0
             assert purgatory.waiting == 0
@@ -306,19 +307,6 @@ def test_r45_try_complete_else_watch_names_the_wrapped_implementation_it_accepts
             assert purgatory.purgatory.watched == 0
 
     run(main(), clock)
-
-
-class PlainOperationStub(PlainOperation):
-    """A plain kpurgatory.DelayedOperation: no waiter, so not awaitable."""
-
-    def try_complete(self) -> bool:
-        return False
-
-    def on_complete(self) -> None:
-        pass
-
-    def on_expiration(self) -> None:
-        pass
 
 
 # ---- R45, R4: a user's clock mapped to loop time never fires early ------------------------------
