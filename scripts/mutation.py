@@ -58,6 +58,7 @@ _RULES = (
     "tests/test_reaper_lifecycle.py",
     "tests/test_subclassing.py",
     "tests/test_realtime.py",
+    "tests/test_realtime_reaper.py",
 )
 _TIMER = (
     *_TIMER_RULES,
@@ -105,6 +106,7 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/test_lifecycle.py",
             "tests/test_reaper_lifecycle.py",
             "tests/test_realtime.py",
+            "tests/test_realtime_reaper.py",
             "tests/test_purgatory_rules.py",
             "tests/test_purgatory_purge_rules.py",
             "tests/machines/test_lifecycle_model.py",
