@@ -54,6 +54,7 @@ _RULES = (
     "tests/test_inputs.py",
     "tests/test_user_code_failures.py",
     "tests/test_reentrancy.py",
+    "tests/test_reentrant_calls.py",
     "tests/test_lifecycle.py",
     "tests/test_reaper_lifecycle.py",
     "tests/test_subclassing.py",
@@ -117,7 +118,7 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (
             "tests/test_user_code_failures.py",
             "tests/test_lifecycle.py",
-            "tests/test_reentrancy.py",  # R67: what a key raises in a purge
+            "tests/test_reentrant_calls.py",  # R67: what a key raises in a purge
             "tests/aio/test_cancellation.py",
             "tests/aio/test_waiter_settling.py",
         ),

@@ -32,7 +32,8 @@ from tests.mutants.lifecycle_catalog import (
 )
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS, on_the_pinned_hypothesis
 from tests.support import load, needs_python_source, run_in_a_fresh_interpreter
-from tests.test_reentrancy import FlakyKey, hooked_operation, inline_purgatory
+from tests.test_reentrancy import hooked_operation, inline_purgatory
+from tests.test_reentrant_calls import FlakyKey
 
 ROOT = Path(__file__).resolve().parents[2]
 
