@@ -24,13 +24,12 @@ from tests.aio import test_reentrant_shutdown as reentrant
 from tests.aio import test_waiter_settling as settling
 from tests.aio.test_cancellation_machine import MACHINES
 from tests.mutants.catalog import Mutant, MutantError, applied, mutated_source
+from tests.mutants.patching import OPERATION, PURGATORY
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
 
 _PURGATORY = "kpurgatory.aio.purgatory"
 _DRIVER = "kpurgatory.aio.driver"
 _OPERATION = "kpurgatory.aio.operation"
-_OPTIMIZED_OPERATION = "kpurgatory.optimized.operation"
-_OPTIMIZED_PURGATORY = "kpurgatory.optimized.purgatory"
 
 Check = Callable[[], None]
 
@@ -125,7 +124,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "base-exception-not-told",
-            _OPTIMIZED_OPERATION,
+            OPERATION,
             "DelayedOperation._on_complete_told",
             "except BaseException as exc:  # anything, CancelledError included (R48, R58)",
             "except Exception as exc:",
@@ -316,7 +315,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "bounded-let-go-overflows-into-a-scan",
-            _OPTIMIZED_PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory._note_completed",
             "if len(candidates) > self._candidates_limit and not self._let_go_bound:",
             "if len(candidates) > self._candidates_limit:",
@@ -327,7 +326,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "let-go-owed-after-a-failed-scan",
-            _OPTIMIZED_PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory._purge_pass",
             "if bound:  # a scan took every candidate: owed only if more came meanwhile",
             "if bound and not self._scan_all:",

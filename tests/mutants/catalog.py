@@ -11,17 +11,23 @@ machines are too weak; strengthen them rather than dropping the mutant.
 
 from __future__ import annotations
 
-from tests.mutants.patching import MachineName, Mutant, MutantError, applied, mutated_source
+from tests.mutants.patching import (
+    BUCKET,
+    OPERATION,
+    PURGATORY,
+    QUEUE,
+    TIMER,
+    WHEEL,
+    MachineName,
+    Mutant,
+    MutantError,
+    applied,
+    mutated_source,
+)
 
 __all__ = ["MUTANTS", "MachineName", "Mutant", "MutantError", "applied", "mutated_source"]
 
 
-_BUCKET = "kpurgatory.optimized.bucket"
-_WHEEL = "kpurgatory.optimized.wheel"
-_QUEUE = "kpurgatory.optimized.delay_queue"
-_TIMER = "kpurgatory.optimized.timer"
-_OPERATION = "kpurgatory.optimized.operation"
-_PURGATORY = "kpurgatory.optimized.purgatory"
 _TIMER_FIRST: tuple[MachineName, ...] = ("timer", "purgatory")
 _PURGATORY_ONLY: tuple[MachineName, ...] = ("purgatory",)
 
@@ -29,7 +35,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- timer: the list ---------------------------------------------------
     Mutant(
         "expiry-test-off-by-one",
-        _WHEEL,
+        WHEEL,
         "expired_at_level",
         "return due < current_time + tick_ms",
         "return due <= current_time + tick_ms",
@@ -39,7 +45,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "poll-off-by-one",
-        _QUEUE,
+        QUEUE,
         "DelayQueue.poll",
         "if heap and heap[0][0] <= now:",
         "if heap and heap[0][0] < now:",
@@ -49,7 +55,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-not-reoffered",
-        _WHEEL,
+        WHEEL,
         "TimingWheel.add",
         "wheel.queue.offer(bucket)",
         "pass",
@@ -59,7 +65,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "flush-keeps-expiration",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.flush",
         "self.expiration = NO_EXPIRATION",
         "pass",
@@ -71,7 +77,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "wrong-overflow-tick",
-        _WHEEL,
+        WHEEL,
         "TimingWheel.add_overflow_wheel",
         "self.interval,",
         "self.interval * self.wheel_size,",
@@ -81,7 +87,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "cancel-skips-unlink",
-        _TIMER,
+        TIMER,
         "TimerTask.cancel",
         "holder.remove(self)",
         "pass",
@@ -91,7 +97,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- timer: more ---------------------------------------------------------------
     Mutant(
         "no-r11-recheck",
-        _TIMER,
+        TIMER,
         "SystemTimer._hand_over_collected",
         "if entry._entry_list is not drain:",
         "if False:",
@@ -101,7 +107,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "current-time-not-advanced",
-        _TIMER,
+        TIMER,
         "SystemTimer._drain",
         "wheel.advance_clock(now)\n    self._current_time",
         "self._current_time",
@@ -111,7 +117,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "overflow-starts-late",
-        _WHEEL,
+        WHEEL,
         "TimingWheel.add_overflow_wheel",
         "self.current_time,",
         "self.current_time + self.tick_ms,",
@@ -120,7 +126,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-expires-at-slot-end",
-        _WHEEL,
+        WHEEL,
         "bucket_expiration",
         "return vid * tick_ms",
         "return (vid + 1) * tick_ms",
@@ -130,7 +136,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "readd-keeps-old-entry",
-        _TIMER,
+        TIMER,
         "SystemTimer.add",
         "if old.lock is lock:\n                old.remove(checked)",
         "if old.lock is lock:\n                pass",
@@ -142,7 +148,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- timer: the bucket and wheel operations, each defined once ------------------
     Mutant(
         "drain-skips-wheel-advance",
-        _TIMER,
+        TIMER,
         "Drain.flush",
         "wheel.advance_clock(expiration)",
         "pass",
@@ -152,7 +158,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-remove-keeps-links",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.remove",
         "nxt._entry_prev = prev",
         "pass",
@@ -162,7 +168,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-add-forgets-counter",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.add",
         "self.counter.value += 1",
         "pass",
@@ -171,7 +177,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "expiration-always-changed",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.set_expiration",
         "if current is not None and current == expiration_ms:",
         "if False:",
@@ -181,7 +187,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "wheel-advance-late",
-        _WHEEL,
+        WHEEL,
         "advanced_time",
         "if time_ms >= current_time + tick_ms:",
         "if time_ms > current_time + tick_ms:",
@@ -191,7 +197,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fits-window-off-by-one",
-        _WHEEL,
+        WHEEL,
         "fits_level",
         "return due < current_time + interval",
         "return due <= current_time + interval",
@@ -201,7 +207,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-remove-forgets-counter",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.remove",
         "self.counter.value -= 1",
         "pass",
@@ -212,7 +218,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- operation and purgatory: the list -----------------------------------
     Mutant(
         "list-dropped-while-mapped",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._unlink",
         "if not watchers.ops and shard.watchers.get(watchers.key) is watchers:",
         "if not watchers.ops and watchers.key in shard.watchers:",
@@ -222,7 +228,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "nonempty-list-dropped",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._unlink",
         "if not watchers.ops and shard.watchers.get(watchers.key) is watchers:",
         "if shard.watchers.get(watchers.key) is watchers:",
@@ -231,7 +237,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "purge-skips-estimate-reset",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._purge_if_due",
         "self._estimated_total_operations = delayed",
         "pass",
@@ -241,7 +247,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "check-counts-completed",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
         "self._unlink(handle, operation)\n            elif",
         "self._unlink(handle, operation); completed += 1\n            elif",
@@ -251,7 +257,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- operation and purgatory: more ---------------------------------------------
     Mutant(
         "purge-not-strict",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._purge_if_due",
         "- delayed <= self._purge_interval:",
         "- delayed < self._purge_interval:",
@@ -260,7 +266,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "estimate-per-key",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._watch_key",
         "shard.count += 1",
         "shard.count += 1; self._estimated_total_operations += 1",
@@ -269,7 +275,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "cancel-for-key-keeps-timer",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.cancel_for_key",
         "operation._unschedule()",
         "pass",
@@ -278,7 +284,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "force-complete-keeps-timer",
-        _OPERATION,
+        OPERATION,
         "DelayedOperation.force_complete",
         "TimerTask.cancel(self)",
         "pass",
@@ -288,7 +294,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "safe-try-ignores-completed",
-        _OPERATION,
+        OPERATION,
         "DelayedOperation._safe_try_complete_for",
         "if self._state >= FINISHED or (",
         "if False or (",
@@ -297,7 +303,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "unwatch-forgets-count",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._unlink",
         "shard.count -= 1",
         "pass",
@@ -306,7 +312,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "negative-hash-shard",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._watch_key",
         "shard = self._shards[abs(hash(key)) % self._num_shards]",
         "shard = self._shards[hash(key) % self._num_shards]",
@@ -316,7 +322,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "abandon-keeps-watch",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._abandon_submitted",
         "self._unwatch_key(key, operation)",
         "pass",
@@ -325,7 +331,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "rollback-keeps-watch",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._undo",
         "self._unwatch_key(argument, operation)",
         "pass",
@@ -334,7 +340,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "timer-enabled-ignored",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._time",
         "if self._timer_enabled and not operation._untimed:",
         "if not operation._untimed:",
@@ -343,7 +349,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "next-due-is-bucket-expiration",
-        _QUEUE,
+        QUEUE,
         "DelayQueue.earliest_due",
         "due = heap[index][2].min_due()",
         "due = expiration",

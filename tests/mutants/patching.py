@@ -21,13 +21,21 @@ import ast
 import importlib
 import inspect
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from types import FunctionType, ModuleType
 from typing import Any, Literal
 
 MachineName = Literal["timer", "purgatory"]
+
+BUCKET = "kpurgatory.optimized.bucket"
+WHEEL = "kpurgatory.optimized.wheel"
+QUEUE = "kpurgatory.optimized.delay_queue"
+TIMER = "kpurgatory.optimized.timer"
+OPERATION = "kpurgatory.optimized.operation"
+PURGATORY = "kpurgatory.optimized.purgatory"
+"""The optimized package's modules the mutants and port bugs edit."""
 
 
 class MutantError(Exception):
@@ -182,3 +190,30 @@ def applied(mutant: Mutant) -> Iterator[Any]:
             delattr(owner, attr)  # the named class inherits the original again
         else:
             setattr(owner, attr, raw)
+
+
+@contextmanager
+def applied_together(edits: Iterable[Mutant]) -> Iterator[None]:
+    """Apply every edit for the ``with`` block; the edits of one function are combined
+    into one replacement, so a function may carry several."""
+    with ExitStack() as stack:
+        by_target: dict[tuple[str, str], list[Mutant]] = {}
+        for edit in edits:
+            by_target.setdefault((edit.module, edit.target), []).append(edit)
+        for same in by_target.values():
+            stack.enter_context(applied(_combined(same)))
+        yield
+
+
+def _combined(edits: list[Mutant]) -> Mutant:
+    """One mutant for several edits of one function: the first edit's fragment widened to
+    the whole function's source, with every edit applied to it."""
+    if len(edits) == 1:
+        return edits[0]
+    source, _ = mutated_source(edits[0])
+    new = source
+    for edit in edits:
+        if new.count(edit.old) != 1:
+            raise ValueError(f"{edit.name}: fragment {edit.old!r} does not occur once")
+        new = new.replace(edit.old, edit.new)
+    return Mutant(edits[0].name, edits[0].module, edits[0].target, source, new, "")
