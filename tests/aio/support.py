@@ -75,6 +75,12 @@ def recording_operation(implementation: str) -> type[Any]:
     return RecordingOperation
 
 
+def fresh(implementation: str) -> tuple[ManualClock, list[Event], type[Any]]:
+    """What most aio tests start from: a manual clock at 0, an empty event log, and the
+    recording operation class of ``implementation``."""
+    return ManualClock(0), [], recording_operation(implementation)
+
+
 class OffsetClock:
     """A user's own clock: a ManualClock's reading plus a fixed offset (neither a
     ManualClock nor a MonotonicClock, so the driver maps it through both readings)."""

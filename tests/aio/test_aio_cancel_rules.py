@@ -19,11 +19,9 @@ from kpurgatory.aio import (
     PurgatoryImplementation,
     run,
 )
-from kpurgatory.clock import ManualClock
 from tests.aio.support import (
     BoomError,
-    Event,
-    recording_operation,
+    fresh,
     settle,
     spawn,
 )
@@ -36,9 +34,7 @@ pytestmark = pytest.mark.timeout(30)
 
 def test_r47_cancelled_task_abandons_its_operation(implementation: PurgatoryImplementation) -> None:
     """R47: unwatched and untimed at once; never completed or expired afterwards."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -65,9 +61,7 @@ def test_r47_wait_for_timeout_and_task_group_abandon(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R47: a wait_for timeout and a failing TaskGroup sibling both abandon the waits."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -101,9 +95,7 @@ def test_r47_abandon_returns_abandoned_to_the_waiter(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R47: AsyncPurgatory.abandon: True once, the wait returns ABANDONED, no callbacks."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -125,9 +117,7 @@ def test_r47_cancel_of_a_submitted_operation_abandons_it(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R47: op.cancel() on an awaited operation is an abandon; its wait returns ABANDONED."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -146,9 +136,7 @@ def test_r47_completion_before_the_cancellation_landed_stays(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R47: completed, then its task cancelled before resuming: it stays completed."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -172,9 +160,7 @@ def test_r47_completion_before_the_cancellation_landed_stays(
 def test_r48_on_complete_raising_reaches_the_waiter_and_the_completer(
     implementation: PurgatoryImplementation,
 ) -> None:
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     def boom() -> None:
         raise BoomError("on_complete failed")
@@ -199,9 +185,7 @@ def test_r48_on_complete_raising_reaches_the_waiter_and_the_completer(
 def test_r48_on_complete_raising_on_expiry_is_logged_and_driving_goes_on(
     implementation: PurgatoryImplementation, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     def boom() -> None:
         raise BoomError("on_complete failed")
@@ -240,9 +224,7 @@ def test_r48_on_complete_raising_at_submission_reports_nothing_to_the_loop(
 
     Kills: removing ``waiter.exception()`` in ``AsyncPurgatory._submit``'s error path
     (the dropped waiter then logs its unretrieved exception when garbage collected)."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
     reported: list[dict[str, Any]] = []
 
     async def main() -> None:
@@ -271,9 +253,7 @@ def test_r46_r47_submit_returns_a_future_whose_cancel_abandons(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R46: submit's future resolves to the outcome; R47: cancelling it abandons."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -303,9 +283,7 @@ def test_r47_task_cancel_abandons_before_the_task_resumes(
 ) -> None:
     """R47: Task.cancel cancels the Waiter the task awaits, and that abandons at once:
     unwatched and untimed right after ``cancel()``, before the task has resumed."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:

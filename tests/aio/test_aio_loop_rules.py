@@ -24,6 +24,7 @@ from kpurgatory.clock import ManualClock
 from tests.aio.support import (
     BoomError,
     Event,
+    fresh,
     recording_operation,
     settle,
     spawn,
@@ -38,9 +39,7 @@ pytestmark = pytest.mark.timeout(30)
 def test_r49_shutdown_abandons_every_waiter_and_refuses_new_waits(
     implementation: PurgatoryImplementation,
 ) -> None:
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any]("p", implementation=implementation)
@@ -91,9 +90,7 @@ def test_r49_shutdown_from_a_callback(implementation: PurgatoryImplementation, w
 
 
 def test_r50_wait_off_the_purgatory_loop_raises(implementation: PurgatoryImplementation) -> None:
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
     other_loop = VirtualTimeLoop(clock)
     try:
 
@@ -137,9 +134,7 @@ def test_r50_blocking_try_complete_delays_expiries_which_keep_due_order(
 ) -> None:
     """R50: a try_complete that blocks (here: 100 virtual ms pass inside it) stalls the
     loop; the operations due meanwhile expire late, after it returns, in due order."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -187,9 +182,7 @@ def test_r50_completion_on_another_thread_reaches_the_waiter(
 
 def test_r50_loop_closed_with_operations_pending(implementation: PurgatoryImplementation) -> None:
     """R50: after the loop closed, a completion is dropped quietly and shutdown works."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
     loop = VirtualTimeLoop(clock)
     operation = op(100, "a", log, clock)
     try:
@@ -251,9 +244,7 @@ def test_r45_try_complete_else_watch_on_the_loop_arms_the_driver_without_a_waite
     """R22, R45: AsyncPurgatory.try_complete_else_watch submits with no waiter and arms
     the driver; the operation expires at its due time; shutdown leaves such operations
     alone (R49: nobody awaits them); an awaited operation is refused."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
     plain = _plain_recording(implementation)
 
     async def main() -> None:
@@ -354,9 +345,7 @@ def test_r59_try_complete_else_watch_off_the_loop_with_a_class_accepted_on_it(
     Kills: inverting the loop test of the fast path in
     ``AsyncPurgatory.try_complete_else_watch`` (``running_loop() is self._loop``): the
     off-loop call then skips the check and watches the operation."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
     loop = VirtualTimeLoop(clock)
     other = VirtualTimeLoop(ManualClock(0))
     try:
@@ -404,9 +393,7 @@ def test_r49_leaving_async_with_shuts_the_purgatory_down(
     propagates unchanged.
 
     Kills: ``AsyncPurgatory.__aexit__`` that does not call ``shutdown`` (``pass``)."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
     seen: dict[str, Any] = {}
 
     async def main() -> None:

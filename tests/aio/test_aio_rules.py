@@ -32,6 +32,7 @@ from tests.aio.support import (
     Event,
     NoTimer,
     OffsetClock,
+    fresh,
     recording_operation,
     settle,
     spawn,
@@ -74,9 +75,7 @@ def test_r45_one_handle_armed_at_the_next_due_time_and_re_armed_earlier(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R45, R44: the handle follows next_due_time; an earlier submission re-arms it."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -111,9 +110,7 @@ def test_r45_many_expiries_in_due_order_never_early(
 ) -> None:
     """R45, R4, R6: forty operations with scattered delays expire in due order, each at
     its due time (tick 7: due = floor(submitted + delay, 7))."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
     delays = [(i * 37) % 400 + 1 for i in range(40)]
 
     async def main() -> None:
@@ -133,9 +130,7 @@ def test_r45_many_expiries_in_due_order_never_early(
 
 def test_r45_a_firing_purges_like_a_reaper_step(implementation: PurgatoryImplementation) -> None:
     """R45, R30: a completed operation left on its other key is purged at the next firing."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any](
@@ -163,9 +158,7 @@ def test_r46_completed_by_check_and_complete_on_the_loop(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R46, R25: a loop-side check_and_complete completes the waiter; no time passes."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -188,9 +181,7 @@ def test_r46_completed_by_check_and_complete_on_the_loop(
 
 def test_r46_completed_at_once_is_never_timed(implementation: PurgatoryImplementation) -> None:
     """R46, R23: a ready operation completes inside wait; nothing is watched or armed."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -262,9 +253,7 @@ def test_r46_bad_arguments_raise_and_leave_no_trace(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R46 with R34-R36: errors as try_complete_else_watch's; nothing watched, timed, armed."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -375,9 +364,7 @@ def test_r46_wait_is_a_coroutine_function_and_submit_returns_a_plain_future(
     """R46, R57: wait is an async def (it submits when its coroutine first runs); submit
     submits at the call and returns a Future that is not a coroutine, so asyncio.wait,
     gather and create_task take each as they take any future or coroutine."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:

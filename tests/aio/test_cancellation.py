@@ -24,7 +24,7 @@ from kpurgatory.aio import (
     run,
 )
 from kpurgatory.clock import ManualClock
-from tests.aio.support import Event, recording_operation
+from tests.aio.support import fresh
 from tests.support import DelegatingLock, pending_operation
 
 pytestmark = pytest.mark.timeout(30)
@@ -48,9 +48,7 @@ def test_r57_a_task_cancelled_before_its_first_step_never_submits(
 ) -> None:
     """R57 (bug: the operation stayed watched and timed, later completed or expired, and
     waiting counted it): create_task(p.wait(...)).cancel() before the task runs."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -73,9 +71,7 @@ def test_r57_a_task_group_whose_body_raises_after_create_task_submits_nothing(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R57: a TaskGroup cancels a child that has not started; nothing was submitted."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -157,9 +153,7 @@ def test_r57_cancelled_while_suspended_abandons_through_every_composition(
 ) -> None:
     """R47, R57: whichever asyncio composition gives up on the wait, the operation is
     abandoned and never completes or expires afterwards."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -177,9 +171,7 @@ def test_r57_shield_keeps_the_inner_wait_until_the_inner_task_gives_up(
 ) -> None:
     """R57: cancelling the outer side of shield leaves the inner wait going (nobody gave
     up on it): it still completes; cancelling the inner task then would abandon."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -202,9 +194,7 @@ def test_r57_a_task_cancelling_itself_in_try_complete_abandons_at_its_next_yield
     """R57: try_complete (run inside wait's first step) cancels its own task; the wait
     then yields its waiter, the task cancels it, and the operation is abandoned before
     any other callback runs."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -230,9 +220,7 @@ def test_r57_a_coroutine_closed_while_suspended_abandons(
     implementation: PurgatoryImplementation,
 ) -> None:
     """R57: closing wait's coroutine while it waits (GeneratorExit) abandons too."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -252,9 +240,7 @@ def test_r47_cancel_after_the_outcome_changes_nothing(
 ) -> None:
     """R47, R57: a waiter whose outcome was set refuses cancel (False): the operation
     stays completed."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:

@@ -24,7 +24,7 @@ from kpurgatory.aio import (
     run,
 )
 from kpurgatory.clock import ManualClock
-from tests.aio.support import Event, NoTimer, OffsetClock, recording_operation
+from tests.aio.support import NoTimer, OffsetClock, fresh
 from tests.support import DelegatingLock
 
 pytestmark = pytest.mark.timeout(30)
@@ -39,9 +39,7 @@ def test_r58_a_waiter_settles_whatever_on_complete_raises(
 ) -> None:
     """R48, R58 (bug: a CancelledError from on_complete left the waiter pending for
     ever, even after shutdown): the completing call and the waiter both raise it."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     def fail() -> None:
         raise error
@@ -65,9 +63,7 @@ def test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter(
 ) -> None:
     """R58 (bug: on the reference, purgatory.abandon never told the waiter): abandon and
     cancel() made on the wrapped purgatory directly settle the waiter ABANDONED."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
@@ -88,9 +84,7 @@ def test_r58_the_wrapped_purgatory_shut_down_directly_ends_the_driver_and_the_wa
     """R58 (bug: the driver fired about 50,000 times a second after the wrapped purgatory
     was shut down directly): at its next firing the AsyncPurgatory shuts itself down, the
     waiters get ABANDONED, and nothing is armed any more."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
     firings: list[int] = []
 
     async def main() -> None:
@@ -120,9 +114,7 @@ def test_r58_a_call_after_the_wrapped_purgatory_was_shut_down_settles_and_refuse
     implementation: PurgatoryImplementation,
 ) -> None:
     """R58: with nothing armed (timer disabled), the next call notices the shutdown."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any](
@@ -142,9 +134,7 @@ def test_r53_asyncio_shutdown_settles_every_waiter_even_if_an_abandon_raises(
 ) -> None:
     """R49, R53: an operation whose supplied lock fails the abandon; shutdown still
     abandons every other waiter, shuts down, then raises the lock's error."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     class BrokenLock(DelegatingLock):
         broken = False
@@ -179,9 +169,7 @@ def test_r59_a_call_before_the_loop_runs_is_refused_with_no_trace(
     """R59 (bug: a call from a thread with no running loop passed the check, the loop
     started meanwhile, and call_at came from the wrong thread): every call needs the
     purgatory's loop running in the calling thread; refused, it leaves no trace."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
     loop = VirtualTimeLoop(clock)
     try:
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any](
@@ -230,9 +218,7 @@ def test_aio_purgatory_small_contracts(implementation: PurgatoryImplementation) 
     """R45, R49, R35: no arming for an operation completed at once or with the timer
     disabled; nothing armed after shutdown; the default wheel_size; reprs; a loop that is
     not a loop; a reference operation submitted without a waiter cancels cleanly."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any]("p", implementation=implementation)
@@ -273,9 +259,7 @@ def test_r62_every_call_after_shutdown_is_refused_the_same_way(
 ) -> None:
     """R62: on the loop, after shutdown, every acting call raises RuntimeError naming
     the purgatory and changes nothing; shutdown again is fine; properties answer."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    clock, log, op = fresh(implementation)
 
     async def main() -> None:
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory[Any]("shut", implementation=implementation)
