@@ -43,3 +43,24 @@ def conformance_and_errors(capsys: pytest.CaptureFixture[str], *args: str) -> tu
     code = main(["conformance", *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def passes_with_allow_kafka(
+    capsys: pytest.CaptureFixture[str], adapter: str, *options: str, seed: int
+) -> str:
+    """The adapter passes ``--stateful --allow kafka`` on ``seed``, the vectors and the
+    search; the report."""
+    code, out = conformance(
+        capsys,
+        "--adapter",
+        adapter,
+        *options,
+        "--stateful",
+        "--allow",
+        "kafka",
+        "--seed",
+        str(seed),
+    )
+    assert code == 0, out
+    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    return out

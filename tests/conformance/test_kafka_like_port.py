@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from kpurgatory.cli import main
-from tests.conformance.support import ROOT
+from tests.conformance.support import ROOT, passes_with_allow_kafka
 from tests.conformance.support import conformance as _conformance
 
 ADAPTER = ROOT / "tests" / "conformance" / "ports" / "kafka_port" / "adapter.mjs"
@@ -45,19 +45,7 @@ def _adapter(*options: str) -> str:
 
 def _battery(capsys: pytest.CaptureFixture[str], seed: int, timer_only: bool) -> None:
     options = ("--timer-only",) if timer_only else ()
-    code, out = _conformance(
-        capsys,
-        "--adapter",
-        _adapter(*options),
-        *options,
-        "--stateful",
-        "--allow",
-        "kafka",
-        "--seed",
-        str(seed),
-    )
-    assert code == 0, out
-    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    out = passes_with_allow_kafka(capsys, _adapter(*options), *options, seed=seed)
     assert (
         "not checked: declared without callbacks, close, executor_shutdown, negative_time, "
         "nested_advance, next_due_time" in out

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from kpurgatory.cli import main
+from tests.conformance.support import passes_with_allow_kafka
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "conformance" / "examples" / "java-kafka" / "run_adapter.sh"
@@ -221,19 +222,8 @@ def test_kafkas_timer_run_inline_hangs_on_a_nested_drain(
 def test_kafkas_timer_passes_the_kit_with_allow_kafka(
     capsys: pytest.CaptureFixture[str], executor: str, seed: int
 ) -> None:
-    code, out = conformance(
-        capsys,
-        "--adapter",
-        adapter("--timer-only", executor),
-        "--timer-only",
-        "--stateful",
-        "--allow",
-        "kafka",
-        "--seed",
-        str(seed),
-    )
-    assert code == 0, out
-    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    timer = adapter("--timer-only", executor)
+    out = passes_with_allow_kafka(capsys, timer, "--timer-only", "--timeout", TIMEOUT, seed=seed)
     kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
     for kind in ("add", "cancel", "advance", "clock_advance"):
         assert f" {kind} " in kinds, kinds
@@ -268,18 +258,7 @@ def test_kafkas_purgatory_fails_without_its_documented_differences(
 def test_kafkas_purgatory_passes_the_kit_with_allow_kafka(
     capsys: pytest.CaptureFixture[str], executor: str, seed: int
 ) -> None:
-    code, out = conformance(
-        capsys,
-        "--adapter",
-        adapter(executor),
-        "--stateful",
-        "--allow",
-        "kafka",
-        "--seed",
-        str(seed),
-    )
-    assert code == 0, out
-    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    out = passes_with_allow_kafka(capsys, adapter(executor), "--timeout", TIMEOUT, seed=seed)
     kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
     for kind in ("watch", "check_and_complete", "cancel_for_key", "purgatory_advance", "shutdown"):
         assert f" {kind} " in kinds, kinds
