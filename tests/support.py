@@ -83,7 +83,7 @@ def pending_operation(base: type[Any]) -> type[Any]:
     """An operation class over ``base`` (an implementation's or the aio layer's
     ``DelayedOperation``) that never completes by itself and ignores how it ends."""
 
-    class Pending(base):  # type: ignore[misc,valid-type]
+    class Pending(base):  # type: ignore[misc]
         def try_complete(self) -> bool:
             return False
 
