@@ -11,6 +11,7 @@ import functools
 import importlib
 import importlib.util
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import Any, Protocol
@@ -24,6 +25,9 @@ from kpurgatory.spec.events import (
     OperationExpired,
     TaskRan,
 )
+
+NextDue = Callable[[], int | None]
+"""What a clock's ``wait`` calls for the next due time (``kpurgatory.clock``'s protocol)."""
 
 
 def implementation_names() -> list[str]:

@@ -30,7 +30,7 @@ from kpurgatory import InlineExecutor, ManualClock, MonotonicClock
 from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome, ReferenceDelayedOperation
 from kpurgatory.clock import deadline_reader
 from tests.purgatory_support import make_purgatory
-from tests.support import pending_operation, ready_operation, task_class
+from tests.support import NextDue, pending_operation, ready_operation, task_class
 
 pytestmark = pytest.mark.realtime
 
@@ -228,12 +228,7 @@ class FlakyClock(MonotonicClock):
     def __init__(self) -> None:
         self.failures_left = 1
 
-    def wait(
-        self,
-        condition: threading.Condition,
-        timeout_ms: int,
-        next_due: Callable[[], int | None],
-    ) -> int:
+    def wait(self, condition: threading.Condition, timeout_ms: int, next_due: NextDue) -> int:
         """Raise once, then wait like a MonotonicClock."""
         if self.failures_left:
             self.failures_left -= 1

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from kpurgatory import InlineExecutor, ManualClock
-from tests.support import Recorder, floor_to, task_class
+from tests.support import NextDue, Recorder, floor_to, task_class
 from tests.timer_support import ManualExecutor, callback_task_class, make_timer, runs
 
 # ---- R1: expiration and due time -------------------------------------------------------
@@ -341,12 +340,7 @@ class JumpingClock:
     def now_ms(self) -> int:
         return self.now
 
-    def wait(
-        self,
-        condition: threading.Condition,
-        timeout_ms: int,
-        next_due: Callable[[], int | None],
-    ) -> int:
+    def wait(self, condition: threading.Condition, timeout_ms: int, next_due: NextDue) -> int:
         due = next_due()
         if due is not None and due <= self.now:
             return self.now

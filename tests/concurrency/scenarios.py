@@ -42,6 +42,7 @@ from tests.concurrency.scheduler import (
     instrumented,
     label_primitives,
 )
+from tests.support import NextDue
 
 DELAY_MS = 10
 """Delay of the operations that may expire (expiry = ``advance_clock(DELAY_MS)``)."""
@@ -224,12 +225,7 @@ class EventClock(ManualClock):
     deadlock: this is how the schedule tests look for lost wake-ups (R7, R14).
     """
 
-    def wait(
-        self,
-        condition: threading.Condition,
-        timeout_ms: int,
-        next_due: Callable[[], int | None],
-    ) -> int:
+    def wait(self, condition: threading.Condition, timeout_ms: int, next_due: NextDue) -> int:
         """Block (condition held) until something is due-able, then jump to it."""
         now = self.now_ms()
         while True:
