@@ -13,7 +13,7 @@ import importlib.util
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any, Protocol
 
 import pytest
@@ -28,6 +28,22 @@ from kpurgatory.spec.events import (
 
 NextDue = Callable[[], int | None]
 """What a clock's ``wait`` calls for the next due time (``kpurgatory.clock``'s protocol)."""
+
+
+class _Lock(Protocol):
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class LockStatement:
+    """``with lock:`` for a test lock class: ``acquire()`` on entry, ``release()`` on exit."""
+
+    def __enter__(self: _Lock) -> bool:
+        return self.acquire()
+
+    def __exit__(self: _Lock, *exc_info: object) -> None:
+        self.release()
 
 
 def implementation_names() -> list[str]:
@@ -198,7 +214,7 @@ def operation_class(impl: ModuleType) -> type[Any]:
     return FlagOperation
 
 
-class DelegatingLock:
+class DelegatingLock(LockStatement):
     """A lock that wraps ``inner`` (an ``RLock`` by default) and is a context manager
     through its own ``acquire``/``release``: subclasses override those two to watch,
     gate or break the lock (they satisfy ``AbstractLock``)."""
@@ -212,12 +228,6 @@ class DelegatingLock:
 
     def release(self) -> None:
         self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 class KnockStagingLock(DelegatingLock):
@@ -242,7 +252,7 @@ class KnockStagingLock(DelegatingLock):
         super().release()
 
 
-class TrackingLock:
+class TrackingLock(LockStatement):
     """A re-entrant lock that knows which thread holds it (to check "holds the lock").
 
     Satisfies ``kpurgatory.spec.protocols.AbstractLock``; passed as an operation's lock.
@@ -270,23 +280,12 @@ class TrackingLock:
             self._owner = None
         self._lock.release()
 
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.release()
-
     def held_by_me(self) -> bool:
         """Whether the calling thread holds the lock."""
         return self._owner == threading.get_ident()
 
 
-class WaiterLock:
+class WaiterLock(LockStatement):
     """A re-entrant lock that sets ``contended`` when a thread starts waiting for it.
 
     With ``give_up_s``, a blocking ``acquire`` that waits that long gives up: it sets
@@ -317,12 +316,6 @@ class WaiterLock:
     def release(self) -> None:
         """Release one level."""
         self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 def run_in_a_fresh_interpreter(module: str, call: str, timeout_s: float = 600) -> None:

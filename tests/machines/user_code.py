@@ -32,6 +32,7 @@ from tests.machines.lifecycle_model import (
     Call,
     CallError,
 )
+from tests.support import LockStatement
 
 R = TypeVar("R")
 
@@ -193,7 +194,7 @@ class GatedThreadExecutor(Executor):
             self._worker.join()
 
 
-class ScriptedLock:
+class ScriptedLock(LockStatement):
     """An operation lock for one thread: counts its depth; a held lock refuses a
     non-blocking acquire (so a knock behaves as one from another thread, R20). Its next
     blocking ``acquire`` can raise, or knock once it holds the lock."""
@@ -221,12 +222,6 @@ class ScriptedLock:
     def release(self) -> None:
         assert self.depth > 0, "released a lock that is not held"
         self.depth -= 1
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 class PoisonKey:
