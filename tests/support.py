@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import pytest
 
+from kpurgatory import ManualClock
 from kpurgatory.spec.events import (
     CompletionVia,
     Event,
@@ -147,6 +148,12 @@ class Recorder:
     def names(self, kind: type[Event]) -> list[str]:
         """Names of the recorded events of one kind, in order."""
         return [_subject(event) for event in self.events if isinstance(event, kind)]
+
+
+def recorded_clock(start_ms: int = 0) -> tuple[ManualClock, Recorder]:
+    """A manual clock at ``start_ms`` and a recorder stamping events with its readings."""
+    clock = ManualClock(start_ms)
+    return clock, Recorder(clock)
 
 
 def _subject(event: Event) -> str:

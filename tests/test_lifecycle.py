@@ -21,7 +21,7 @@ import pytest
 
 from kpurgatory import InlineExecutor, ManualClock, MonotonicClock
 from kpurgatory.spec.events import OperationCompleted, OperationExpired
-from tests.support import Recorder, WaiterLock, operation_class
+from tests.support import Recorder, WaiterLock, operation_class, recorded_clock
 
 WAIT_S = 5.0
 """Upper bound for any wait; a healthy run needs milliseconds."""
@@ -76,8 +76,7 @@ def hooked_operation(impl: ModuleType) -> type[Any]:
 def test_r29_cancel_for_key_during_submission_leaves_no_timer_entry(impl: ModuleType) -> None:
     """R29/R22: cancel_for_key returns the op of a submission still under way, and the op
     never expires afterwards: the timer add happens under the op lock cancel_for_key takes."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     purg = manual_purgatory(impl, clock)
     op = hooked_operation(impl)(100, recorder)
     in_second_try, go = threading.Event(), threading.Event()
@@ -109,8 +108,7 @@ def test_r29_cancel_for_key_during_submission_leaves_no_timer_entry(impl: Module
 def test_r38_submission_failing_on_shutdown_leaves_no_trace(impl: ModuleType) -> None:
     """R38: shutdown during the call makes the timer add fail; the call raises and leaves
     no watch, no estimate, no claim, no timer entry; check_and_complete never completes it."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     purg = manual_purgatory(impl, clock)
     op = hooked_operation(impl)(100, recorder)
     op.on_try[2] = purg.shutdown
@@ -131,8 +129,7 @@ def test_r38_rolled_back_operation_is_not_completed_by_a_concurrent_check(
 ) -> None:
     """R38: a check_and_complete that saw the op watched before the rollback, and waits for
     its lock, does not complete it after the submission failed."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     purg = manual_purgatory(impl, clock)
     lock = WaiterLock()
     op = hooked_operation(impl)(100, recorder, lock)
@@ -157,8 +154,7 @@ def test_r38_rolled_back_operation_is_not_completed_by_a_concurrent_check(
 def test_r38_try_complete_raising_leaves_no_trace(impl: ModuleType) -> None:
     """R38: an exception from try_complete (first or second call) is rolled back."""
     for failing_call in (1, 2):
-        clock = ManualClock(0)
-        recorder = Recorder(clock)
+        clock, recorder = recorded_clock()
         purg = manual_purgatory(impl, clock)
         op = hooked_operation(impl)(100, recorder)
 
@@ -176,8 +172,7 @@ def test_r38_try_complete_raising_leaves_no_trace(impl: ModuleType) -> None:
 
 def test_r38_on_complete_raising_keeps_the_operation_completed(impl: ModuleType) -> None:
     """R38: the exception is an op that completed during the call: it stays completed."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     purg = manual_purgatory(impl, clock)
     base = operation_class(impl)
 
@@ -200,8 +195,7 @@ def test_r38_on_complete_raising_keeps_the_operation_completed(impl: ModuleType)
 def test_r39_shutdown_by_a_lock_holder_does_not_wait_for_the_executor(impl: ModuleType) -> None:
     """R39: the expiry runs on executor-<name> and waits for the shared lock the shutting
     thread holds; shutdown returns anyway, and the expiry completes after the release."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     timer = impl.SystemTimer(f"locked-{impl.__name__}", clock=clock)  # owned worker thread
     purg = impl.DelayedOperationPurgatory("locked", timer=timer, reaper_enabled=False)
     shared = WaiterLock()
@@ -227,8 +221,7 @@ def test_r39_shutdown_by_a_lock_holder_does_not_wait_for_the_executor(impl: Modu
 def test_r39_shutdown_by_a_lock_holder_with_an_inline_reaper(impl: ModuleType) -> None:
     """R39: InlineExecutor + reaper: the reaper itself runs the expiry and waits for the lock;
     shutdown by the holder returns, and await_termination sees the reaper exit afterwards."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    _, recorder = recorded_clock()
     timer = impl.SystemTimer("inline-reaper", executor=InlineExecutor())
     purg = impl.DelayedOperationPurgatory("inline-reaper", timer=timer)
     shared = WaiterLock()
@@ -288,8 +281,7 @@ def test_r39_concurrent_shutdown_returns_only_when_shut_down(impl: ModuleType) -
 def test_r41_blocking_path_honours_a_knock(impl: ModuleType, path: str) -> None:
     """R41: maybe_try_complete finds the lock held by a blocking path and leaves its attempt
     to the holder; the holder makes it after releasing, so the completion is not lost."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     purg = manual_purgatory(impl, clock)
     op = hooked_operation(impl)(10_000, recorder)
     assert purg.try_complete_else_watch(op, ["k"]) is False
@@ -341,8 +333,7 @@ def test_r42_longest_timeout_waits_and_wakes(impl: ModuleType, subject: str) -> 
 def test_r40_abandoned_waits_do_not_leak(impl: ModuleType) -> None:
     """R40: 1,000 operations abandoned with cancel() leave nothing watched or timed, and
     are never completed or expired later; the live one is unaffected."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     purg = manual_purgatory(impl, clock)
     live = operation_class(impl)(500, "live", recorder)
     purg.try_complete_else_watch(live, ["k", "other"])
@@ -366,8 +357,7 @@ def test_r40_abandon_results_and_errors(impl: ModuleType) -> None:
     """R40: True once for a pending op, then False; False after completion or expiry;
     ValueError for an op not submitted here; TypeError for a non-operation; cancel() on
     a never-submitted op is the plain timer cancel."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     purg = manual_purgatory(impl, clock)
     other = manual_purgatory(impl, ManualClock(0))
     op_class = operation_class(impl)

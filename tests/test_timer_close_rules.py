@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kpurgatory import InlineExecutor, ManualClock
-from tests.support import Recorder, task_class
+from tests.support import Recorder, recorded_clock, task_class
 from tests.timer_support import (
     JOIN_TIMEOUT_S,
     ManualExecutor,
@@ -51,8 +51,7 @@ def test_r13_exception_is_logged_with_task_and_next_task_runs(
     impl: ModuleType, caplog: pytest.LogCaptureFixture
 ) -> None:
     """R13: a raising task is logged (kpurgatory logger, task repr); later tasks still run."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     caplog.set_level(logging.ERROR, logger="kpurgatory")
     with make_timer(impl, clock) as timer:
         timer.add(boom_class(impl)(3, "drained-7f3a"))
@@ -75,8 +74,7 @@ def test_r13_exception_is_logged_with_task_and_next_task_runs(
 
 def test_r14_close_is_idempotent_and_stops_the_timer(impl: ModuleType) -> None:
     """R14: after close tasks never run, advance_clock returns False at once, add raises."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     timer = make_timer(impl, clock)
     timer.add(task_class(impl)(5, "pending", recorder))
     timer.close()
@@ -102,8 +100,7 @@ def test_r14_caller_executor_is_left_running(impl: ModuleType) -> None:
 
 def test_r14_context_manager_closes_on_exit(impl: ModuleType) -> None:
     """R14: leaving the with block closes the timer."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         timer.add(task_class(impl)(5, "x", recorder))
     with pytest.raises(RuntimeError):
@@ -147,8 +144,7 @@ def test_r14_r39_owned_executor_finishes_handed_over_work_close_does_not_wait(
 
 def test_r37_hand_over_holds_no_timer_lock(impl: ModuleType) -> None:
     """R37: while a task runs inline, another thread can add, cancel and read size freely."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     outcomes: list[bool] = []
     with make_timer(impl, clock) as timer:
@@ -172,8 +168,7 @@ def test_r37_hand_over_holds_no_timer_lock(impl: ModuleType) -> None:
 
 def test_r37_concurrent_adds_and_cancels_keep_size_exact(impl: ModuleType) -> None:
     """R37/R12: four threads adding and cancelling at once leave exactly the kept tasks."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     per_thread = 300
     with make_timer(impl, clock, tick_ms=2) as timer:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kpurgatory import InlineExecutor, ManualClock
-from tests.support import NextDue, Recorder, floor_to, task_class
+from tests.support import NextDue, Recorder, floor_to, recorded_clock, task_class
 from tests.timer_support import ManualExecutor, callback_task_class, make_timer, runs
 
 # ---- R1: expiration and due time -------------------------------------------------------
@@ -67,8 +67,7 @@ def test_r1_due_time_uses_floor_for_negative_readings(impl: ModuleType) -> None:
 
 def test_r1_expiration_counts_from_the_clock_reading_at_add(impl: ModuleType) -> None:
     """R1: the delay is relative to the reading at add, not to construction or current time."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         clock.advance(30)
         timer.add(task_class(impl)(10, "late-add", recorder))
@@ -119,8 +118,7 @@ def test_r2_start_ms_behind_the_clock_makes_past_tasks_wait(impl: ModuleType) ->
 
 def test_r2_current_time_never_moves_backwards(impl: ModuleType) -> None:
     """R2: current = max(current, round_down(now)); a start_ms ahead of the clock is kept."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock, start_ms=100) as timer:
         assert timer.advance_clock(10) is False  # now 10 < current 100
@@ -132,8 +130,7 @@ def test_r2_current_time_never_moves_backwards(impl: ModuleType) -> None:
 
 def test_r2_advance_clock_sets_current_time_to_drain_reading(impl: ModuleType) -> None:
     """R2: after advance_clock drains at 25 (tick 10) the current time is 20."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock, tick_ms=10) as timer:
         assert timer.advance_clock(25) is False
@@ -153,8 +150,7 @@ def test_r3_clock_advanced_directly_task_waits_for_next_advance(impl: ModuleType
     The task's due time (40) has passed on the clock (50) but lies after the timer's
     current time (0): add schedules it, and advance_clock(0) then runs it.
     """
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock) as timer:
         clock.advance(50)
@@ -169,8 +165,7 @@ def test_r3_clock_advanced_directly_task_waits_for_next_advance(impl: ModuleType
 
 def test_r3_stale_looking_case_with_coarse_tick(impl: ModuleType) -> None:
     """R3: tick 10, clock moved to 57 directly; due 50 > current 0 waits; then current is 50."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock, tick_ms=10) as timer:
         clock.advance(57)
@@ -186,8 +181,7 @@ def test_r3_stale_looking_case_with_coarse_tick(impl: ModuleType) -> None:
 
 def test_r3_hand_over_happens_inside_add(impl: ModuleType) -> None:
     """R3: an already-due task is handed over before add returns (seen with a queueing executor)."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     executor = ManualExecutor()
     with make_timer(impl, clock, executor=executor) as timer:
         timer.add(task_class(impl)(0, "zero", recorder))
@@ -203,8 +197,7 @@ def test_r3_hand_over_happens_inside_add(impl: ModuleType) -> None:
 
 def test_r4_clock_advance_alone_never_runs_a_task(impl: ModuleType) -> None:
     """R4: a task leaves the schedule only inside advance_clock, never on clock.advance."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         timer.add(task_class(impl)(5, "x", recorder))
         clock.advance(100)
@@ -215,8 +208,7 @@ def test_r4_clock_advance_alone_never_runs_a_task(impl: ModuleType) -> None:
 
 def test_r4_r5_one_big_advance_runs_exactly_the_due_tasks(impl: ModuleType) -> None:
     """R4/R5: after advance_clock(t) every task due <= now ran; none due later did."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock, tick_ms=5) as timer:
         for delay in range(5, 201, 3):
@@ -234,8 +226,7 @@ def test_r4_r5_one_big_advance_runs_exactly_the_due_tasks(impl: ModuleType) -> N
 
 def test_r6_hand_over_in_non_decreasing_due_order_ties_as_multisets(impl: ModuleType) -> None:
     """R6: one drain hands over by due time; tasks sharing a due time compare as a multiset."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     delays = [37, 13, 20, 21, 13, 29, 11, 40, 12, 14, 38, 15]
     due_of = {f"t{i}": floor_to(d, 10) for i, d in enumerate(delays)}
@@ -261,8 +252,7 @@ def test_r6_task_added_during_hand_over_is_judged_by_r3(impl: ModuleType) -> Non
     The drain at 10 moves the current time to 10 before the hand-over, so a delay-0 add
     runs at once (inline, nested) and a delay-1 add waits for a later advance_clock.
     """
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock) as timer:
         now_task = task(0, "added-now", recorder)
@@ -300,8 +290,7 @@ def test_r7_manual_advance_clock_moves_clock_by_exactly_timeout(impl: ModuleType
 
 def test_r8_result_is_true_iff_a_task_was_handed_over(impl: ModuleType) -> None:
     """R8: False with nothing due; True when a task is handed over; at-once adds do not count."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock) as timer:
         assert timer.advance_clock(10) is False

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from kpurgatory import InlineExecutor, ManualClock
-from tests.support import Recorder, floor_to, task_class
+from tests.support import Recorder, floor_to, recorded_clock, task_class
 from tests.timer_support import ManualExecutor, callback_task_class, make_timer, runs
 
 # ---- R9: cancel -------------------------------------------------------------------------
@@ -23,8 +23,7 @@ from tests.timer_support import ManualExecutor, callback_task_class, make_timer,
 
 def test_r9_cancel_is_idempotent_and_drops_size_at_once(impl: ModuleType) -> None:
     """R9/R12: cancel removes the task from size at once; cancelling again changes nothing."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock) as timer:
         a, b = task(5, "a", recorder), task(6, "b", recorder)
@@ -41,8 +40,7 @@ def test_r9_cancel_is_idempotent_and_drops_size_at_once(impl: ModuleType) -> Non
 
 def test_r9_cancel_of_unscheduled_task_is_a_no_op(impl: ModuleType) -> None:
     """R9: cancel on a task never added, or one that already ran, does nothing."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock) as timer:
         never = task(5, "never", recorder)
@@ -60,8 +58,7 @@ def test_r9_cancel_of_unscheduled_task_is_a_no_op(impl: ModuleType) -> None:
 
 def test_r9_cancel_does_not_stop_a_run_already_handed_over(impl: ModuleType) -> None:
     """R9: once handed to the executor the run happens, even if cancel comes first."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     executor = ManualExecutor()
     with make_timer(impl, clock, executor=executor) as timer:
         drained = task_class(impl)(3, "drained", recorder)
@@ -81,8 +78,7 @@ def test_r9_cancel_does_not_stop_a_run_already_handed_over(impl: ModuleType) -> 
 
 def test_r10_re_add_in_same_timer_replaces_schedule(impl: ModuleType) -> None:
     """R10/R12: re-adding recomputes expiration from the new reading; size stays 1; one run."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         task = task_class(impl)(10, "x", recorder)
         timer.add(task)
@@ -131,8 +127,7 @@ def test_r10_move_into_timer_where_it_is_due_at_once(impl: ModuleType) -> None:
 
 def test_r10_re_add_of_cancelled_task_schedules_it_again(impl: ModuleType) -> None:
     """R10: a cancelled task added again is scheduled and runs."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         task = task_class(impl)(5, "x", recorder)
         timer.add(task)
@@ -145,8 +140,7 @@ def test_r10_re_add_of_cancelled_task_schedules_it_again(impl: ModuleType) -> No
 
 def test_r10_re_add_of_task_that_already_ran_runs_it_again(impl: ModuleType) -> None:
     """R10: a task that already ran may be added again and runs a second time."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         task = task_class(impl)(5, "x", recorder)
         timer.add(task)
@@ -164,8 +158,7 @@ def test_r10_re_add_of_task_that_already_ran_runs_it_again(impl: ModuleType) -> 
 
 def test_r11_task_cancelled_by_earlier_task_in_same_drain_is_skipped(impl: ModuleType) -> None:
     """R11: an inline task cancels a later task drained by the same advance_clock; it never runs."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         victim = task_class(impl)(7, "victim", recorder)
         killer = callback_task_class(impl)(5, "killer", recorder, victim.cancel)
@@ -179,8 +172,7 @@ def test_r11_task_cancelled_by_earlier_task_in_same_drain_is_skipped(impl: Modul
 
 def test_r11_task_re_added_by_earlier_task_in_same_drain_waits(impl: ModuleType) -> None:
     """R11/R10: a later task re-added mid-drain is not handed over by this call; it runs later."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         victim = task_class(impl)(7, "victim", recorder)
         timer.add(victim)
@@ -195,8 +187,7 @@ def test_r11_task_re_added_by_earlier_task_in_same_drain_waits(impl: ModuleType)
 
 def test_r11_task_moved_mid_drain_runs_once_in_its_new_timer(impl: ModuleType) -> None:
     """R11/R10: moved mid-drain to a timer where it is due at once, it runs there, only once."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with (
         make_timer(impl, clock, name="a") as a,
         make_timer(impl, ManualClock(0), start_ms=1000, name="b") as b,
@@ -212,8 +203,7 @@ def test_r11_task_moved_mid_drain_runs_once_in_its_new_timer(impl: ModuleType) -
 def test_r11_task_collected_again_by_a_nested_drain_runs_once(impl: ModuleType) -> None:
     """R11: a later task of a drain is re-added and collected by a nested drain before its
     turn; the nested drain hands it over, the outer drain skips it, so it runs once."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         victim = task_class(impl)(7, "victim", recorder)
 
@@ -236,8 +226,7 @@ def test_r11_task_collected_again_by_a_nested_drain_runs_once(impl: ModuleType) 
 
 def test_r12_size_counts_only_scheduled_tasks(impl: ModuleType) -> None:
     """R12: size grows with scheduled adds only and shrinks on drain, cancel and move."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock, name="a") as a, make_timer(impl, clock, name="b") as b:
         assert a.size == 0
@@ -263,8 +252,7 @@ def test_r12_size_counts_only_scheduled_tasks(impl: ModuleType) -> None:
 
 def test_r15_default_tick_is_one_millisecond(impl: ModuleType) -> None:
     """R15/R1: without tick_ms a task runs at exactly its expiration, not a tick earlier."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with impl.SystemTimer("defaults", clock=clock, executor=InlineExecutor()) as timer:
         timer.add(task_class(impl)(7, "seven", recorder))
         assert timer.advance_clock(6) is False
@@ -277,8 +265,7 @@ def test_r15_default_tick_is_one_millisecond(impl: ModuleType) -> None:
 
 def test_r44_next_due_time_is_the_least_scheduled_due_time(impl: ModuleType) -> None:
     """R44: None when empty; the least due time of the scheduled tasks; follows cancel/move."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock, 5, name="a") as a, make_timer(impl, clock, 5, name="b") as b:
         assert a.next_due_time is None
@@ -305,8 +292,7 @@ def test_r44_advance_before_next_due_hands_nothing_at_or_after_drains_it(
     impl: ModuleType,
 ) -> None:
     """R44 with R4/R5: a drain before next_due_time hands nothing over; at it, that task."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     task = task_class(impl)
     with make_timer(impl, clock, name="a") as timer:
         for delay in (7, 7, 30, 500):
