@@ -1,10 +1,8 @@
 """Timer rules R9-R12, R15 and R44 through the public API: cancel, re-add, tasks cancelled
 or moved before their turn, size, defaults and the next due time.
 
-Every test takes the ``impl`` fixture, so the same checks run on the reference and on
-every other implementation package present. Expected due times are computed here with
-floor division (an oracle independent of ``kpurgatory.spec.arithmetic``), never copied
-from the implementation. Helpers: ``tests.timer_support``.
+As in ``test_timer_rules.py``: on every implementation (``impl``), due times from a
+floor-division oracle; helpers in ``tests.timer_support``.
 """
 
 from __future__ import annotations
