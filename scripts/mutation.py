@@ -47,19 +47,28 @@ OWN_OPERATORS = ("RemoveStatement", "RemoveLock", "RemoveAcquireRelease")
 # failure), then, for the survivors only, the slow concurrency tier. Never the meta-tests
 # that patch source text (tests/mutants, tests/aio/test_aio_mutants.py, tests/concurrency/
 # test_lock_mutants.py): a mutated line they patch makes them fail for the wrong reason.
-_RULES = (
+_TIMER_RULES = (
     "tests/test_timer_rules.py",
+    "tests/test_timer_schedule_rules.py",
+    "tests/test_timer_close_rules.py",
+)
+_RULES = (
+    *_TIMER_RULES,
     "tests/test_operation_rules.py",
     "tests/test_purgatory_rules.py",
+    "tests/test_purgatory_purge_rules.py",
     "tests/test_inputs.py",
     "tests/test_user_code_failures.py",
     "tests/test_reentrancy.py",
+    "tests/test_reentrant_calls.py",
     "tests/test_lifecycle.py",
+    "tests/test_reaper_lifecycle.py",
     "tests/test_subclassing.py",
     "tests/test_realtime.py",
+    "tests/test_realtime_reaper.py",
 )
 _TIMER = (
-    "tests/test_timer_rules.py",
+    *_TIMER_RULES,
     # the timer's argument checks (R35) and its executor's refusals in a drain (R53, R65)
     "tests/test_inputs.py",
     "tests/test_user_code_failures.py",
@@ -70,6 +79,11 @@ _TIMER = (
     "tests/machines/test_equivalence_timer.py",
     "tests/machines/test_equivalence_purgatory.py",
 )
+_AIO_RULES = (
+    "tests/aio/test_aio_rules.py",
+    "tests/aio/test_aio_cancel_rules.py",
+    "tests/aio/test_aio_loop_rules.py",
+)
 _MACHINES = (
     "tests/machines/test_equivalence_timer.py",
     "tests/machines/test_equivalence_purgatory.py",
@@ -78,8 +92,9 @@ _MACHINES = (
 _CONCURRENCY = ("tests/concurrency/test_stress.py", "tests/concurrency/test_lifecycle.py")
 _SCHEDULES = (*_CONCURRENCY, "tests/concurrency/test_schedules.py")
 _AIO = (
-    "tests/aio/test_aio_rules.py",
+    *_AIO_RULES,
     "tests/aio/test_cancellation.py",
+    "tests/aio/test_waiter_settling.py",
     "tests/aio/test_bounded_driver.py",
     "tests/aio/test_bounded_drain_driver.py",
     "tests/aio/test_bounded_let_go.py",
@@ -96,8 +111,11 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kpurgatory/_lifecycle.py": (
         (
             "tests/test_lifecycle.py",
+            "tests/test_reaper_lifecycle.py",
             "tests/test_realtime.py",
+            "tests/test_realtime_reaper.py",
             "tests/test_purgatory_rules.py",
+            "tests/test_purgatory_purge_rules.py",
             "tests/machines/test_lifecycle_model.py",
         ),
         _CONCURRENCY,
@@ -106,8 +124,9 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (
             "tests/test_user_code_failures.py",
             "tests/test_lifecycle.py",
-            "tests/test_reentrancy.py",  # R67: what a key raises in a purge
+            "tests/test_reentrant_calls.py",  # R67: what a key raises in a purge
             "tests/aio/test_cancellation.py",
+            "tests/aio/test_waiter_settling.py",
         ),
         _CONCURRENCY,
     ),
@@ -126,14 +145,14 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kpurgatory/optimized/timer.py": (_TIMER, _SCHEDULES),
     # the aio layer's waiter paths live in these two modules: its rule tests (R48, R58) too
     "kpurgatory/optimized/operation.py": (
-        (*_RULES, "tests/optimized", "tests/aio/test_aio_rules.py", *_MACHINES),
+        (*_RULES, "tests/optimized", *_AIO_RULES, *_MACHINES),
         _SCHEDULES,
     ),
     "kpurgatory/optimized/purgatory.py": (
         (
             *_RULES,
             "tests/optimized",
-            "tests/aio/test_aio_rules.py",
+            *_AIO_RULES,
             "tests/aio/test_bounded_let_go.py",  # R71: the let-go passes it runs for aio
             *_MACHINES,
         ),

@@ -11,12 +11,11 @@ draws every kind of call).
 from __future__ import annotations
 
 from tests.mutants.catalog import Mutant
+from tests.mutants.patching import OPERATION, PURGATORY
 
 __all__ = ["HISTORY_MUTANTS", "WEIGHTS"]
 
 _REF_OPERATION = "kpurgatory.reference.operation"
-_OPT_OPERATION = "kpurgatory.optimized.operation"
-_OPT_PURGATORY = "kpurgatory.optimized.purgatory"
 _SWEEP_ATTEMPT = "            elif operation._safe_try_complete_for(self):\n"
 
 HISTORY_MUTANTS: tuple[Mutant, ...] = (
@@ -35,7 +34,7 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "lost-cancel",
-        _OPT_PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.cancel_for_key",
         "            with operation._lock:\n                operation._unschedule()\n"
         "                operation._untimed = True",
@@ -46,7 +45,7 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "sweep-try-lock",
-        _OPT_PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
         _SWEEP_ATTEMPT,
         "            elif operation.maybe_try_complete():\n",
@@ -56,7 +55,7 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "sweep-without-lock",
-        _OPT_PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
         _SWEEP_ATTEMPT,
         "            elif operation.try_complete():\n",
@@ -65,7 +64,7 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ignored-knock",
-        _OPT_OPERATION,
+        OPERATION,
         "DelayedOperation._safe_try_complete_for",
         "if not self._try_complete_pending:",
         "if True:",
@@ -74,7 +73,7 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "kafka-6653-lost-completion",
-        _OPT_PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
         _SWEEP_ATTEMPT,
         "            elif operation._lock.acquire(blocking=False) and "

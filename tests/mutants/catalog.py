@@ -1,15 +1,8 @@
 """Seeded mutants: deliberate one-line bugs in ``kpurgatory.optimized``, applied by patching.
 
 Each ``Mutant`` names a function or method of the optimized package, an exact fragment of
-its source, and the fragment's replacement. ``applied(mutant)`` rebuilds the function
-from its source with that one change (``inspect.getsource`` + text replacement +
-``compile``/``exec`` in the defining module's namespace, so globals resolve as in the
-original), swaps it in for the duration of a ``with`` block, and restores the original
-afterwards. A target the named class inherits (the shared protocol's methods) is
-planted on that class alone. It raises ``MutantError`` if the target is gone or the
-fragment does not occur exactly once, so a refactor of the optimized code cannot
-silently disarm a mutant: the test that checks every mutant is armed fails instead, and
-the catalog must be adapted to the new code.
+its source, and the fragment's replacement. ``applied(mutant)``
+(``tests.mutants.patching``, re-exported here) plants it for a ``with`` block.
 
 ``tests/mutants/test_mutants_caught.py`` asserts that the equivalence machines fail on
 every mutant and pass on the unmutated code. A mutant the machines miss means the
@@ -17,183 +10,24 @@ machines are too weak; strengthen them rather than dropping the mutant.
 """
 
 from __future__ import annotations
-import __future__
 
-import ast
-import importlib
-import inspect
-import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from types import FunctionType, ModuleType
-from typing import Any, Literal
+from tests.mutants.patching import (
+    BUCKET,
+    OPERATION,
+    PURGATORY,
+    QUEUE,
+    TIMER,
+    WHEEL,
+    MachineName,
+    Mutant,
+    MutantError,
+    applied,
+    mutated_source,
+)
 
-__all__ = ["MUTANTS", "Mutant", "MutantError", "applied", "mutated_source"]
-
-MachineName = Literal["timer", "purgatory"]
-
-
-class MutantError(Exception):
-    """A mutant cannot be applied: its target or its source fragment is not there."""
+__all__ = ["MUTANTS", "MachineName", "Mutant", "MutantError", "applied", "mutated_source"]
 
 
-@dataclass(frozen=True)
-class Mutant:
-    """One deliberate bug: replace ``old`` by ``new`` (exactly once) in ``module.target``.
-
-    ``target`` is ``"function"`` or ``"Class.method"`` (a property's getter is patched
-    through the property). ``machines`` lists the equivalence machines run against it,
-    in order; the first to fail catches it.
-    """
-
-    name: str
-    module: str
-    target: str
-    old: str
-    new: str
-    description: str
-    machines: tuple[MachineName, ...] = ("timer", "purgatory")
-
-
-def _resolve(mutant: Mutant) -> tuple[ModuleType, Any, str, Any, bool]:
-    """(module, owner, attribute name, raw attribute, inherited) of the mutant's target.
-
-    A method the named class inherits (the purgatory protocol of ``kpurgatory.protocol``,
-    which both purgatories derive from) is found in the class that defines it: the
-    module is that class's (its globals), and the mutant is planted on the named class
-    alone, so the other implementation keeps the correct code (``inherited``)."""
-    try:
-        module = importlib.import_module(mutant.module)
-    except ImportError as exc:
-        raise MutantError(f"{mutant.name}: module {mutant.module} not importable: {exc}") from exc
-    owner: Any = module
-    parts = mutant.target.split(".")
-    for part in parts[:-1]:
-        owner = getattr(owner, part, None)
-        if owner is None:
-            raise MutantError(f"{mutant.name}: {mutant.module}.{mutant.target} not found")
-    attr = parts[-1]
-    namespace = vars(owner)
-    if attr in namespace:
-        return module, owner, attr, namespace[attr], False
-    for base in owner.__mro__[1:] if isinstance(owner, type) else ():
-        if attr in vars(base):
-            defining = importlib.import_module(base.__module__)
-            return defining, owner, attr, vars(base)[attr], True
-    raise MutantError(
-        f"{mutant.name}: {mutant.module}.{mutant.target} not found (not defined there)"
-    )
-
-
-def _function_of(raw: Any, mutant: Mutant) -> FunctionType:
-    """The plain function behind a function, method, static/class method or property."""
-    if isinstance(raw, property):
-        raw = raw.fget
-    elif isinstance(raw, (staticmethod, classmethod)):
-        raw = raw.__func__
-    if not isinstance(raw, FunctionType):
-        raise MutantError(
-            f"{mutant.name}: {mutant.target} is a {type(raw).__name__}, not a Python "
-            "function (a compiled build cannot be mutated)"
-        )
-    return raw
-
-
-def mutated_source(mutant: Mutant) -> tuple[str, str]:
-    """(original source, mutated source) of the target; ``MutantError`` unless the
-    fragment occurs exactly once."""
-    _, _, _, raw, _ = _resolve(mutant)
-    function = _function_of(raw, mutant)
-    source = textwrap.dedent(inspect.getsource(function))
-    count = source.count(mutant.old)
-    if count != 1:
-        raise MutantError(
-            f"{mutant.name}: fragment {mutant.old!r} occurs {count} times in "
-            f"{mutant.module}.{mutant.target}, expected exactly once"
-        )
-    return source, source.replace(mutant.old, mutant.new)
-
-
-def _build(mutant: Mutant, module: ModuleType, owner: Any, raw: Any, source: str) -> Any:
-    """Compile ``source`` (one def) into a replacement for ``raw``.
-
-    The def is wrapped in a factory taking ``__class__``, so zero-argument ``super()``
-    inside a method still finds its class; the function's globals are the defining
-    module's namespace; decorators are dropped and the original wrapper (property,
-    staticmethod, classmethod) is rebuilt around the new function.
-    """
-    tree = ast.parse(source)
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
-        raise MutantError(f"{mutant.name}: {mutant.target} is not a single def")
-    function_def = tree.body[0]
-    function_def.decorator_list = []
-    factory = ast.FunctionDef(
-        name="__mutant_factory__",
-        args=ast.arguments(
-            posonlyargs=[],
-            args=[ast.arg(arg="__class__")],
-            vararg=None,
-            kwonlyargs=[],
-            kw_defaults=[],
-            kwarg=None,
-            defaults=[],
-        ),
-        body=[function_def, ast.Return(value=ast.Name(id=function_def.name, ctx=ast.Load()))],
-        decorator_list=[],
-        returns=None,
-    )
-    wrapper = ast.Module(body=[factory], type_ignores=[])
-    ast.fix_missing_locations(wrapper)
-    code = compile(
-        wrapper,
-        f"<mutant {mutant.name}: {mutant.module}.{mutant.target}>",
-        "exec",
-        flags=__future__.annotations.compiler_flag,  # annotations stay strings, as in the module
-        dont_inherit=True,
-    )
-    scope: dict[str, Any] = {}
-    exec(code, vars(module), scope)
-    original = _function_of(raw, mutant)
-    new_function = scope["__mutant_factory__"](owner if isinstance(owner, type) else None)
-    new_function.__qualname__ = original.__qualname__
-    new_function.__module__ = original.__module__
-    new_function.__defaults__ = original.__defaults__
-    new_function.__kwdefaults__ = original.__kwdefaults__
-    if isinstance(raw, property):
-        return property(new_function, raw.fset, raw.fdel, raw.__doc__)
-    if isinstance(raw, staticmethod):
-        return staticmethod(new_function)
-    if isinstance(raw, classmethod):
-        return classmethod(new_function)
-    return new_function
-
-
-@contextmanager
-def applied(mutant: Mutant) -> Iterator[Any]:
-    """Swap the mutated function in for the ``with`` block; yields the replacement.
-
-    The original attribute is restored on exit, even if the block raised.
-    """
-    module, owner, attr, raw, inherited = _resolve(mutant)
-    _, new_source = mutated_source(mutant)
-    replacement = _build(mutant, module, owner, raw, new_source)
-    setattr(owner, attr, replacement)
-    try:
-        yield replacement
-    finally:
-        if inherited:
-            delattr(owner, attr)  # the named class inherits the original again
-        else:
-            setattr(owner, attr, raw)
-
-
-_BUCKET = "kpurgatory.optimized.bucket"
-_WHEEL = "kpurgatory.optimized.wheel"
-_QUEUE = "kpurgatory.optimized.delay_queue"
-_TIMER = "kpurgatory.optimized.timer"
-_OPERATION = "kpurgatory.optimized.operation"
-_PURGATORY = "kpurgatory.optimized.purgatory"
 _TIMER_FIRST: tuple[MachineName, ...] = ("timer", "purgatory")
 _PURGATORY_ONLY: tuple[MachineName, ...] = ("purgatory",)
 
@@ -201,7 +35,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- timer: the issue's list ---------------------------------------------------
     Mutant(
         "expiry-test-off-by-one",
-        _WHEEL,
+        WHEEL,
         "expired_at_level",
         "return due < current_time + tick_ms",
         "return due <= current_time + tick_ms",
@@ -211,7 +45,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "poll-off-by-one",
-        _QUEUE,
+        QUEUE,
         "DelayQueue.poll",
         "if heap and heap[0][0] <= now:",
         "if heap and heap[0][0] < now:",
@@ -221,7 +55,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-not-reoffered",
-        _WHEEL,
+        WHEEL,
         "TimingWheel.add",
         "wheel.queue.offer(bucket)",
         "pass",
@@ -231,7 +65,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "flush-keeps-expiration",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.flush",
         "self.expiration = NO_EXPIRATION",
         "pass",
@@ -243,7 +77,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "wrong-overflow-tick",
-        _WHEEL,
+        WHEEL,
         "TimingWheel.add_overflow_wheel",
         "self.interval,",
         "self.interval * self.wheel_size,",
@@ -253,7 +87,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "cancel-skips-unlink",
-        _TIMER,
+        TIMER,
         "TimerTask.cancel",
         "holder.remove(self)",
         "pass",
@@ -263,7 +97,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- timer: more ---------------------------------------------------------------
     Mutant(
         "no-r11-recheck",
-        _TIMER,
+        TIMER,
         "SystemTimer._hand_over_collected",
         "if entry._entry_list is not drain:",
         "if False:",
@@ -273,7 +107,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "current-time-not-advanced",
-        _TIMER,
+        TIMER,
         "SystemTimer._drain",
         "wheel.advance_clock(now)\n    self._current_time",
         "self._current_time",
@@ -283,7 +117,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "overflow-starts-late",
-        _WHEEL,
+        WHEEL,
         "TimingWheel.add_overflow_wheel",
         "self.current_time,",
         "self.current_time + self.tick_ms,",
@@ -292,7 +126,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-expires-at-slot-end",
-        _WHEEL,
+        WHEEL,
         "bucket_expiration",
         "return vid * tick_ms",
         "return (vid + 1) * tick_ms",
@@ -302,7 +136,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "readd-keeps-old-entry",
-        _TIMER,
+        TIMER,
         "SystemTimer.add",
         "if old.lock is lock:\n                old.remove(checked)",
         "if old.lock is lock:\n                pass",
@@ -314,7 +148,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- timer: the bucket and wheel operations, each defined once ------------------
     Mutant(
         "drain-skips-wheel-advance",
-        _TIMER,
+        TIMER,
         "Drain.flush",
         "wheel.advance_clock(expiration)",
         "pass",
@@ -324,7 +158,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-remove-keeps-links",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.remove",
         "nxt._entry_prev = prev",
         "pass",
@@ -334,7 +168,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-add-forgets-counter",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.add",
         "self.counter.value += 1",
         "pass",
@@ -343,7 +177,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "expiration-always-changed",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.set_expiration",
         "if current is not None and current == expiration_ms:",
         "if False:",
@@ -353,7 +187,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "wheel-advance-late",
-        _WHEEL,
+        WHEEL,
         "advanced_time",
         "if time_ms >= current_time + tick_ms:",
         "if time_ms > current_time + tick_ms:",
@@ -363,7 +197,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fits-window-off-by-one",
-        _WHEEL,
+        WHEEL,
         "fits_level",
         "return due < current_time + interval",
         "return due <= current_time + interval",
@@ -373,7 +207,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-remove-forgets-counter",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.remove",
         "self.counter.value -= 1",
         "pass",
@@ -384,7 +218,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- operation and purgatory: the issue's list -----------------------------------
     Mutant(
         "list-dropped-while-mapped",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._unlink",
         "if not watchers.ops and shard.watchers.get(watchers.key) is watchers:",
         "if not watchers.ops and watchers.key in shard.watchers:",
@@ -394,7 +228,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "nonempty-list-dropped",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._unlink",
         "if not watchers.ops and shard.watchers.get(watchers.key) is watchers:",
         "if shard.watchers.get(watchers.key) is watchers:",
@@ -403,7 +237,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "purge-skips-estimate-reset",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._purge_if_due",
         "self._estimated_total_operations = delayed",
         "pass",
@@ -413,7 +247,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "check-counts-completed",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
         "self._unlink(handle, operation)\n            elif",
         "self._unlink(handle, operation); completed += 1\n            elif",
@@ -423,7 +257,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- operation and purgatory: more ---------------------------------------------
     Mutant(
         "purge-not-strict",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._purge_if_due",
         "- delayed <= self._purge_interval:",
         "- delayed < self._purge_interval:",
@@ -432,7 +266,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "estimate-per-key",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._watch_key",
         "shard.count += 1",
         "shard.count += 1; self._estimated_total_operations += 1",
@@ -441,7 +275,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "cancel-for-key-keeps-timer",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.cancel_for_key",
         "operation._unschedule()",
         "pass",
@@ -450,7 +284,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "force-complete-keeps-timer",
-        _OPERATION,
+        OPERATION,
         "DelayedOperation.force_complete",
         "TimerTask.cancel(self)",
         "pass",
@@ -460,7 +294,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "safe-try-ignores-completed",
-        _OPERATION,
+        OPERATION,
         "DelayedOperation._safe_try_complete_for",
         "if self._state >= FINISHED or (",
         "if False or (",
@@ -469,7 +303,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "unwatch-forgets-count",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._unlink",
         "shard.count -= 1",
         "pass",
@@ -478,7 +312,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "negative-hash-shard",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._watch_key",
         "shard = self._shards[abs(hash(key)) % self._num_shards]",
         "shard = self._shards[hash(key) % self._num_shards]",
@@ -488,7 +322,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "abandon-keeps-watch",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._abandon_submitted",
         "self._unwatch_key(key, operation)",
         "pass",
@@ -497,7 +331,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "rollback-keeps-watch",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._undo",
         "self._unwatch_key(argument, operation)",
         "pass",
@@ -506,7 +340,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "timer-enabled-ignored",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._time",
         "if self._timer_enabled and not operation._untimed:",
         "if not operation._untimed:",
@@ -515,7 +349,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "next-due-is-bucket-expiration",
-        _QUEUE,
+        QUEUE,
         "DelayQueue.earliest_due",
         "due = heap[index][2].min_due()",
         "due = expiration",
