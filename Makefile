@@ -147,15 +147,6 @@ crosshair-backend: $(STAMP)
 slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-# CI's slow tier (.ci/run): `make slow` less the files whose slow tests CI runs as jobs of
-# their own (conformance-catalogue, pipeline-cluster), on every core: the deep bounds the
-# quick suite leaves out (its twins there run a cheaper bound).
-SLOW_OWN_JOBS := tests/conformance/ports/test_catalogue.py tests/conformance/ports/test_threads.py \
-	tests/pipeline/test_cluster.py tests/pipeline/test_standalone.py
-.PHONY: slow-ci
-slow-ci: $(STAMP)
-	$(PY) -m pytest -q -m slow $(XDIST) $(addprefix --ignore=,$(SLOW_OWN_JOBS))
-
 # Packaging job (CI, .ci/run): the pure wheel built with build isolation, installed in a fresh
 # venv under /tmp, imported, `kpurgatory --version`, and the typed user program checked by
 # mypy against the installed wheel and against an editable install (the mode above).
