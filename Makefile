@@ -175,7 +175,8 @@ pipeline-cluster: $(STAMP)
 	$(PY) -m pytest -q -m slow tests/pipeline/test_cluster.py tests/pipeline/test_standalone.py
 
 # The project's own mutation score (docs/verification.md, "Mutation score"; slow tier, not
-# CI's quick path): a seeded sample of cosmic-ray mutants per module of reference/,
+# CI's quick path): a seeded sample of cosmic-ray mutants (its operators and the project's
+# statement and lock removals) per module of protocol.py, reference/,
 # optimized/, aio/ and the lifecycle helpers, each run against that module's quick tests
 # and, if it survives them, the concurrency tier; equivalents listed in
 # scripts/mutation_equivalents.txt are not run. Reports in build/mutation/. One module:
@@ -186,9 +187,12 @@ MUTATION_SEED ?= 1
 MUTATION_STAMP := $(VENV)/.mutation-installed
 .PHONY: mutation
 
-$(MUTATION_STAMP): $(STAMP)
+# cosmic-ray and the project's own operators (statement and lock removal), a small local
+# distribution cosmic-ray finds by its entry point (tools/cosmic_ray_kpurgatory).
+$(MUTATION_STAMP): $(STAMP) tools/cosmic_ray_kpurgatory/pyproject.toml
 	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --config-settings editable_mode=compat \
 		-e '.[$(EXTRAS),mutation]'
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) --no-deps -e tools/cosmic_ray_kpurgatory
 	touch $@
 
 mutation: $(MUTATION_STAMP)
@@ -244,17 +248,22 @@ freethreaded-history: $(FT_STAMP)
 	PYTHON_GIL=0 $(FT_PY) -m kpurgatory.history --implementation both \
 		--seconds $(HISTORY_SECONDS) --failures-dir build/history-failures-ft $(HISTORY_ARGS)
 
-# The threads benchmark (docs/performance.md, "Threads"): the acks=all pattern on one and
-# two threads, and the timer's single lock, on this build and on the free-threaded one with
-# the GIL off and on (one run, side by side; run it on a quiet machine).
-BENCH_THREADS_OPTIONS ?= -p 3 -n 3 -w 1
+# The threads benchmark (docs/performance.md, "Threads"): the acks=all pattern on 1, 2, 4
+# and 8 threads, one shared purgatory against a purgatory, timer and class per thread and
+# against a shared class only, interleaved rounds in each interpreter: this build, the
+# compiled one if built (make compiled-venv), and the free-threaded one with the GIL off
+# and on (run it on a quiet machine; the report gives the load average of each run).
+BENCH_THREADS_OPTIONS ?= -r 5 -n 2000
+BENCH_THREADS_DIR ?= build/bench-threads
 bench-threads: $(STAMP) $(FT_STAMP)
-	mkdir -p build/bench-threads
-	$(PY) -m kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) \
-		-o build/bench-threads/gil.json
+	mkdir -p $(BENCH_THREADS_DIR)
+	rm -f $(BENCH_THREADS_DIR)/*.json
+	$(PY) -m kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) -o $(BENCH_THREADS_DIR)/gil.json
+	# -P: not the source tree (the working directory) but the compiled package installed there
+	if [ -x $(COMPILED_VENV)/bin/python ]; then $(COMPILED_VENV)/bin/python -P -m \
+		kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) -o $(BENCH_THREADS_DIR)/gil-compiled.json; fi
 	PYTHON_GIL=0 $(FT_PY) -m kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) \
-		--inherit-environ PYTHON_GIL -o build/bench-threads/ft-gil-off.json
+		-o $(BENCH_THREADS_DIR)/ft-gil-off.json
 	PYTHON_GIL=1 $(FT_PY) -m kpurgatory.bench.threads $(BENCH_THREADS_OPTIONS) \
-		--inherit-environ PYTHON_GIL -o build/bench-threads/ft-gil-on.json
-	$(PY) -m kpurgatory.bench.threads report build/bench-threads/gil.json \
-		build/bench-threads/ft-gil-off.json build/bench-threads/ft-gil-on.json
+		-o $(BENCH_THREADS_DIR)/ft-gil-on.json
+	$(PY) -m kpurgatory.bench.threads report $(BENCH_THREADS_DIR)/*.json

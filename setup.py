@@ -72,10 +72,12 @@ class BuildPyWithConformanceData(build_py):
 
 
 def compiled_sources() -> list[str]:
-    """The optimized package's modules mypyc compiles (relative paths, sorted)."""
+    """The modules mypyc compiles (relative paths, sorted): the optimized package's and
+    the purgatory protocol both purgatories share (``kpurgatory/protocol.py``)."""
     folder = HERE / "kpurgatory" / "optimized"
+    optimized = [path for path in folder.glob("*.py") if path.name != "__init__.py"]
     return sorted(
-        str(path.relative_to(HERE)) for path in folder.glob("*.py") if path.name != "__init__.py"
+        str(path.relative_to(HERE)) for path in [*optimized, HERE / "kpurgatory" / "protocol.py"]
     )
 
 

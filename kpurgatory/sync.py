@@ -47,6 +47,10 @@ class AtomicFlag:
         """The current value."""
         return self._value
 
+    def __bool__(self) -> bool:
+        """The current value (``get``), so a flag reads as the boolean it holds."""
+        return self.get()
+
     def set(self, value: bool) -> None:
         """Store ``value``."""
         with self._guard:

@@ -1,9 +1,13 @@
 """The project's own mutation score: a seeded sample of cosmic-ray mutants per module.
 
-For each module: copy the tree to ``build/mutation/<module>/tree`` (the working tree is
-never mutated), list every cosmic-ray mutant of the module, skip those inside type
-annotations (never evaluated: every module has ``from __future__ import annotations``),
-draw a seeded sample of source locations with one mutant each, skip the sampled mutants
+The mutants are those of cosmic-ray's core operators and of the project's own
+(tools/cosmic_ray_kpurgatory: a statement replaced by ``pass``, a ``with <lock>:``
+turned into its body, an ``acquire``/``release`` pair removed), which cosmic-ray finds
+by their entry point; ``make mutation`` installs both. For each module: copy the tree
+to ``build/mutation/<module>/tree`` (the working tree is never mutated), list every
+mutant of the module, skip those inside type annotations (never evaluated: every
+module has ``from __future__ import annotations``), draw a seeded sample of source
+locations with one mutant each, skip the sampled mutants
 ``scripts/mutation_equivalents.txt`` lists as equivalent, run the module's tests once
 unmutated (they must pass; the per-mutant timeout follows from their time), then each
 remaining mutant with ``cosmic-ray exec``. Writes ``build/mutation/<module>/report.txt``
@@ -35,25 +39,36 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENTS = ROOT / "scripts" / "mutation_equivalents.txt"
 COPIED = ("kpurgatory", "tests", "docs", "conformance", "examples", "pyproject.toml")
+OWN_OPERATORS = ("RemoveStatement", "RemoveLock", "RemoveAcquireRelease")
+"""The project's operators (provider ``kpurgatory``, tools/cosmic_ray_kpurgatory)."""
 
 # The tests each module's mutants run against, in two tiers as in the outside run: the
 # fast, strong tests of the module first (cheapest first: pytest -x stops at the first
 # failure), then, for the survivors only, the slow concurrency tier. Never the meta-tests
 # that patch source text (tests/mutants, tests/aio/test_aio_mutants.py, tests/concurrency/
 # test_lock_mutants.py): a mutated line they patch makes them fail for the wrong reason.
-_RULES = (
+_TIMER_RULES = (
     "tests/test_timer_rules.py",
+    "tests/test_timer_schedule_rules.py",
+    "tests/test_timer_close_rules.py",
+)
+_RULES = (
+    *_TIMER_RULES,
     "tests/test_operation_rules.py",
     "tests/test_purgatory_rules.py",
+    "tests/test_purgatory_purge_rules.py",
     "tests/test_inputs.py",
     "tests/test_user_code_failures.py",
     "tests/test_reentrancy.py",
+    "tests/test_reentrant_calls.py",
     "tests/test_lifecycle.py",
+    "tests/test_reaper_lifecycle.py",
     "tests/test_subclassing.py",
     "tests/test_realtime.py",
+    "tests/test_realtime_reaper.py",
 )
 _TIMER = (
-    "tests/test_timer_rules.py",
+    *_TIMER_RULES,
     # the timer's argument checks (R35) and its executor's refusals in a drain (R53, R65)
     "tests/test_inputs.py",
     "tests/test_user_code_failures.py",
@@ -64,6 +79,11 @@ _TIMER = (
     "tests/machines/test_equivalence_timer.py",
     "tests/machines/test_equivalence_purgatory.py",
 )
+_AIO_RULES = (
+    "tests/aio/test_aio_rules.py",
+    "tests/aio/test_aio_cancel_rules.py",
+    "tests/aio/test_aio_loop_rules.py",
+)
 _MACHINES = (
     "tests/machines/test_equivalence_timer.py",
     "tests/machines/test_equivalence_purgatory.py",
@@ -72,8 +92,9 @@ _MACHINES = (
 _CONCURRENCY = ("tests/concurrency/test_stress.py", "tests/concurrency/test_lifecycle.py")
 _SCHEDULES = (*_CONCURRENCY, "tests/concurrency/test_schedules.py")
 _AIO = (
-    "tests/aio/test_aio_rules.py",
+    *_AIO_RULES,
     "tests/aio/test_cancellation.py",
+    "tests/aio/test_waiter_settling.py",
     "tests/aio/test_bounded_driver.py",
     "tests/aio/test_bounded_drain_driver.py",
     "tests/aio/test_bounded_let_go.py",
@@ -90,8 +111,11 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kpurgatory/_lifecycle.py": (
         (
             "tests/test_lifecycle.py",
+            "tests/test_reaper_lifecycle.py",
             "tests/test_realtime.py",
+            "tests/test_realtime_reaper.py",
             "tests/test_purgatory_rules.py",
+            "tests/test_purgatory_purge_rules.py",
             "tests/machines/test_lifecycle_model.py",
         ),
         _CONCURRENCY,
@@ -100,10 +124,17 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (
             "tests/test_user_code_failures.py",
             "tests/test_lifecycle.py",
-            "tests/test_reentrancy.py",  # R67: what a key raises in a purge
+            "tests/test_reentrant_calls.py",  # R67: what a key raises in a purge
             "tests/aio/test_cancellation.py",
+            "tests/aio/test_waiter_settling.py",
         ),
         _CONCURRENCY,
+    ),
+    # the purgatory protocol both purgatories run: the equivalence machines cannot see a
+    # bug in it (both sides share it); the rule tests and the lifecycle model can
+    "kpurgatory/protocol.py": (
+        (*_RULES, "tests/test_bounded_drain.py", *_MACHINES),  # its bounded advance (R73)
+        _SCHEDULES,
     ),
     "kpurgatory/reference/timer.py": ((*_RULES, *_MACHINES), _SCHEDULES),
     "kpurgatory/reference/operation.py": ((*_RULES, *_MACHINES), _SCHEDULES),
@@ -114,14 +145,14 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "kpurgatory/optimized/timer.py": (_TIMER, _SCHEDULES),
     # the aio layer's waiter paths live in these two modules: its rule tests (R48, R58) too
     "kpurgatory/optimized/operation.py": (
-        (*_RULES, "tests/optimized", "tests/aio/test_aio_rules.py", *_MACHINES),
+        (*_RULES, "tests/optimized", *_AIO_RULES, *_MACHINES),
         _SCHEDULES,
     ),
     "kpurgatory/optimized/purgatory.py": (
         (
             *_RULES,
             "tests/optimized",
-            "tests/aio/test_aio_rules.py",
+            *_AIO_RULES,
             "tests/aio/test_bounded_let_go.py",  # R71: the let-go passes it runs for aio
             *_MACHINES,
         ),
@@ -325,6 +356,21 @@ def _timed_baseline(tests: Sequence[str], tree: Path, module: str) -> float:
     return time.monotonic() - started
 
 
+def _require_own_operators() -> None:
+    """``SystemExit`` unless cosmic-ray lists the project's operators (a session without
+    them would score the module on cosmic-ray's core operators alone, silently)."""
+    import cosmic_ray.plugins  # type: ignore[import-untyped]
+
+    names = set(cosmic_ray.plugins.operator_names())
+    missing = [name for name in OWN_OPERATORS if f"kpurgatory/{name}" not in names]
+    if missing:
+        raise SystemExit(
+            f"cosmic-ray does not list the project's operators {missing}: install "
+            "tools/cosmic_ray_kpurgatory (make mutation does: pip install -e "
+            "tools/cosmic_ray_kpurgatory)"
+        )
+
+
 def run_module(module: str, size: int, seed: int, out: Path, equivalents: dict[str, str]) -> str:
     """Sample, run and report one module; return its table row."""
     from cosmic_ray.work_db import WorkDB, use_db  # type: ignore[import-untyped]
@@ -410,6 +456,7 @@ def run_module(module: str, size: int, seed: int, out: Path, equivalents: dict[s
         killed += slow_killed
     judged = len(killed) + len(survived)
     score = 100.0 * len(killed) / judged if judged else 100.0
+    own = [m for m in sampled if m.operator.startswith("kpurgatory/")]
     elapsed = time.monotonic() - started
     current = {m.ident for m in every}
     stale = [i for i in equivalents if i.startswith(f"{module}:") and i not in current]
@@ -423,6 +470,9 @@ def run_module(module: str, size: int, seed: int, out: Path, equivalents: dict[s
         f"killed {len(killed)} ({len(slow_killed)} by the slow tier), survived {len(survived)}, "
         f"equivalent {len(equivalent)}, not run {len(broken)}; "
         f"score excluding equivalents {score:.1f}%",
+        f"of them the project's operators (statement, lock removal): {len(own)} sampled, "
+        f"{sum(m in killed for m in own)} killed, {sum(m in equivalent for m in own)} "
+        f"equivalent ({sum(m.operator.startswith('kpurgatory/') for m in runnable)} made)",
         f"wall time {elapsed:.0f} s",
     ]
     lines += [f"stale equivalent (matches no mutant now): {ident}" for ident in stale]
@@ -453,9 +503,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "mutation")
     args = parser.parse_args(argv)
+    args.out = args.out.resolve()  # the cosmic-ray commands run in the copied tree
     if args.sample < 1:
         parser.error("--sample must be at least 1")
     equivalents = load_equivalents()
+    _require_own_operators()
     modules = args.module or list(MODULES)
     print(HEADER, flush=True)
     rows = []

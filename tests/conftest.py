@@ -1,4 +1,5 @@
-"""Fixtures: the implementation under test, and manual-clock timers and purgatories.
+"""Fixtures: the implementation under test, a manual clock and recorder, and for the
+purgatory rule tests a purgatory (``purg``) and an operation factory (``ops``).
 
 ``impl`` is parametrized over every implementation present, so each test that takes
 it runs once per implementation. Hypothesis profiles: ``ci`` (default, quick) and
@@ -8,13 +9,16 @@ it runs once per implementation. Hypothesis profiles: ``ci`` (default, quick) an
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from types import ModuleType
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from kpurgatory import ManualClock
-from tests.support import Recorder, implementation_names, load
+from tests.purgatory_support import make_purgatory
+from tests.support import Recorder, implementation_names, load, operation_class
 
 settings.register_profile(
     "ci",
@@ -49,3 +53,20 @@ def clock() -> ManualClock:
 @pytest.fixture
 def recorder(clock: ManualClock) -> Recorder:
     return Recorder(clock)
+
+
+@pytest.fixture
+def ops(impl: ModuleType, recorder: Recorder) -> Callable[..., Any]:
+    """Factory: ``ops(delay_ms, name)`` builds a FlagOperation of ``impl`` on the recorder."""
+
+    def build(delay_ms: int, name: str, lock: Any = None) -> Any:
+        return operation_class(impl)(delay_ms, name, recorder, lock)
+
+    return build
+
+
+@pytest.fixture
+def purg(impl: ModuleType, clock: ManualClock) -> Iterator[Any]:
+    """A purgatory with purge_interval 1000 (no purge in these small tests)."""
+    with make_purgatory(impl, clock) as made:
+        yield made

@@ -11,12 +11,14 @@ import functools
 import importlib
 import importlib.util
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any, Protocol
 
 import pytest
 
+from kpurgatory import ManualClock
 from kpurgatory.spec.events import (
     CompletionVia,
     Event,
@@ -24,6 +26,25 @@ from kpurgatory.spec.events import (
     OperationExpired,
     TaskRan,
 )
+
+NextDue = Callable[[], int | None]
+"""What a clock's ``wait`` calls for the next due time (``kpurgatory.clock``'s protocol)."""
+
+
+class _Lock(Protocol):
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class LockStatement:
+    """``with lock:`` for a test lock class: ``acquire()`` on entry, ``release()`` on exit."""
+
+    def __enter__(self: _Lock) -> bool:
+        return self.acquire()
+
+    def __exit__(self: _Lock, *exc_info: object) -> None:
+        self.release()
 
 
 def implementation_names() -> list[str]:
@@ -78,6 +99,24 @@ def ready_operation(impl: ModuleType) -> type[Any]:
     return Ready
 
 
+@functools.cache
+def pending_operation(base: type[Any]) -> type[Any]:
+    """An operation class over ``base`` (an implementation's or the aio layer's
+    ``DelayedOperation``) that never completes by itself and ignores how it ends."""
+
+    class Pending(base):  # type: ignore[misc]
+        def try_complete(self) -> bool:
+            return False
+
+        def on_complete(self) -> None:
+            pass
+
+        def on_expiration(self) -> None:
+            pass
+
+    return Pending
+
+
 def floor_to(ms: int, tick_ms: int) -> int:
     """Largest multiple of ``tick_ms`` at or below ``ms``: the tests' own R1 oracle, written
     independently of ``kpurgatory.spec.arithmetic``."""
@@ -109,6 +148,12 @@ class Recorder:
     def names(self, kind: type[Event]) -> list[str]:
         """Names of the recorded events of one kind, in order."""
         return [_subject(event) for event in self.events if isinstance(event, kind)]
+
+
+def recorded_clock(start_ms: int = 0) -> tuple[ManualClock, Recorder]:
+    """A manual clock at ``start_ms`` and a recorder stamping events with its readings."""
+    clock = ManualClock(start_ms)
+    return clock, Recorder(clock)
 
 
 def _subject(event: Event) -> str:
@@ -176,7 +221,7 @@ def operation_class(impl: ModuleType) -> type[Any]:
     return FlagOperation
 
 
-class DelegatingLock:
+class DelegatingLock(LockStatement):
     """A lock that wraps ``inner`` (an ``RLock`` by default) and is a context manager
     through its own ``acquire``/``release``: subclasses override those two to watch,
     gate or break the lock (they satisfy ``AbstractLock``)."""
@@ -190,12 +235,6 @@ class DelegatingLock:
 
     def release(self) -> None:
         self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 class KnockStagingLock(DelegatingLock):
@@ -220,7 +259,7 @@ class KnockStagingLock(DelegatingLock):
         super().release()
 
 
-class TrackingLock:
+class TrackingLock(LockStatement):
     """A re-entrant lock that knows which thread holds it (to check "holds the lock").
 
     Satisfies ``kpurgatory.spec.protocols.AbstractLock``; passed as an operation's lock.
@@ -248,23 +287,12 @@ class TrackingLock:
             self._owner = None
         self._lock.release()
 
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.release()
-
     def held_by_me(self) -> bool:
         """Whether the calling thread holds the lock."""
         return self._owner == threading.get_ident()
 
 
-class WaiterLock:
+class WaiterLock(LockStatement):
     """A re-entrant lock that sets ``contended`` when a thread starts waiting for it.
 
     With ``give_up_s``, a blocking ``acquire`` that waits that long gives up: it sets
@@ -295,12 +323,6 @@ class WaiterLock:
     def release(self) -> None:
         """Release one level."""
         self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
 
 
 def run_in_a_fresh_interpreter(module: str, call: str, timeout_s: float = 600) -> None:

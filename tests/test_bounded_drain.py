@@ -233,3 +233,21 @@ def test_r73_max_entries_is_checked(impl: ModuleType, value: object, error: type
     purgatory.advance_clock(3, 1)
     assert len(_ran(recorder)) <= 1 and clock.now_ms() == 3
     purgatory.shutdown()
+
+
+@pytest.mark.parametrize(("value", "error"), [(0, ValueError), (1.5, TypeError)])
+def test_r73_max_entries_is_checked_before_the_shutdown_refusal(
+    impl: ModuleType, value: object, error: type
+) -> None:
+    """R35, R73, R32: a bad max_entries raises naming it on a shut-down purgatory and on
+    a closed timer as on open ones: the argument checks come before the refusal, as the
+    timeout's do (a caller's mistake is reported whatever the lifecycle)."""
+    timer = _timer(impl, ManualClock(0))
+    purgatory = impl.DelayedOperationPurgatory("p", timer=timer, reaper_enabled=False)
+    purgatory.shutdown()
+    with pytest.raises(error, match="max_entries"):
+        purgatory.advance_clock(5, value)
+    with pytest.raises(error, match="max_entries"):
+        timer.advance_clock(5, value)
+    with pytest.raises(RuntimeError, match="shut down"):
+        purgatory.advance_clock(5, 1)

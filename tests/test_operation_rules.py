@@ -16,7 +16,7 @@ import pytest
 
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.spec.events import OperationCompleted, OperationExpired
-from tests.support import KnockStagingLock, Recorder, TrackingLock, operation_class
+from tests.support import KnockStagingLock, Recorder, TrackingLock, operation_class, recorded_clock
 
 WAIT_S = 5.0
 """Upper bound for any wait on a helper thread; a healthy run needs milliseconds."""
@@ -143,8 +143,7 @@ def test_r16_on_complete_raising_leaves_completed_and_propagates(impl: ModuleTyp
 
 def test_r17_expiry_calls_on_complete_then_on_expiration(impl: ModuleType) -> None:
     """R17: the timer's run completes the op, then calls on_expiration, at the due time."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with make_timer(impl, clock) as timer:
         op = operation_class(impl)(10, "op", recorder)
         timer.add(op)

@@ -1,11 +1,13 @@
-"""Real-clock tests: MonotonicClock, the executor-<name> worker and the reaper (R7, R14, R15,
-R25, R30-R32), and never early (R60: tasks and waits measured against ``time.monotonic``,
+"""Real-clock tests: MonotonicClock, the executor-<name> worker and the reaper's first steps (R7,
+R14, R15, R31, R32), and never early (R60: tasks and waits measured against ``time.monotonic``,
 only the lower bound asserted; lateness depends on the load, docs/performance.md).
 
 Each test finishes in well under a second when healthy and stops by itself: every wait
 is an Event or join with a timeout, every timer and purgatory is closed in a with block.
 Assertions are about order and about generous upper bounds (an early wake-up must
 happen long before the multi-second timeout it cuts short), never about exact timings.
+The reaper's purging, step and promptness, closed timers and a completion storm on
+real threads are in ``test_realtime_reaper.py``.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ import pytest
 from kpurgatory import InlineExecutor, ManualClock, MonotonicClock
 from kpurgatory.aio import AsyncPurgatory, DelayedOperation, Outcome, ReferenceDelayedOperation
 from kpurgatory.clock import deadline_reader
-from tests.concurrency.lockset import Lockset
-from tests.support import ready_operation, task_class
+from tests.purgatory_support import make_purgatory
+from tests.support import NextDue, pending_operation, ready_operation, task_class
 
 pytestmark = pytest.mark.realtime
+
 
 WAIT_S = 2.0
 """Generous bound for anything that should take milliseconds."""
@@ -225,12 +228,7 @@ class FlakyClock(MonotonicClock):
     def __init__(self) -> None:
         self.failures_left = 1
 
-    def wait(
-        self,
-        condition: threading.Condition,
-        timeout_ms: int,
-        next_due: Callable[[], int | None],
-    ) -> int:
+    def wait(self, condition: threading.Condition, timeout_ms: int, next_due: NextDue) -> int:
         """Raise once, then wait like a MonotonicClock."""
         if self.failures_left:
             self.failures_left -= 1
@@ -354,23 +352,14 @@ def test_r60_aio_waits_never_expire_before_timeout_ms(implementation: Any) -> No
     """R60: on a real asyncio loop, every wait that expires does so at least
     timeout_ms after wait was called (measured with time.monotonic)."""
     base = DelayedOperation if implementation == "optimized" else ReferenceDelayedOperation
-
-    class Poll(base):  # type: ignore[misc,valid-type]
-        def try_complete(self) -> bool:
-            return False
-
-        def on_complete(self) -> None:
-            pass
-
-        def on_expiration(self) -> None:
-            pass
+    poll = pending_operation(base)
 
     early: list[str] = []
 
     async def one(purgatory: AsyncPurgatory[Any], timeout_ms: int, phase_s: float) -> None:
         await asyncio.sleep(phase_s)
         started = time.monotonic()
-        outcome = await purgatory.wait(Poll(timeout_ms), ["k"])
+        outcome = await purgatory.wait(poll(timeout_ms), ["k"])
         elapsed_ms = (time.monotonic() - started) * 1000
         assert outcome is Outcome.EXPIRED
         if elapsed_ms < timeout_ms:
@@ -387,156 +376,12 @@ def test_r60_aio_waits_never_expire_before_timeout_ms(implementation: Any) -> No
     assert not early, early[:5]
 
 
-# -- the reaper, shutdown, closed timers, storms and reprs (R14, R25, R30-R32) -----------------
-
-
-REAPER_WAIT_S = 10.0
-"""Upper bound for a real-clock wait that should end far sooner (never asserted on)."""
-
-
 def _bare_task(impl: ModuleType) -> type[Any]:
     class Bare(impl.TimerTask):  # type: ignore[misc,name-defined]
         def run(self) -> None:
             pass
 
     return Bare
-
-
-def _manual(impl: ModuleType, purge_interval: int = 1000) -> Any:
-    timer = impl.SystemTimer("gaps", clock=ManualClock(0), executor=InlineExecutor())
-    return impl.DelayedOperationPurgatory(
-        "gaps", timer=timer, reaper_enabled=False, purge_interval=purge_interval
-    )
-
-
-# -- the reaper: purging, step, promptness (R30, R31, R32) ---------------------------------
-
-
-@pytest.mark.realtime
-def test_r30_r31_the_reaper_purges_completed_operations(impl: ModuleType) -> None:
-    """R30 through the reaper, on a real clock: with ``purge_interval=0`` the reaper's own
-    step unlinks the completed operations (nobody calls ``advance_clock`` here)."""
-    purgatory = impl.DelayedOperationPurgatory("reaped", purge_interval=0)
-    try:
-        ops = [ready_operation(impl)(60_000) for _ in range(3)]
-        for op in ops:
-            assert purgatory.try_complete_else_watch(op, ["a", "b"]) is False
-        for op in ops[:2]:
-            assert op.force_complete()
-        deadline = time.monotonic() + REAPER_WAIT_S
-        while purgatory.num_purged < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert purgatory.num_purged == 4  # two operations on two keys each
-        assert purgatory.watched == 2  # the pending one, on a and b
-    finally:
-        purgatory.shutdown()
-        assert purgatory.await_termination(REAPER_WAIT_S)
-
-
-@pytest.mark.realtime
-def test_r31_the_reaper_steps_by_200_ms(impl: ModuleType) -> None:
-    """R31: each reaper step is ``advance_clock(200)`` (Kafka's ``advanceClock(200L)``)."""
-    seen: list[object] = []
-    stepped = threading.Event()
-
-    class Recording(impl.SystemTimer):  # type: ignore[misc,name-defined]
-        def advance_clock(self, timeout_ms: Any) -> bool:
-            seen.append(timeout_ms)
-            stepped.set()
-            return bool(super().advance_clock(timeout_ms))
-
-    purgatory = impl.DelayedOperationPurgatory("stepping", timer=Recording("stepping"))
-    try:
-        assert stepped.wait(REAPER_WAIT_S)
-    finally:
-        purgatory.shutdown()
-        assert purgatory.await_termination(REAPER_WAIT_S)
-    assert seen and set(seen) == {200} == {impl.purgatory.REAPER_STEP_MS}
-
-
-@pytest.mark.realtime
-def test_r32_shutdown_wakes_the_waiting_reaper_at_once(impl: ModuleType) -> None:
-    """Shutdown promptness: the reaper waits up to 200 ms per step; ``shutdown`` plus
-    ``await_termination`` ends that wait instead of sitting it out. Measured as a ratio
-    of the step, and generous: under half a step (waking it takes microseconds)."""
-    step_s = impl.purgatory.REAPER_STEP_MS / 1000
-    purgatory = impl.DelayedOperationPurgatory("prompt")
-    time.sleep(step_s / 4)  # the reaper is inside a step's wait
-    started = time.monotonic()
-    purgatory.shutdown()
-    assert purgatory.await_termination(REAPER_WAIT_S)
-    elapsed = time.monotonic() - started
-    assert elapsed < step_s / 2, f"shutdown took {elapsed / step_s:.2f} of a reaper step"
-
-
-# -- a purge after the timer was closed from outside; SystemTimer.closed (R14, R30) -----------
-
-
-def test_r14_closed_reports_close(impl: ModuleType) -> None:
-    timer = impl.SystemTimer("closing", clock=ManualClock(0), executor=InlineExecutor())
-    assert timer.closed is False
-    timer.close()
-    assert timer.closed is True
-    timer.close()  # idempotent
-    assert timer.closed is True
-
-
-def test_r30_purge_after_the_timer_was_closed_from_outside(impl: ModuleType) -> None:
-    """Closing the timer under the purgatory stops expiry, not purging: a completed
-    operation is still unlinked by the next purge, a pending one stays watched."""
-    purgatory = _manual(impl, purge_interval=0)
-    done, pending = ready_operation(impl)(10), ready_operation(impl)(10)
-    assert purgatory.try_complete_else_watch(done, ["k"]) is False
-    assert purgatory.try_complete_else_watch(pending, ["k"]) is False
-    assert done.force_complete()
-    purgatory.timer.close()
-    purgatory.advance_clock(10)
-    assert purgatory.num_purged == 1
-    assert purgatory.watched == 1
-    assert not pending.is_completed  # the closed timer expired nothing
-    purgatory.shutdown()
-
-
-# -- num_completed counts every winner of a real-thread storm (R25) -----------------------------
-
-
-@pytest.mark.realtime
-def test_r25_completion_storm_counts_every_winner(impl: ModuleType) -> None:
-    """Threads race ``check_and_complete`` on keys whose operations are all ready, under a
-    1 µs switch interval, with the lockset checks on (real locks): ``num_completed`` equals
-    the sum of the winners' counts, and every counter write held its lock."""
-    lockset = Lockset()
-    with lockset.installed():
-        purgatory = _manual(impl)
-        keys = [f"k{i}" for i in range(4)]
-        ops = [ready_operation(impl)(60_000) for _ in range(400)]
-        for index, op in enumerate(ops):
-            assert purgatory.try_complete_else_watch(op, [keys[index % 4], "all"]) is False
-            op.ready = True
-        counts: list[int] = []
-        guard = threading.Lock()
-
-        def race(order: list[str]) -> None:
-            mine = sum(purgatory.check_and_complete(key) for key in order)
-            with guard:
-                counts.append(mine)
-
-        orders = [keys, keys[::-1], ["all", *keys], [*keys, "all"]]
-        threads = [threading.Thread(target=race, args=(o,), daemon=True) for o in orders]
-        previous = sys.getswitchinterval()
-        sys.setswitchinterval(1e-6)
-        try:
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(REAPER_WAIT_S)
-        finally:
-            sys.setswitchinterval(previous)
-        assert not any(thread.is_alive() for thread in threads)
-        assert sum(counts) == len(ops) == purgatory.num_completed
-        assert all(op.is_completed for op in ops)
-        purgatory.shutdown()
-    assert lockset.violations == []
 
 
 # -- reprs: tasks (never added, scheduled), timers, operations ----------------------------------
@@ -556,7 +401,7 @@ def test_reprs_of_tasks_timers_and_operations(impl: ModuleType) -> None:
     timer.close()
     assert repr(timer).endswith(", closed)")
 
-    purgatory = _manual(impl)
+    purgatory = make_purgatory(impl, ManualClock(0), name="gaps")
     pending, done, dropped = (ready_operation(impl)(10) for _ in range(3))
     assert repr(pending) == "<Ready delay_ms=10 pending>"
     assert purgatory.try_complete_else_watch(pending, ["k"]) is False

@@ -277,7 +277,7 @@ class KafkaLikePurgatory(reference.DelayedOperationPurgatory[reference.DelayedOp
             raise ValueError(f"operation {operation!r} was already submitted")
         if not claimed:  # Kafka times a resubmission again, after a cancel_for_key too
             operation._untimed = False
-        return self._submit(operation, distinct)  # the reference's R22 sequence
+        return self._submit(operation, tuple(distinct))  # the protocol's R22 sequence
 
     def _time(self, operation: Any, undo: Any) -> None:
         try:
@@ -286,7 +286,7 @@ class KafkaLikePurgatory(reference.DelayedOperationPurgatory[reference.DelayedOp
             if "kafka-after-close" in self.kafka_on and self._timer.closed:
                 # Kafka undoes nothing: the executor refused an operation due at once,
                 # which stays watched and counted in the estimate
-                undo._steps.clear()
+                undo.clear()
             raise
 
     def _refuse_if_shut_down(self) -> None:

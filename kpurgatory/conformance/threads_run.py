@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from kpurgatory.conformance.adapter_process import AdapterError, AdapterProcess
 from kpurgatory.conformance.capabilities import Capabilities
@@ -40,6 +41,7 @@ from kpurgatory.history.search import (
     REJECTED,
     UNDECIDED,
     Verdict,
+    VerdictCounts,
     check,
 )
 from kpurgatory.history.shrink import Shrunk, shrink_with
@@ -231,37 +233,23 @@ class ThreadsFailure:
 
 
 @dataclass
-class ThreadsResult:
+class ThreadsResult(VerdictCounts):
     """What a threads run checked: counts per verdict, search effort, time taken."""
 
     seed: int
     budget: int
     shape: ProgramShape
     retry_budget: int = 0
-    explained: int = 0
-    rejected: int = 0
-    undecided: int = 0
-    max_nodes: int = 0
-    total_nodes: int = 0
-    seconds: float = 0.0
     calls: Counter[str] = field(default_factory=Counter)
     undecided_numbers: list[int] = field(default_factory=list)
     undecided_reasons: Counter[str] = field(default_factory=Counter)
     accepted: Counter[str] = field(default_factory=Counter)
+    """Per accepted Kafka behaviour, the histories only it explained."""
     retried: int = 0
     """Histories explained only by the second search, with the retry budget."""
-    """Per accepted Kafka behaviour, the histories only it explained."""
     failure: ThreadsFailure | None = None
     broken: str = ""
     """Why the adapter's answer could not be read (the run stopped there), or ""."""
-
-    @property
-    def histories(self) -> int:
-        return self.explained + self.rejected + self.undecided
-
-    @property
-    def per_second(self) -> float:
-        return self.histories / self.seconds if self.seconds else 0.0
 
     @property
     def passed(self) -> bool:
@@ -294,6 +282,7 @@ def run_threads(
     history again (``judge_on``)."""
     shape = shape or ProgramShape()
     result = ThreadsResult(seed, budget, shape, retry_budget)
+    judge = partial(judge_on, adapter, serial=serial, budget=budget, late_watches=late_watches)
     start = time.monotonic()
     try:
         for number in range(histories):
@@ -302,44 +291,25 @@ def run_threads(
             result.calls.update(
                 CALL_NAMES[call.kind] for calls in program.threads for call in calls
             )
-            history, verdict = judge_on(
-                adapter,
-                program,
-                program_seed,
-                serial=serial,
-                budget=budget,
-                late_watches=late_watches,
-                retry_budget=retry_budget,
-            )
-            result.max_nodes = max(result.max_nodes, verdict.nodes)
-            result.total_nodes += verdict.nodes
+            history, verdict = judge(program, program_seed, retry_budget=retry_budget)
+            result.count(verdict)
             if verdict.outcome == EXPLAINED:
-                result.explained += 1
                 if verdict.reason == RETRIED:
                     result.retried += 1
                 elif verdict.reason:
                     result.accepted[verdict.reason] += 1
                 continue
             if verdict.outcome != REJECTED:
-                result.undecided += 1
                 result.undecided_numbers.append(number)
                 result.undecided_reasons[verdict.reason or "the search ran out of its budget"] += 1
                 continue
-            result.rejected += 1
             shrunk = None
             if shrink_attempts and not history.hung:  # a hang costs a timeout per run
                 shrunk = shrink_with(
                     program,
                     history,
                     verdict,
-                    lambda candidate, again: judge_on(
-                        adapter,
-                        candidate,
-                        again,
-                        serial=serial,
-                        budget=budget,
-                        late_watches=late_watches,
-                    ),
+                    judge,  # a smaller program is searched once, without the retry
                     attempts=shrink_attempts,
                     seed=program_seed,
                     keep=shape.allows,

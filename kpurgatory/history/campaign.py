@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from kpurgatory.history.history import History
 from kpurgatory.history.program import random_program
 from kpurgatory.history.recorder import implementation, record
-from kpurgatory.history.search import DEFAULT_BUDGET, EXPLAINED, REJECTED, Verdict, check
+from kpurgatory.history.search import (
+    DEFAULT_BUDGET,
+    EXPLAINED,
+    REJECTED,
+    Verdict,
+    VerdictCounts,
+    check,
+)
 
 __all__ = ["CampaignResult", "Failure", "run_campaign"]
 
@@ -31,29 +38,14 @@ class Failure:
 
 
 @dataclass
-class CampaignResult:
+class CampaignResult(VerdictCounts):
     """What a campaign checked: counts per verdict, search effort, time taken."""
 
     implementation: str
     budget: int
-    explained: int = 0
-    rejected: int = 0
-    undecided: int = 0
-    max_nodes: int = 0
-    total_nodes: int = 0
-    seconds: float = 0.0
     failures: list[Failure] = field(default_factory=list)
     over_budget: list[Failure] = field(default_factory=list)
     """The undecided histories, kept to be read (and searched with a bigger budget)."""
-
-    @property
-    def histories(self) -> int:
-        return self.explained + self.rejected + self.undecided
-
-    @property
-    def per_second(self) -> float:
-        """Histories recorded and checked per second of wall time."""
-        return self.histories / self.seconds if self.seconds else 0.0
 
     def summary(self) -> str:
         """One line for a person reading a log."""
@@ -99,15 +91,10 @@ def run_campaign(
         program = random_program(random.Random(current), weights=weights)
         history = record(program, impl, seed=current, yield_chance=yield_chance, serial=serial)
         verdict = check(history, budget=budget)
-        result.max_nodes = max(result.max_nodes, verdict.nodes)
-        result.total_nodes += verdict.nodes
-        if verdict.outcome == EXPLAINED:
-            result.explained += 1
-        elif verdict.outcome == REJECTED:
-            result.rejected += 1
+        result.count(verdict)
+        if verdict.outcome == REJECTED:
             result.failures.append(Failure(current, history, verdict))
-        else:
-            result.undecided += 1
+        elif verdict.outcome != EXPLAINED:
             result.over_budget.append(Failure(current, history, verdict))
         current += 1
         if stop_after_failures is not None and result.rejected >= stop_after_failures:

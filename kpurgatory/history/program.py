@@ -35,6 +35,19 @@ CALL_KINDS = (
 )
 """Every kind of call a program may make."""
 
+_WRITTEN: dict[str, str] = {
+    "submit": "try_complete_else_watch(op{op}, {keys})",
+    "set_ready": "set_ready(op{op})",
+    "check": "check_and_complete({key!r})",
+    "cancel_for_key": "cancel_for_key({key!r})",
+    "advance": "advance_clock({ms})",
+    "force": "op{op}.force_complete()",
+    "abandon": "abandon(op{op})",
+    "safe_try": "op{op}.safe_try_complete()",
+    "maybe_try": "op{op}.maybe_try_complete()",
+}
+"""How a reader writes each kind of call (``Call.describe``)."""
+
 _OP_CALLS = frozenset({"submit", "set_ready", "force", "abandon", "safe_try", "maybe_try"})
 _KEY_CALLS = frozenset({"check", "cancel_for_key"})
 
@@ -70,22 +83,8 @@ class Call:
 
     def describe(self, program: Program) -> str:
         """The call as a reader writes it: ``try_complete_else_watch(op1)``, ..."""
-        if self.kind == "submit":
-            return f"try_complete_else_watch(op{self.op}, {list(program.ops[self.op].keys)})"
-        if self.kind == "set_ready":
-            return f"set_ready(op{self.op})"
-        if self.kind == "check":
-            return f"check_and_complete({self.key!r})"
-        if self.kind == "cancel_for_key":
-            return f"cancel_for_key({self.key!r})"
-        if self.kind == "advance":
-            return f"advance_clock({self.ms})"
-        if self.kind == "abandon":
-            return f"abandon(op{self.op})"
-        method = {"force": "force_complete", "safe_try": "safe_try_complete"}.get(
-            self.kind, "maybe_try_complete"
-        )
-        return f"op{self.op}.{method}()"
+        keys = list(program.ops[self.op].keys) if self.kind == "submit" else None
+        return _WRITTEN[self.kind].format(op=self.op, key=self.key, ms=self.ms, keys=keys)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from kpurgatory.history.history import History, Point
 from kpurgatory.history.model import Model, State, Thread
 
-__all__ = ["DEFAULT_BUDGET", "EXPLAINED", "REJECTED", "UNDECIDED", "Verdict", "check"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "EXPLAINED",
+    "REJECTED",
+    "UNDECIDED",
+    "Verdict",
+    "VerdictCounts",
+    "check",
+]
 
 EXPLAINED, REJECTED, UNDECIDED = "explained", "rejected", "undecided"
 DEFAULT_BUDGET = 500_000
@@ -34,6 +42,48 @@ class Verdict:
     nodes: int
     reason: str = ""
     progress: tuple[int, ...] = ()
+
+
+@dataclass(kw_only=True)
+class VerdictCounts:
+    """What many searches said, counted: histories per outcome, the nodes the searches
+    visited, and the wall time the whole run took. A history campaign and the
+    conformance kit's threads mode both count this way (each adds its own fields)."""
+
+    explained: int = 0
+    """Histories an interleaving of the spec's steps explained."""
+    rejected: int = 0
+    """Histories no interleaving explains."""
+    undecided: int = 0
+    """Histories whose search ran out of budget: reported, never counted as a pass."""
+    max_nodes: int = 0
+    """The most nodes one search visited."""
+    total_nodes: int = 0
+    """The nodes every search visited, together."""
+    seconds: float = 0.0
+    """Wall time of the whole run (set when it ends)."""
+
+    @property
+    def histories(self) -> int:
+        """Histories counted, whatever their outcome."""
+        return self.explained + self.rejected + self.undecided
+
+    @property
+    def per_second(self) -> float:
+        """Histories recorded and checked per second of wall time."""
+        return self.histories / self.seconds if self.seconds else 0.0
+
+    def count(self, verdict: Verdict) -> None:
+        """Count one history's verdict: its nodes, and its outcome (one neither
+        explained nor rejected is undecided)."""
+        self.max_nodes = max(self.max_nodes, verdict.nodes)
+        self.total_nodes += verdict.nodes
+        if verdict.outcome == EXPLAINED:
+            self.explained += 1
+        elif verdict.outcome == REJECTED:
+            self.rejected += 1
+        else:
+            self.undecided += 1
 
 
 def _needs(points: tuple[tuple[Point, ...], ...]) -> list[list[tuple[int, ...]]]:

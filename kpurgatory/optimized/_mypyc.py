@@ -1,31 +1,8 @@
-"""``mypyc_attr`` for the optimized classes, without making ``mypy_extensions`` a dependency.
-
-mypyc reads ``@mypyc_attr(allow_interpreted_subclasses=True)`` when it compiles the
-package (``KPURGATORY_COMPILE=1``), so users can still subclass ``TimerTask`` and
-``DelayedOperation`` in plain Python. The pure package runs without ``mypy_extensions``:
-then the decorator is a no-op. (An ``if TYPE_CHECKING`` split does not work here: mypyc
-compiles the other branch as unreachable and the compiled module fails to import.)
-"""
+"""``mypyc_attr`` for the optimized classes: ``kpurgatory._mypyc``'s (the shared protocol
+uses it too, and imports nothing of this package)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from _typeshed import IdentityFunction
+from kpurgatory._mypyc import mypyc_attr
 
 __all__ = ["mypyc_attr"]
-
-_C = TypeVar("_C")
-
-try:
-    from mypy_extensions import mypyc_attr
-except ImportError:  # pragma: no cover - only without mypy_extensions installed
-
-    def mypyc_attr(*attrs: str, **kwattrs: object) -> IdentityFunction:
-        """A no-op stand-in for ``mypy_extensions.mypyc_attr`` (a class decorator)."""
-
-        def unchanged(cls: _C) -> _C:
-            return cls
-
-        return unchanged

@@ -1,6 +1,6 @@
 """The optimized ``DelayedOperation``: a timer task of the wheel that completes exactly once.
 
-Rules: R16-R21, R29, R30, R34, R38, R40, R41, R48, R56, R58, R61, R66, R67.
+Rules: R16-R22, R29, R30, R34, R38, R40, R41, R48, R56, R58, R61, R66-R68.
 
 Behaviour is that of ``kpurgatory.reference.operation`` (CAS completed flag, ``run``
 holding the operation lock (R21) as in Kafka 4.1, ``safe_try_complete`` skipping a
@@ -26,7 +26,7 @@ Python-level override of ``force_complete``, ``run`` or ``__init__``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from threading import get_ident
 from typing import Any, Protocol
 
@@ -35,13 +35,14 @@ from kpurgatory._checks import declared, require_operation_lock
 from kpurgatory._typing import IntArg
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.timer import ABSTRACT_CLASSES, ABSTRACT_METHODS, TimerTask
+from kpurgatory.protocol import ABANDONED, COMPLETED, FINISHED, NEW, SUBMITTED, CompiledWatchable
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
 
 _FLAGS_LOCK: AbstractLock = sync.new_lock()
-"""Guards the flags of every optimized operation (``_completed``,
-``_try_complete_pending``, ``_submitted``, ``_abandoned``): each operation's ``_flags``
+"""Guards the lifecycle state and the pending flag of every optimized operation
+(``_state``, ``_try_complete_pending``): each operation's ``_flags``
 is this lock, read at construction (tests rebind it to an instrumented lock first).
 
 Shared rather than per operation: a fresh ``RLock`` per operation was one of the two
@@ -75,7 +76,7 @@ class _Waiter(Protocol):
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class DelayedOperation(TimerTask):
+class DelayedOperation(TimerTask, CompiledWatchable):
     """An operation that completes when its condition holds or its delay runs out.
 
     Reference equivalent: ``kpurgatory.reference.DelayedOperation`` (same API). Subclasses
@@ -85,22 +86,21 @@ class DelayedOperation(TimerTask):
     ``try_complete``; by default each operation gets its own re-entrant lock, and
     several operations may share one (Kafka's ``lockOpt``).
 
-    The flags ``_completed``, ``_try_complete_pending``, ``_submitted`` and
-    ``_abandoned`` are plain booleans: read without a lock (a Python attribute read is
+    The lifecycle state ``_state`` (R68: ``kpurgatory.protocol``'s NEW, SUBMITTED,
+    COMPLETED, ABANDONED bits, one int) and the flag ``_try_complete_pending`` are
+    plain values: read without a lock (a Python attribute read is
     atomic, like Java's volatile read), written only while holding ``_flags`` (the
     process-wide ``_FLAGS_LOCK``), so each compare-and-set or get-and-set is one
     ``with self._flags:`` test-and-write (R16, R20, R34).
     """
 
     __slots__ = (
-        "_abandoned",
-        "_completed",
         "_counted",
         "_expiring",
         "_flags",
         "_lock",
         "_owner",
-        "_submitted",
+        "_state",
         "_try_complete_pending",
         "_untimed",
         "_waiter",
@@ -111,14 +111,12 @@ class DelayedOperation(TimerTask):
         super().__init__(delay_ms)
         self._lock: AbstractLock = sync.new_lock() if lock is None else require_operation_lock(lock)
         self._flags: AbstractLock = _FLAGS_LOCK  # shared: no allocation per operation
-        self._completed = False
+        self._state = NEW  # R68: one field for new, submitted, completed, abandoned
         self._try_complete_pending = False
-        self._submitted = False
-        self._abandoned = False
         self._counted = False  # counted as unfinished by its purgatory (R61; counters lock)
         self._untimed = False  # cancel_for_key took its timer entry: never timed again (R66)
-        self._owner: _Owner | None = None
-        self._watch_keys: tuple[Any, ...] | None = None
+        self._owner: Any = None  # the _Owner it was submitted to, or None
+        self._watch_keys: tuple[Hashable, ...] = ()  # given by the submission (R22)
         self._waiter: _Waiter | None = None
         self._expiring = 0  # the thread running ``run`` (its id), for the waiter's outcome
 
@@ -130,12 +128,12 @@ class DelayedOperation(TimerTask):
     @property
     def is_completed(self) -> bool:
         """Whether the operation has completed (early or by expiry); False once abandoned."""
-        return self._completed and not self._abandoned
+        return self._state & COMPLETED != 0
 
     @property
     def is_abandoned(self) -> bool:
         """Whether the operation was abandoned (R40): it will never complete or expire."""
-        return self._abandoned
+        return self._state & ABANDONED != 0
 
     def cancel(self) -> None:
         """Abandon the operation if it was submitted to a purgatory, else unschedule it (R40).
@@ -145,7 +143,7 @@ class DelayedOperation(TimerTask):
         never raises (R56). Reference equivalent: ``DelayedOperation.cancel``.
         """
         with self._lock:  # a submission claims before it locks: decide under the lock
-            owner = self._owner
+            owner: _Owner | None = self._owner
             if owner is None:
                 TimerTask.cancel(self)
                 return
@@ -164,11 +162,13 @@ class DelayedOperation(TimerTask):
         Extension: a waiter, if any, is told after ``on_complete`` (the exception it
         raised, if it did), at most once.
         """
-        with self._flags:  # compare-and-set False -> True
-            won = not self._completed
-            self._completed = True
+        with self._flags:  # compare-and-set: not finished -> completed (R68)
+            won = self._state < FINISHED
+            if won:
+                self._state |= COMPLETED
         if won:
-            owner = self._owner if self._watch_keys is not None else None
+            # watched, or being watched
+            owner: _Owner | None = self._owner if self._watch_keys else None
             if owner is not None:
                 # A purge candidate (R30) before the timer entry goes: a purge that took the
                 # candidates before this line read a timer size still counting the
@@ -230,12 +230,12 @@ class DelayedOperation(TimerTask):
             if not self._untimed:
                 self._expiring = get_ident()  # a force_complete won in this thread expires
                 if self.force_complete():
-                    owner = self._owner  # read, not a bound-method hook per submission
+                    owner: _Owner | None = self._owner  # not a bound-method hook per submission
                     if owner is not None:
                         owner._count_expired()
                     self.on_expiration()
                 return
-        if self._try_complete_pending and not self._completed:
+        if self._try_complete_pending and self._state < FINISHED:
             self._safe_try_complete_for(None)
 
     def safe_try_complete(self) -> bool:
@@ -252,7 +252,7 @@ class DelayedOperation(TimerTask):
         the operation is submitted to (a submission rolled back meanwhile, R38)."""
         while True:
             with self._lock:
-                if self._completed or (owner is not None and self._owner is not owner):
+                if self._state >= FINISHED or (owner is not None and self._owner is not owner):
                     return False
                 if self._try_complete_pending:  # clear (R41); a False needs no lock round trip
                     with self._flags:
@@ -307,14 +307,29 @@ class DelayedOperation(TimerTask):
                 with self._flags:  # get-and-set True
                     retry = not self._try_complete_pending
                     self._try_complete_pending = True
-            if self._completed or not retry:
+            if self._state >= FINISHED or not retry:
                 return done
+
+    def _is_finished(self) -> bool:
+        """Completed, expired or abandoned: no purgatory path may complete it any more."""
+        return self._state >= FINISHED
+
+    def _clear_pending(self) -> None:
+        """Clear the pending flag before a blocking attempt (R41); lock held. A False
+        flag needs no lock round trip."""
+        if self._try_complete_pending:
+            with self._flags:
+                self._try_complete_pending = False
+
+    def _unschedule(self) -> None:
+        """Take the operation out of its timer (``TimerTask.cancel``; ``cancel`` abandons)."""
+        TimerTask.cancel(self)
 
     def _claim_submission(self, owner: _Owner) -> bool:
         """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
-        with self._flags:  # compare-and-set False -> True
-            claimed = not self._submitted
-            self._submitted = True
+        with self._flags:  # compare-and-set of the submitted bit
+            claimed = not self._state & SUBMITTED
+            self._state |= SUBMITTED
         if claimed:
             self._owner = owner
         return claimed
@@ -322,20 +337,19 @@ class DelayedOperation(TimerTask):
     def _release_submission(self) -> None:
         """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
         self._owner = None
-        self._watch_keys = None
+        self._watch_keys = ()
         self._untimed = False
         with self._flags:
-            self._submitted = False
+            self._state &= ~SUBMITTED
 
     def _abandon(self) -> bool:
         """Mark a pending operation finished without completing it (R40); lock held.
 
         The waiter, if any, is told (after the timer entry is cancelled)."""
-        with self._flags:  # compare-and-set False -> True, abandoned written first
-            won = not self._completed
+        with self._flags:  # compare-and-set: not finished -> abandoned (R68)
+            won = self._state < FINISHED
             if won:
-                self._abandoned = True
-            self._completed = True
+                self._state |= ABANDONED
         if won:
             TimerTask.cancel(self)
             waiter = self._waiter
@@ -345,8 +359,8 @@ class DelayedOperation(TimerTask):
         return won
 
     def __repr__(self) -> str:
-        done = "completed" if self._completed else "pending"
-        state = "abandoned" if self._abandoned else done
+        done = "completed" if self._state & COMPLETED else "pending"
+        state = "abandoned" if self._state & ABANDONED else done
         return f"<{type(self).__name__} delay_ms={self.delay_ms} {state}>"
 
 

@@ -1,6 +1,10 @@
 """The optimized ``DelayedOperationPurgatory``: watcher lists sharded by key hash (Kafka 2.2+).
 
-Same API and behaviour as ``kpurgatory.reference.purgatory``. Structure
+Same API and behaviour as ``kpurgatory.reference.purgatory``: both are the protocol of
+``kpurgatory.protocol.Purgatory`` (R22's submission and its undo log, the sweeps,
+abandon, purge and let-go, shutdown) over a watcher store; this module is the sharded
+store (reference equivalent: a dict of lists under one lock), plus cheaper argument
+checks, ``_check`` and the purge candidates. Structure
 (KAFKA-6431): ``shards`` (default 512) shards, key ``k`` in shard ``abs(hash(k)) %
 shards``; each shard has its own lock, a dict key -> ``WatcherList`` and a count of
 watched pairs. A watcher list is an insertion-ordered dict ``id(op) -> op``: append and
@@ -39,13 +43,12 @@ in later loop callbacks), and the candidates never overflow into a scan.
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
 
-Rules: R21-R35, R37-R41, R53-R56, R61, R64, R66, R67, R71, R73.
+Rules: R21-R23, R26-R28, R30, R31, R34, R35, R37, R40, R61, R67, R71.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import typing
 from collections.abc import Hashable, Iterable
 from typing import Generic, cast, overload
@@ -59,13 +62,14 @@ from kpurgatory._checks import (
     require_str,
     watch_key_list,
 )
-from kpurgatory._lifecycle import REAPER_STEP_MS, await_purgatory_termination, run_reaper
-from kpurgatory._sweep import KeyFailedError, key_failed_in_purge, keyed, raise_collected
+from kpurgatory._lifecycle import REAPER_STEP_MS
+from kpurgatory._sweep import KeyFailedError, key_failed_in_purge, keyed
 from kpurgatory._typing import BoolArg, IntArg, StrArg, TypeVar
 from kpurgatory.clock import ManualClock
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.operation import DelayedOperation
-from kpurgatory.optimized.timer import SystemTimer, TimerTask
+from kpurgatory.optimized.timer import SystemTimer
+from kpurgatory.protocol import COMPLETED, FINISHED, Purgatory
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DEFAULT_SHARDS", "REAPER_STEP_MS", "DelayedOperationPurgatory", "WatcherList"]
@@ -192,7 +196,7 @@ class _Shard(Generic[T]):
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class DelayedOperationPurgatory(Generic[T]):
+class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
     """Holds delayed operations until they complete or expire (Kafka's purgatory).
 
     Reference equivalent: ``kpurgatory.reference.DelayedOperationPurgatory`` (same
@@ -223,47 +227,31 @@ class DelayedOperationPurgatory(Generic[T]):
         *,
         shards: IntArg = DEFAULT_SHARDS,
     ) -> None:
-        self._name = require_str("purgatory_name", purgatory_name)
+        name = require_str("purgatory_name", purgatory_name)
         if timer is not None and not isinstance(timer, SystemTimer):
             raise TypeError(f"timer must be an optimized SystemTimer, not {type(timer).__name__}")
-        self._broker_id = require_int("broker_id", broker_id)
-        self._purge_interval = require_at_least("purge_interval", purge_interval, 0)
-        self._reaper_enabled = require_bool("reaper_enabled", reaper_enabled)
-        self._timer_enabled = require_bool("timer_enabled", timer_enabled)
+        broker = require_int("broker_id", broker_id)
+        interval = require_at_least("purge_interval", purge_interval, 0)
+        reaper = require_bool("reaper_enabled", reaper_enabled)
+        timed = require_bool("timer_enabled", timer_enabled)
         self._num_shards = require_at_least("shards", shards, 1)
-        if self._reaper_enabled and timer is not None and isinstance(timer.clock, ManualClock):
+        if reaper and timer is not None and isinstance(timer.clock, ManualClock):
             raise ValueError(
                 "reaper_enabled=True needs a real clock: the reaper would advance the "
                 "ManualClock on its own; pass reaper_enabled=False and call advance_clock"
             )
-        self._timer = SystemTimer(self._name) if timer is None else timer
         self._shards: tuple[_Shard[T], ...] = tuple(_Shard() for _ in range(self._num_shards))
-        self._counters_lock = sync.new_lock()
-        self._estimated_total_operations = 0
-        self._estimate_resets = 0  # purges and let-gos that set the estimate (R30)
-        self._unfinished = 0  # reached the watching step, not finished (R61)
-        self._purge_when_idle = True  # R61 (False: Kafka's lazy purge only)
-        self._num_purged = 0
-        self._num_completed = 0
         self._num_expired = 0
         self._candidates: dict[int, T] = sync.new_shared_dict()  # no lock: single calls
-        self._candidates_limit = 2 * self._purge_interval + 1024
+        self._candidates_limit = 2 * interval + 1024
         self._scan_all = False
         self._let_go_bound = 0  # R71: candidates unlinked per let-go or purge (0: all)
         self._let_go_owed = False  # R71: a bounded pass left candidates behind
-        self._shutdown_lock = sync.new_lock()
-        self._shutdown_finished = sync.new_condition(self._shutdown_lock)
-        self._is_shut_down = False
-        self._shutdown_done = False
-        self._stop_reaper = threading.Event()
-        self._reaper: threading.Thread | None = None
-        if self._reaper_enabled:
-            self._reaper = threading.Thread(
-                target=self._reap,
-                name=f"ExpirationReaper-{self._broker_id}-{self._name}",
-                daemon=True,
-            )
-            self._reaper.start()
+        shutdown_lock = sync.new_lock()
+        super().__init__(
+            name, SystemTimer(name) if timer is None else timer, broker, interval, reaper,
+            timed, sync.new_lock(), shutdown_lock, sync.new_condition(shutdown_lock),
+        )  # fmt: skip
 
     # -- read-only state -------------------------------------------------------------
 
@@ -275,7 +263,7 @@ class DelayedOperationPurgatory(Generic[T]):
     @property
     def timer(self) -> SystemTimer:
         """The timer operations wait in."""
-        return self._timer
+        return cast(SystemTimer, self._timer)  # the one given or made in __init__
 
     @property
     def shards(self) -> int:
@@ -340,14 +328,15 @@ class DelayedOperationPurgatory(Generic[T]):
     def try_complete_else_watch(self, operation: object, watch_keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now if it can; otherwise watch it on every key and time it.
 
-        The sequence (R22): holding the operation's lock, ``try_complete``; if that fails,
-        watch the operation on each distinct key while it is not completed (each append
-        under that key's shard lock), count it once in the purge estimate, and
-        ``try_complete`` again. Then, without the lock: if still not completed, add it
-        to the timer (when ``timer_enabled``), and cancel that entry if it completed
-        meanwhile. Returns True iff this call completed the operation (R23); at most
-        once per operation (R34). Cost: O(1) per key plus the timer add. Reference
-        equivalent: same sequence on one global lock.
+        The sequence is the protocol's (R22, ``kpurgatory.protocol.Purgatory._submit``),
+        all under the operation's lock, the timer add included: ``try_complete``; if that
+        fails, watch the operation on each distinct key while it is not completed (each
+        append under that key's shard lock), count it once in the purge estimate,
+        ``try_complete`` again, and if still not completed add it to the timer (when
+        ``timer_enabled``). Returns True iff this call completed the operation (R23); at
+        most once per operation (R34). Reference equivalent: the same method; here the
+        operation's class check is cached per class and the keys are checked in one C
+        call. Cost: O(1) per key plus the wheel's O(1) add.
         """
         cls = type(operation)
         if cls not in _KNOWN_OPERATION_TYPES:  # a set lookup before the ABC isinstance
@@ -357,260 +346,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 )
             if len(_KNOWN_OPERATION_TYPES) < _KNOWN_TYPES_LIMIT:
                 _KNOWN_OPERATION_TYPES.add(cls)
-        operation = cast(T, operation)  # checked above (or its class was)
-        keys = _watch_keys(watch_keys)
-        if self._is_shut_down:
-            raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        if not operation._claim_submission(self):
-            raise ValueError(
-                f"operation {operation!r} was already passed to try_complete_else_watch"
-            )
-        if self._submit(operation, keys):
-            with self._counters_lock:
-                self._num_completed += 1
-            return True
-        return False
-
-    def _submit(self, operation: T, keys: tuple[Hashable, ...]) -> bool:
-        """R22 under the operation's lock, step for step as the reference's ``_submit``.
-
-        The reference logs each step's undo in an ``UndoLog``; here that log is inlined as
-        what ``_fail`` needs to know (counted as unfinished, keys watched, counted in the
-        estimate), so a submission allocates no log, and the reference's two context
-        managers are written out as ``try`` blocks. Cost: O(1) per key plus the timer add."""
-        watched = 0
-        entered = False
-        estimated = -1  # the estimate's resets when it counted the operation (R30)
-        lock = operation._lock
-        try:
-            lock.acquire()
-        except BaseException:  # the lock failed before anything changed: no claim (R54)
-            operation._release_submission()
-            raise
-        try:
-            if operation._abandoned:  # abandoned between the claim and the lock (R40)
-                return False
-            if operation._try_complete_pending:  # clear (R41); False: no lock round trip
-                with operation._flags:
-                    operation._try_complete_pending = False
-            if operation.try_complete():
-                return True
-            entered = self._enter(operation, keys)
-            watched = self._watch(operation, keys)
-            with self._counters_lock:
-                self._estimated_total_operations += 1
-                estimated = self._estimate_resets
-            if operation.try_complete():
-                return True
-            self._time(operation)
-        except BaseException as exc:
-            self._fail(operation, exc, keys[:watched], estimated, entered)
-            raise
-        finally:
-            lock.release()
-        if not operation._try_complete_pending:  # a knock found the lock held: ours (R41)
-            return False
-        try:  # part of the submission (R54)
-            if operation._safe_try_complete_for(self):
-                return True
-            if self._is_shut_down and not operation._completed:  # by its callback (R64)
-                raise RuntimeError(f"purgatory {self._name!r} is shut down")
-            return False
-        except BaseException as exc:
-            with operation._lock:
-                self._fail(operation, exc, keys[:watched], estimated, entered)
-            raise
-
-    def _fail(
-        self,
-        operation: T,
-        exc: BaseException,
-        watched: tuple[Hashable, ...],
-        estimated: int,
-        entered: bool,
-    ) -> None:
-        """A step of the submission raised ``exc``; the operation's lock is held. Roll it
-        back unless the operation finished (its ``on_complete`` ran, R38) or is no longer
-        submitted here; a refusal caused by a shutdown meanwhile says so (R64).
-        ``estimated``: the estimate's resets when the submission counted the operation
-        (-1: not counted); its one is taken back only if no reset came since (R30).
-        Reference equivalent: ``_undone_on_error`` unwinding the ``UndoLog``."""
-        if not operation._completed and operation._owner is self:
-            self._unwatch_keys(operation, watched)
-            if estimated >= 0:
-                with self._counters_lock:
-                    if self._estimate_resets == estimated:
-                        self._estimated_total_operations -= 1
-            TimerTask.cancel(operation)
-            operation._release_submission()
-            if entered:
-                self._left_watching(operation)
-        if isinstance(exc, RuntimeError) and self._is_shut_down:
-            raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
-
-    def _enter(self, operation: T, keys: tuple[Hashable, ...]) -> bool:
-        """Count the operation as unfinished if it is (R61), then give it its keys (a
-        ``force_complete`` reads them to know it is watched); True iff counted.
-        Reference equivalent: ``_enter``."""
-        if operation._completed:
-            operation._watch_keys = keys
-            return False
-        with self._counters_lock:  # before its keys are set: a finish sees it
-            self._unfinished += 1
-            operation._counted = True
-        operation._watch_keys = keys
-        if operation._completed:  # finished while being counted: nobody else saw it
-            self._left_watching(operation)
-        return True
-
-    def _watch(self, operation: T, keys: tuple[Hashable, ...]) -> int:
-        """Watch the operation on each key while it is unfinished (R24, KAFKA-18027);
-        return how many keys it was watched on. Reference equivalent: ``_watch``."""
-        shards = self._shards
-        num_shards = self._num_shards
-        op_id = id(operation)
-        watched = 0
-        for key in keys:
-            if operation._completed:
-                break
-            shard = shards[abs(hash(key)) % num_shards]
-            with shard.lock:
-                watchers = shard.watchers.get(key)
-                if watchers is None:
-                    watchers = shard.watchers[key] = WatcherList(key)
-                watchers.ops[op_id] = operation
-                shard.count += 1
-            watched += 1
-        if watched and operation._completed:  # completed meanwhile by a lock-free caller,
-            self._note_completed(operation)  # maybe before its last watch: its finisher's
-            self._let_go_if_idle()  # let-go (R61) may have missed a watch
-        return watched
-
-    def _time(self, operation: T) -> None:
-        """Add the operation to the timer unless it finished, timers are off (R33) or
-        ``cancel_for_key`` took it out from its own callback (R66). Reference
-        equivalent: ``_time``."""
-        if operation._completed:
-            return
-        if self._timer_enabled and not operation._untimed:
-            self._timer.add(operation)
-            if operation._completed:  # completed meanwhile (lock-free, or run inline)
-                TimerTask.cancel(operation)
-                return
-        if self._is_shut_down:  # by its own callback, or the add's hand-over (R64)
-            raise RuntimeError(f"purgatory {self._name!r} is shut down")
-
-    def _left_watching(self, operation: T) -> None:
-        """``operation`` no longer counts as unfinished, if it did (a watched operation's
-        winning ``force_complete``, an abandon, a rollback, a submission that finds it
-        finished; its flag, under the counters lock, makes them agree on who uncounts
-        it). At none left, unlink every finished one at once (R61): O(keys) per
-        candidate, amortized O(1) per operation. Reference equivalent: ``_left_watching``
-        (a scan of every list)."""
-        with self._counters_lock:
-            if not operation._counted:
-                return
-            operation._counted = False
-            self._unfinished -= 1
-            if not self._idle():
-                return
-        self._let_go()
-
-    def _let_go_if_idle(self) -> None:
-        """R61 for a submission whose operation finished while it was being watched: its
-        finisher's let-go may have run before the last watch, so with no unfinished
-        operation left, let go again. Reference equivalent: same."""
-        with self._counters_lock:
-            if not self._idle():
-                return
-        self._let_go()
-
-    def _idle(self) -> bool:
-        """Counters lock held: if no operation is unfinished (and R61 is on), reset the
-        estimate as a purge does (R30) and return True: the caller lets go."""
-        if self._unfinished or not self._purge_when_idle:
-            return False
-        self._estimated_total_operations = self._timer.size
-        self._estimate_resets += 1
-        return True
-
-    def _let_go(self) -> None:
-        """Unlink every finished operation (R61), as a purge pass."""
-        purged = self._purge_pass()
-        if purged:
-            with self._counters_lock:
-                self._num_purged += purged
-
-    def check_and_complete(self, key: Hashable) -> int:
-        """Try to complete every operation watched on ``key``; return how many this call completed.
-
-        Snapshot the key's list under its shard lock (no key is created), then visit the
-        snapshot in watch order with no purgatory lock held: an operation already
-        completed is unlinked and not counted; otherwise ``safe_try_complete``, and if it
-        returns True it is unlinked and counted (R25). The list is dropped if it empties
-        and is still the mapped one (R26). Cost: O(n) for n watched ops plus their
-        ``try_complete``. Reference equivalent: same on one lock, unlink by list scan.
-        """
-        shard = self._shards[_shard_index(key, self._num_shards)]
-        with shard.lock:
-            watchers = shard.watchers.get(key)
-            if watchers is None:
-                return 0
-            snapshot = list(watchers.ops.values())
-        completed = 0
-        errors: list[BaseException] | None = None
-        for operation in snapshot:
-            try:
-                if operation._completed:
-                    self._unwatch(shard, watchers, operation)
-                elif operation._safe_try_complete_for(self):
-                    completed += 1
-                    self._unwatch(shard, watchers, operation)
-            except BaseException as exc:  # the other operations are tried first (R53)
-                if errors is None:
-                    errors = []
-                errors.append(exc)
-                if operation._completed:  # its on_complete raised: unlinked as completed
-                    self._unwatch(shard, watchers, operation)
-        if completed:
-            with self._counters_lock:
-                self._num_completed += completed
-        if errors is not None:
-            raise_collected(errors, f"check_and_complete({key!r})")
-        return completed
-
-    def cancel_for_key(self, key: Hashable) -> list[T]:
-        """Stop watching ``key``: cancel each operation's timer entry and return them (R29).
-
-        The operations are neither completed nor expired and stay on their other keys;
-        the list is in watch order and includes completed ones. Each timer entry is
-        cancelled under the operation's lock, so a submission still under way has added
-        its entry first (R29, R22). O(n). Reference equivalent: ``cancel_for_key``.
-        """
-        shard = self._shards[_shard_index(key, self._num_shards)]
-        with shard.lock:
-            watchers = shard.watchers.pop(key, None)
-            if watchers is None:
-                return []
-            operations = list(watchers.ops.values())
-            watchers.ops.clear()
-            shard.count -= len(operations)
-        errors: list[BaseException] | None = None
-        for operation in operations:
-            try:
-                with operation._lock:
-                    TimerTask.cancel(operation)
-                    operation._untimed = True  # its submission, if under way, adds none (R66)
-                # A maybe_try_complete that found the lock held left its attempt here (R55).
-                if operation._try_complete_pending and not operation._completed:
-                    operation._safe_try_complete_for(self)
-            except BaseException as exc:  # the other operations are handled first (R53)
-                if errors is None:
-                    errors = []
-                errors.append(exc)
-        if errors is not None:
-            raise_collected(errors, f"cancel_for_key({key!r})")
-        return operations
+        return self._accept(cast(T, operation), _watch_keys(watch_keys))  # checked above
 
     @overload  # type: ignore[misc]  # callers' signature; see "Typed signatures" above
     def abandon(self, operation: T) -> bool: ...
@@ -630,87 +366,10 @@ class DelayedOperationPurgatory(Generic[T]):
             raise TypeError(
                 f"operation must be an optimized DelayedOperation, not {type(operation).__name__}"
             )
-        operation = cast(T, operation)  # checked above
-        if operation._owner is not self:
+        owner: object = operation._owner
+        if owner is not self:
             raise ValueError(f"operation {operation!r} was not submitted to {self._name!r}")
-        return self._abandon_submitted(operation)
-
-    def _abandon_submitted(self, operation: T) -> bool:
-        """``abandon`` without the argument checks (``cancel`` calls it, R56): False if the
-        operation is finished or, by the time its lock is held, not submitted here."""
-        with operation._lock:
-            if operation._owner is not self or not operation._abandon():
-                return False
-            keys = operation._watch_keys
-            if keys is not None:
-                self._unwatch_keys(operation, keys)
-                self._left_watching(operation)
-        return True
-
-    def advance_clock(self, timeout_ms: IntArg, max_entries: IntArg | None = None) -> None:
-        """One reaper step: ``timer.advance_clock(timeout_ms)``, then purge if due (R30).
-
-        ``max_entries``: a bounded drain (R73), ``timer.advance_clock(timeout_ms,
-        max_entries)``; the timer's ``drain_pending`` says whether it left work due.
-
-        ``RuntimeError`` after ``shutdown``.
-        """
-        if max_entries is not None:
-            require_at_least("max_entries", max_entries, 1)
-        require_at_least("timeout_ms", timeout_ms, 0)
-        if self._is_shut_down:
-            raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        if max_entries is None:
-            self._timer.advance_clock(timeout_ms)
-        else:
-            self._timer.advance_clock(timeout_ms, max_entries)
-        self._purge_if_due()
-
-    def shutdown(self) -> None:
-        """Refuse new calls, stop the reaper and close the timer (R32, R39): idempotent.
-
-        Returns once the purgatory is shut down (later submissions and advances raise
-        ``RuntimeError``, the timer hands nothing more over, the reaper starts no further
-        step); a concurrent caller returns only then too. It does not wait for a task
-        already handed over, which may need a lock the caller holds:
-        ``await_termination`` does. Pending operations are neither completed nor expired.
-        Reference equivalent: ``DelayedOperationPurgatory.shutdown``.
-        """
-        # Deliberately the reference's shutdown, line for line (one protocol, R31, R39): the
-        # implementations share no class, and this is the part where no structure differs.
-        with self._shutdown_lock:
-            if self._is_shut_down:
-                while not self._shutdown_done:
-                    self._shutdown_finished.wait()
-                return
-            self._is_shut_down = True
-        try:
-            self._stop_reaper.set()
-            self._timer.wakeup()
-            self._timer.close()
-        finally:
-            with self._shutdown_lock:
-                self._shutdown_done = True
-                self._shutdown_finished.notify_all()
-
-    def await_termination(self, timeout: float | None = None) -> bool:
-        """After ``shutdown``, wait up to ``timeout`` seconds (None: no limit) for the
-        reaper thread to exit and the timer's own executor to finish (R39).
-
-        True iff both have; False at once before ``shutdown``, and from the reaper or
-        executor thread itself. Reference equivalent: same.
-        """
-        return await_purgatory_termination(self._is_shut_down, self._reaper, self._timer, timeout)
-
-    # Deliberately alike the optimized timer's and _lifecycle.StopOnExit's (the reference's)
-    # context manager: one API, and a mypyc-compiled class cannot derive from StopOnExit.
-    def __enter__(self) -> DelayedOperationPurgatory[T]:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Shut down, then wait for the reaper and executor (``await_termination``)."""
-        self.shutdown()
-        self.await_termination()
+        return self._abandon_submitted(cast(T, operation))  # checked above
 
     def __repr__(self) -> str:
         return (
@@ -746,8 +405,7 @@ class DelayedOperationPurgatory(Generic[T]):
                         if op_id != id(operation):
                             raise AssertionError(f"{operation!r} is filed under a wrong id")
                         if (
-                            operation._completed
-                            and not operation._abandoned
+                            operation._state & COMPLETED
                             and not self._scan_all
                             and op_id not in self._candidates
                         ):
@@ -760,7 +418,7 @@ class DelayedOperationPurgatory(Generic[T]):
         with self._counters_lock:
             if min(self._estimated_total_operations, self._num_purged, self._num_completed) < 0:
                 raise AssertionError("a purgatory counter is negative")
-        self._timer._check()
+        self.timer._check()
 
     # -- internals -------------------------------------------------------------------
 
@@ -769,20 +427,56 @@ class DelayedOperationPurgatory(Generic[T]):
         with self._counters_lock:
             self._num_expired += 1
 
-    def _unwatch_keys(self, operation: T, keys: tuple[Hashable, ...]) -> None:
-        """Unlink ``operation`` from the watcher list of each key in ``keys`` (if there)."""
-        for key in keys:
-            shard = self._shards[abs(hash(key)) % self._num_shards]
-            with shard.lock:
-                watchers = shard.watchers.get(key)
-            if watchers is not None:
-                self._unwatch(shard, watchers, operation)
+    # -- the store: sharded watcher lists and purge candidates ----------------------
 
-    def _unwatch(self, shard: _Shard[T], watchers: WatcherList[T], operation: T) -> None:
-        """Unlink ``operation`` from ``watchers``; drop the list if empty and still mapped.
+    def _watch_key(self, key: Hashable, operation: T) -> None:
+        """Append ``operation`` to ``key``'s list under its shard lock. O(1).
+        Reference equivalent: ``_watch_key`` (one lock for every list)."""
+        shard = self._shards[abs(hash(key)) % self._num_shards]
+        with shard.lock:
+            watchers = shard.watchers.get(key)
+            if watchers is None:
+                watchers = shard.watchers[key] = WatcherList(key)
+            watchers.ops[id(operation)] = operation
+            shard.count += 1
+
+    def _unwatch_key(self, key: Hashable, operation: T) -> None:
+        """Unlink ``operation`` from ``key``'s watcher list (if there). O(1)."""
+        shard = self._shards[abs(hash(key)) % self._num_shards]
+        with shard.lock:
+            watchers = shard.watchers.get(key)
+        if watchers is not None:
+            self._unlink((shard, watchers), operation)
+
+    def _snapshot(self, key: Hashable) -> tuple[tuple[_Shard[T], WatcherList[T]], list[T]] | None:
+        """``key``'s shard and list, and its operations in watch order; None if none.
+        O(n) for n watched. Reference equivalent: a copy of the key's list."""
+        shard = self._shards[_shard_index(key, self._num_shards)]
+        with shard.lock:
+            watchers = shard.watchers.get(key)
+            if watchers is None:
+                return None
+            return (shard, watchers), list(watchers.ops.values())
+
+    def _take_key(self, key: Hashable) -> list[T]:
+        """Drop ``key``'s list and return its operations in watch order. O(n)."""
+        shard = self._shards[_shard_index(key, self._num_shards)]
+        with shard.lock:
+            watchers = shard.watchers.pop(key, None)
+            if watchers is None:
+                return []
+            operations = list(watchers.ops.values())
+            watchers.ops.clear()
+            shard.count -= len(operations)
+        return operations
+
+    def _unlink(self, handle: tuple[_Shard[T], WatcherList[T]], operation: T) -> None:
+        """Unlink ``operation`` from the list ``handle`` names (its shard and the list
+        ``_snapshot`` found); drop the list if empty and still mapped (R26). O(1).
 
         A completed one-key operation is then watched nowhere: it leaves the purge
         candidates too (they must not keep it alive)."""
+        shard, watchers = handle
         op_id = id(operation)
         with shard.lock:
             if watchers.ops.pop(op_id, None) is not None:
@@ -791,7 +485,7 @@ class DelayedOperationPurgatory(Generic[T]):
             if not watchers.ops and shard.watchers.get(watchers.key) is watchers:
                 del shard.watchers[watchers.key]
         keys = operation._watch_keys
-        if operation._completed and keys is not None and len(keys) == 1:
+        if operation._state >= FINISHED and len(keys) == 1:
             self._candidates.pop(op_id, None)
 
     def _note_completed(self, operation: T) -> None:
@@ -802,19 +496,6 @@ class DelayedOperationPurgatory(Generic[T]):
         if len(candidates) > self._candidates_limit and not self._let_go_bound:
             self._scan_all = True  # set before clearing: no candidate is lost unscanned
             candidates.clear()
-
-    def _purge_if_due(self) -> None:
-        with self._counters_lock:
-            delayed = self._timer.size
-            if self._estimated_total_operations - delayed <= self._purge_interval:
-                return
-            self._estimated_total_operations = delayed
-            self._estimate_resets += 1
-        purged = self._purge_pass()
-        if purged:
-            with self._counters_lock:
-                self._num_purged += purged
-            logger.debug("purgatory %r purged %d completed operations", self._name, purged)
 
     def _purge_pass(self) -> int:
         """One purge or let-go pass (R30, R61): a scan of every list if the candidates
@@ -935,7 +616,7 @@ class DelayedOperationPurgatory(Generic[T]):
             with shard.lock:  # no ``continue`` inside a ``with``: mypyc rejects it
                 for key, watchers in list(shard.watchers.items()):
                     ops = watchers.ops
-                    done = [op_id for op_id, op in ops.items() if op._completed]
+                    done = [op_id for op_id, op in ops.items() if op._state >= FINISHED]
                     try:
                         if len(done) == len(ops):
                             keyed(shard.watchers.pop, key, None)
@@ -951,12 +632,3 @@ class DelayedOperationPurgatory(Generic[T]):
         if interrupt is not None:
             raise interrupt
         return purged
-
-    def _reap(self) -> None:
-        run_reaper(self._stop_reaper, self._timer, self._reaper_step, self._name, logger)
-
-    def _reaper_step(self) -> None:
-        """One iteration of the reaper loop (R31): wait up to 200 ms for due tasks, then
-        purge. Reference equivalent: ``_reaper_step``."""
-        self._timer.advance_clock(REAPER_STEP_MS)
-        self._purge_if_due()

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from kpurgatory.pipeline.ports import Port
 from kpurgatory.pipeline.replay import resolve_impl
@@ -50,7 +50,7 @@ from kpurgatory.workloads import GridRow
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "COUNTEREXAMPLE_COLUMNS",
@@ -58,6 +58,7 @@ __all__ = [
     "ExecutorEnvironmentError",
     "JavaMissingError",
     "PipelineResult",
+    "ReplayOptions",
     "build_session",
     "check_executors",
     "check_java",
@@ -188,6 +189,19 @@ class PipelineResult:
         return self.counterexample_count == 0
 
 
+class ReplayOptions(TypedDict, total=False):
+    """``replay_dataframe``'s keyword parameters, which ``run_pipeline`` passes on: the
+    names and types once, so the two never drift apart (the defaults are
+    ``replay_dataframe``'s)."""
+
+    impl_a: str
+    impl_b: str
+    mode: str
+    partitions: int | None
+    state_every: int
+    port: Port | None
+
+
 def replay_dataframe(
     spark: SparkSession,
     grid_rows: Sequence[GridRow],
@@ -230,39 +244,26 @@ def replay_dataframe(
     return spark.createDataFrame(rdd, out_schema)
 
 
-# run_pipeline takes replay_dataframe's parameters and passes them on: deliberately alike.
 def run_pipeline(
     spark: SparkSession,
     grid_rows: Sequence[GridRow],
     *,
-    impl_a: str = "reference",
-    impl_b: str = "optimized",
-    mode: str = "arrow",
-    partitions: int | None = None,
-    state_every: int = 32,
     out_dir: Path | None = None,
     show_progress: bool = False,
     max_counterexamples: int = 1000,
-    port: Port | None = None,
+    **replay: Unpack[ReplayOptions],
 ) -> PipelineResult:
     """Replay ``grid_rows`` on ``spark``, diff side a against side b, aggregate.
 
-    Writes Parquet tables under ``out_dir`` if given (``streams``, ``counterexamples``,
-    ``summary``, ``deciles``). ``ValueError`` for an unknown mode or implementation.
+    ``replay`` is passed on to ``replay_dataframe`` (``ReplayOptions``: the two sides,
+    the mode, partitions, state_every, a port). Writes Parquet tables under ``out_dir``
+    if given (``streams``, ``counterexamples``, ``summary``, ``deciles``). ``ValueError``
+    for an unknown mode or implementation.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as sf
 
-    replayed = replay_dataframe(
-        spark,
-        grid_rows,
-        impl_a=impl_a,
-        impl_b=impl_b,
-        mode=mode,
-        partitions=partitions,
-        state_every=state_every,
-        port=port,
-    )
+    replayed = replay_dataframe(spark, grid_rows, **replay)
     replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
 
     with Stages(spark, show_progress) as stages:
@@ -332,13 +333,24 @@ def _diff(outcomes: DataFrame, streams: DataFrame) -> DataFrame:
 
     keys = [*KEY_COLUMNS, "op"]
     compared = ("outcome", "at_ms", "via")
-    side_a = outcomes.filter(sf.col("side") == "a").select(
-        *keys, *(sf.col(c).alias(f"a_{c}") for c in compared)
-    )
-    side_b = outcomes.filter(sf.col("side") == "b").select(
-        *keys, *(sf.col(c).alias(f"b_{c}") for c in compared)
-    )
-    joined = side_a.join(side_b, on=keys, how="full_outer")
+
+    def side(name: str) -> DataFrame:
+        """One side's outcomes, its compared columns prefixed with its name."""
+        return outcomes.filter(sf.col("side") == name).select(
+            *keys, *(sf.col(c).alias(f"{name}_{c}") for c in compared)
+        )
+
+    def shown(name: str) -> list[Column]:
+        """One side's outcome as a counterexample reads it: outcome@at_ms via via."""
+        return [
+            sf.coalesce(sf.col(f"{name}_outcome"), sf.lit("missing")),
+            sf.lit("@"),
+            sf.coalesce(sf.col(f"{name}_at_ms").cast("string"), sf.lit("-")),
+            sf.lit(" via "),
+            sf.coalesce(sf.col(f"{name}_via"), sf.lit("-")),
+        ]
+
+    joined = side("a").join(side("b"), on=keys, how="full_outer")
     differs = ~sf.col("a_outcome").eqNullSafe(sf.col("b_outcome"))
     for c in compared[1:]:
         differs = differs | ~sf.col(f"a_{c}").eqNullSafe(sf.col(f"b_{c}"))
@@ -352,18 +364,7 @@ def _diff(outcomes: DataFrame, streams: DataFrame) -> DataFrame:
             "op",
             sf.lit(None).cast("long").alias("step"),
             sf.concat(
-                sf.lit("outcome "),
-                sf.coalesce(sf.col("a_outcome"), sf.lit("missing")),
-                sf.lit("@"),
-                sf.coalesce(sf.col("a_at_ms").cast("string"), sf.lit("-")),
-                sf.lit(" via "),
-                sf.coalesce(sf.col("a_via"), sf.lit("-")),
-                sf.lit(" (expected) vs "),
-                sf.coalesce(sf.col("b_outcome"), sf.lit("missing")),
-                sf.lit("@"),
-                sf.coalesce(sf.col("b_at_ms").cast("string"), sf.lit("-")),
-                sf.lit(" via "),
-                sf.coalesce(sf.col("b_via"), sf.lit("-")),
+                sf.lit("outcome "), *shown("a"), sf.lit(" (expected) vs "), *shown("b")
             ).alias("reason"),
             sf.lit(None).cast("string").alias("rule"),
             sf.lit(None).cast("string").alias("shrunk"),
@@ -441,11 +442,8 @@ def _stream_aggregates(streams: DataFrame, group: list[str]) -> DataFrame:
     total = sf.when(sf.sum("timed_ops") > 0, sf.sum("timed_ops"))
     return streams.groupBy(*group).agg(
         sf.count("*").alias("streams"),
-        sf.sum("timed_ops").alias("timed_ops"),
-        sf.sum("bucket_offers").alias("bucket_offers"),
-        sf.sum("bucket_polls").alias("bucket_polls"),
-        sf.sum("empty_bucket_polls").alias("empty_bucket_polls"),
-        sf.sum("cascades").alias("cascades"),
+        *_same_name(sf.sum, "timed_ops", "bucket_offers", "bucket_polls", "empty_bucket_polls"),
+        *_same_name(sf.sum, "cascades"),
         ((sf.sum("bucket_offers") + sf.sum("bucket_polls")) / total).alias(
             "bucket_queue_ops_per_request"
         ),
@@ -454,14 +452,15 @@ def _stream_aggregates(streams: DataFrame, group: list[str]) -> DataFrame:
         (sf.sum("heap_cost") / total).alias("heap_cost_per_request"),
         (sf.sum("cascades") / total).alias("cascades_per_op"),
         sf.max("wheel_levels").alias("max_wheel_levels"),
-        sf.max("peak_bucket_queue").alias("peak_bucket_queue"),
-        sf.max("peak_heap").alias("peak_heap"),
-        sf.max("peak_pending").alias("peak_pending"),
-        sf.max("peak_watched").alias("peak_watched"),
-        sf.sum("purges").alias("purges"),
-        sf.sum("purged_ops").alias("purged_ops"),
-        sf.sum("model_mismatches").alias("model_mismatches"),
+        *_same_name(sf.max, "peak_bucket_queue", "peak_heap", "peak_pending", "peak_watched"),
+        *_same_name(sf.sum, "purges", "purged_ops", "model_mismatches"),
         sf.sum(sf.col("divergence_step").isNotNull().cast("long")).alias("diverged_streams"),
         sf.sum("seconds").alias("replay_seconds"),
         sf.concat_ws(",", sf.array_sort(sf.collect_set("build"))).alias("builds"),
     )
+
+
+def _same_name(aggregate: Callable[[str], Column], *names: str) -> list[Column]:
+    """``aggregate`` of each column, named as the column (a per-stream count summed, a peak
+    maximised): the summary keeps the streams table's names for them."""
+    return [aggregate(name).alias(name) for name in names]

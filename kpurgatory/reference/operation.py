@@ -1,30 +1,34 @@
 """The reference ``DelayedOperation``: a timer task that completes exactly once.
 
 An operation completes early (some thread sees its condition hold and calls
-``force_complete``) or on expiry (the timer runs it). The completed flag is an atomic
-compare-and-set, so whichever path gets there first wins and ``on_complete`` runs once.
+``force_complete``) or on expiry (the timer runs it). Its state changes by a
+compare-and-set under its flag lock, so whichever path gets there first wins and
+``on_complete`` runs once.
 Follows Kafka 2.7-4.0, with two choices from Kafka 4.x made explicit (R17, R18):
 expiry holds the operation's lock, and ``safe_try_complete`` skips ``try_complete``
 on an operation that is already completed.
 
-Its lifecycle is the table of docs/spec.md (R68): the completed flag is the one
-compare-and-set every ending races for, and the winner then writes the outcome, so a
-reader sees an operation pending, completed or abandoned, never one after the other.
+Its lifecycle is the table of docs/spec.md (R68), held in one field, ``_state``
+(``kpurgatory.protocol``'s NEW, SUBMITTED, COMPLETED, ABANDONED bits): every ending
+races for the one compare-and-set from unfinished to finished, which writes the
+outcome with it, so a reader sees an operation pending, completed or abandoned, never
+one after the other.
 
 It abandons (R40), keeps the pending flag on the blocking paths (R41) and takes a
 re-entrant lock (R63).
 
-Rules: R16-R20, R29, R34, R38, R40, R41, R56, R61, R63, R66-R68.
+Rules: R16-R20, R22, R29, R34, R38, R40, R41, R56, R61, R63, R66-R68.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from kpurgatory import sync
 from kpurgatory._checks import require_operation_lock
+from kpurgatory.protocol import ABANDONED, COMPLETED, FINISHED, NEW, SUBMITTED
 from kpurgatory.reference.timer import TimerTask
 from kpurgatory.spec.protocols import AbstractLock
 
@@ -52,13 +56,12 @@ class DelayedOperation(TimerTask):
     def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
         super().__init__(delay_ms)
         self._lock: AbstractLock = sync.new_lock() if lock is None else require_operation_lock(lock)
-        self._completed = sync.new_flag(False)
+        self._flags: AbstractLock = sync.new_lock()  # guards the changes of _state
+        self._state = NEW  # R68: NEW, SUBMITTED, COMPLETED, ABANDONED (kpurgatory.protocol)
         self._try_complete_pending = sync.new_flag(False)
-        self._submitted = sync.new_flag(False)
-        self._outcome: str | None = None  # "completed" or "abandoned": the winner writes it
         self._untimed = False  # cancel_for_key took its timer entry: never timed again (R66)
         self._owner: _Owner | None = None
-        self._watch_keys: tuple[object, ...] = ()
+        self._watch_keys: tuple[Hashable, ...] = ()  # given by the submission (R22)
         self._counted = False  # counted as unfinished by its purgatory (R61; its lock)
 
     @property
@@ -69,12 +72,12 @@ class DelayedOperation(TimerTask):
     @property
     def is_completed(self) -> bool:
         """Whether the operation has completed (early or by expiry); False once abandoned."""
-        return self._outcome == "completed"
+        return self._state & COMPLETED != 0
 
     @property
     def is_abandoned(self) -> bool:
         """Whether the operation was abandoned (R40): it will never complete or expire."""
-        return self._outcome == "abandoned"
+        return self._state & ABANDONED != 0
 
     def cancel(self) -> None:
         """Abandon the operation if it was submitted to a purgatory, else unschedule it (R40).
@@ -94,13 +97,16 @@ class DelayedOperation(TimerTask):
     def force_complete(self) -> bool:
         """Complete the operation if nobody has yet (R16).
 
-        Exactly one call over the operation's life returns True: it sets the completed
-        flag (compare-and-set), cancels the timer entry, then calls ``on_complete``. If
-        ``on_complete`` raises, the operation stays completed and the exception reaches
-        this method's caller. Every other call returns False and does nothing.
+        Exactly one call over the operation's life returns True: it makes the state
+        completed (compare-and-set from unfinished), cancels the timer entry, then calls
+        ``on_complete``. If ``on_complete`` raises, the operation stays completed and the
+        exception reaches this method's caller. Every other call returns False.
         """
-        if self._completed.compare_and_set(False, True):
-            self._outcome = "completed"
+        with self._flags:  # compare-and-set: not finished -> completed (R68)
+            won = self._state < FINISHED
+            if won:
+                self._state |= COMPLETED
+        if won:
             self._unschedule()
             owner = self._owner
             try:
@@ -160,7 +166,7 @@ class DelayedOperation(TimerTask):
         the operation is submitted to (a submission rolled back meanwhile, R38)."""
         while True:
             with self._lock:
-                if self._completed.get() or (owner is not None and self._owner is not owner):
+                if self._state >= FINISHED or (owner is not None and self._owner is not owner):
                     return False
                 self._try_complete_pending.set(False)
                 if self.try_complete():
@@ -209,12 +215,12 @@ class DelayedOperation(TimerTask):
                 retry = self._try_complete_pending.get()
             else:
                 retry = not self._try_complete_pending.get_and_set(True)
-            if self._completed.get() or not retry:
+            if self._state >= FINISHED or not retry:
                 return done
 
     def _is_finished(self) -> bool:
         """Completed, expired or abandoned: no purgatory path may complete it any more."""
-        return self._completed.get()
+        return self._state >= FINISHED
 
     def _clear_pending(self) -> None:
         """Clear the try-complete pending flag before a blocking attempt (R41); lock held."""
@@ -226,26 +232,34 @@ class DelayedOperation(TimerTask):
 
     def _claim_submission(self, owner: _Owner) -> bool:
         """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
-        if not self._submitted.compare_and_set(False, True):
-            return False
-        self._owner = owner
-        return True
+        with self._flags:  # compare-and-set of the submitted bit
+            claimed = not self._state & SUBMITTED
+            self._state |= SUBMITTED
+        if claimed:
+            self._owner = owner
+        return claimed
 
     def _release_submission(self) -> None:
         """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
         self._owner = None
         self._watch_keys = ()
         self._untimed = False
-        self._submitted.set(False)
+        with self._flags:
+            self._state &= ~SUBMITTED
 
     def _abandon(self) -> bool:
         """Mark a pending operation finished without completing it (R40); lock held."""
-        if not self._completed.compare_and_set(False, True):
-            return False
-        self._outcome = "abandoned"
+        with self._flags:  # compare-and-set: not finished -> abandoned (R68)
+            if self._state >= FINISHED:
+                return False
+            self._state |= ABANDONED
         self._unschedule()
         return True
 
     def __repr__(self) -> str:
-        state = self._outcome or "pending"
+        state = _STATE_NAMES[self._state & (COMPLETED | ABANDONED)]
         return f"<{type(self).__name__} delay_ms={self.delay_ms} {state}>"
+
+
+_STATE_NAMES = {NEW: "pending", COMPLETED: "completed", ABANDONED: "abandoned"}
+"""How ``__repr__`` names a state (its finished bits)."""

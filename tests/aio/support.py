@@ -1,11 +1,18 @@
-"""Shared pieces of the aio tests: a recording operation for both implementations."""
+"""Shared pieces of the aio tests: a recording operation for both implementations, and
+helpers to run the loop's tasks a step at a time."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from kpurgatory.aio import DelayedOperation, PurgatoryImplementation, ReferenceDelayedOperation
+from kpurgatory.aio import (
+    DelayedOperation,
+    Outcome,
+    PurgatoryImplementation,
+    ReferenceDelayedOperation,
+)
 from kpurgatory.clock import ManualClock
 
 IMPLEMENTATIONS: tuple[PurgatoryImplementation, ...] = ("optimized", "reference")
@@ -68,6 +75,12 @@ def recording_operation(implementation: str) -> type[Any]:
     return RecordingOperation
 
 
+def fresh(implementation: str) -> tuple[ManualClock, list[Event], type[Any]]:
+    """What most aio tests start from: a manual clock at 0, an empty event log, and the
+    recording operation class of ``implementation``."""
+    return ManualClock(0), [], recording_operation(implementation)
+
+
 class OffsetClock:
     """A user's own clock: a ManualClock's reading plus a fixed offset (neither a
     ManualClock nor a MonotonicClock, so the driver maps it through both readings)."""
@@ -87,3 +100,19 @@ class NoTimer:
 
     next_due_time = None
     drain_pending = False
+
+
+class BoomError(Exception):
+    """What a failing on_complete raises."""
+
+
+def spawn(coro: Any) -> asyncio.Task[Outcome]:
+    """A task of ``coro`` on the running loop."""
+    task: asyncio.Task[Outcome] = asyncio.get_running_loop().create_task(coro)
+    return task
+
+
+async def settle() -> None:
+    """Let every ready callback and task step run (no virtual time passes)."""
+    for _ in range(5):
+        await asyncio.sleep(0)

@@ -15,20 +15,21 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from tests.aio import test_bounded_driver as bounded
 from tests.aio import test_bounded_let_go as let_go
 from tests.aio import test_cancellation as cancellation
 from tests.aio import test_reentrant_shutdown as reentrant
-from tests.aio.test_cancellation_machine import make_machine
+from tests.aio import test_waiter_settling as settling
+from tests.aio.test_cancellation_machine import MACHINES
 from tests.mutants.catalog import Mutant, MutantError, applied, mutated_source
+from tests.mutants.patching import OPERATION, PURGATORY
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
 
 _PURGATORY = "kpurgatory.aio.purgatory"
 _DRIVER = "kpurgatory.aio.driver"
 _OPERATION = "kpurgatory.aio.operation"
-_OPTIMIZED_OPERATION = "kpurgatory.optimized.operation"
-_OPTIMIZED_PURGATORY = "kpurgatory.optimized.purgatory"
 
 Check = Callable[[], None]
 
@@ -41,11 +42,10 @@ def _machine(implementation: str) -> Check:
     """The cancellation machine on a fixed, derandomized budget (no shrinking)."""
 
     def check() -> None:
-        machine = make_machine(implementation)  # type: ignore[arg-type]
-        machine.TestCase.settings = settings(
-            MUTANT_SETTINGS, max_examples=60, stateful_step_count=30
+        run_state_machine_as_test(
+            MACHINES[implementation],
+            settings=settings(MUTANT_SETTINGS, max_examples=60, stateful_step_count=30),
         )
-        machine.TestCase().runTest()
 
     return check
 
@@ -83,9 +83,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "R59: a call from a thread with no running loop is accepted (checked once, "
             "used later).",
         ),
-        _on(
-            cancellation.test_r59_a_call_before_the_loop_runs_is_refused_with_no_trace, "optimized"
-        ),
+        _on(settling.test_r59_a_call_before_the_loop_runs_is_refused_with_no_trace, "optimized"),
     ),
     (
         Mutant(
@@ -97,7 +95,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "R58: a wrapped purgatory shut down directly makes the driver spin.",
         ),
         _on(
-            cancellation.test_r58_the_wrapped_purgatory_shut_down_directly_ends_the_driver_and_the_waiters,
+            settling.test_r58_the_wrapped_purgatory_shut_down_directly_ends_the_driver_and_the_waiters,
             "optimized",
         ),
     ),
@@ -110,7 +108,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "pass",
             "R58: purgatory.abandon on the reference never settles the waiter.",
         ),
-        _on(cancellation.test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter, "reference"),
+        _on(settling.test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter, "reference"),
     ),
     (
         Mutant(
@@ -121,18 +119,18 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "if True:",
             "R40: cancel on a reference operation submitted without a waiter fails.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "reference"),
+        _on(settling.test_aio_purgatory_small_contracts, "reference"),
     ),
     (
         Mutant(
             "base-exception-not-told",
-            _OPTIMIZED_OPERATION,
+            OPERATION,
             "DelayedOperation._on_complete_told",
             "except BaseException as exc:  # anything, CancelledError included (R48, R58)",
             "except Exception as exc:",
             "R58: a CancelledError from on_complete leaves the waiter pending.",
         ),
-        lambda: cancellation.test_r58_a_waiter_settles_whatever_on_complete_raises(
+        lambda: settling.test_r58_a_waiter_settles_whatever_on_complete_raises(
             "optimized", asyncio.CancelledError("x")
         ),
     ),
@@ -145,7 +143,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "(self._clock.now_ms() - due) / 1000",
             "R45: a user's clock mapped to loop time backwards (fires early).",
         ),
-        cancellation.test_r45_the_driver_maps_a_users_clock_to_loop_time,
+        settling.test_r45_the_driver_maps_a_users_clock_to_loop_time,
     ),
     (
         Mutant(
@@ -156,7 +154,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "(due - self._clock.now_ms()) * 1000",
             "R45: a user's clock mapped with the wrong unit (never fires).",
         ),
-        cancellation.test_r45_the_driver_maps_a_users_clock_to_loop_time,
+        settling.test_r45_the_driver_maps_a_users_clock_to_loop_time,
     ),
     (
         Mutant(
@@ -167,7 +165,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "return None  # type: ignore[return-value]",
             "R45: no loop time for a user's clock.",
         ),
-        cancellation.test_r45_the_driver_maps_a_users_clock_to_loop_time,
+        settling.test_r45_the_driver_maps_a_users_clock_to_loop_time,
     ),
     (
         Mutant(
@@ -191,7 +189,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "elif False:",
             "R35: a loop that is not an event loop is accepted.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -202,7 +200,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "if self._timer_enabled:",
             "R45: the driver is armed for an operation that completed at once.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -213,7 +211,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "else:  # _arm_for's first test inlined",
             "R33, R45: the driver is armed though nothing is ever timed.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -224,7 +222,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "pass",
             "R49: armed_due still reports a handle after shutdown.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -235,7 +233,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "impl.SystemTimer(name, tick_ms, 16,",
             "R15: the aio purgatory's timer does not get the default wheel size.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -246,7 +244,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "waiting={len(self._waiting) + 1}",
             "The repr misreports the waiting count.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -257,7 +255,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             'f"armed={self._armed_due}"',
             "The driver's repr misnames its state.",
         ),
-        _on(cancellation.test_aio_purgatory_small_contracts, "optimized"),
+        _on(settling.test_aio_purgatory_small_contracts, "optimized"),
     ),
     (
         Mutant(
@@ -317,7 +315,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "bounded-let-go-overflows-into-a-scan",
-            _OPTIMIZED_PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory._note_completed",
             "if len(candidates) > self._candidates_limit and not self._let_go_bound:",
             "if len(candidates) > self._candidates_limit:",
@@ -328,7 +326,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "let-go-owed-after-a-failed-scan",
-            _OPTIMIZED_PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory._purge_pass",
             "if bound:  # a scan took every candidate: owed only if more came meanwhile",
             "if bound and not self._scan_all:",

@@ -1,4 +1,8 @@
-"""``kpurgatory bench``: one quick run end to end, what it writes, its errors, --compare-to."""
+"""``kpurgatory bench``: one quick run end to end, what it writes, its errors, --compare-to.
+
+The quick run measures for about 30 s of real time (over two minutes on a loaded
+machine), so the two tests that read it run under ``slow``; the usage errors stay quick.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.realtime
 def test_quick_run_writes_results_charts_and_page(
     quick_run: Path, capsys: pytest.CaptureFixture[str]
@@ -44,6 +49,7 @@ def test_quick_run_writes_results_charts_and_page(
     assert not re.search(r"(?i)issue\s*#?\d", page)
 
 
+@pytest.mark.slow
 @pytest.mark.realtime
 def test_compare_to_runs_pyperf_compare_to(
     quick_run: Path, capsys: pytest.CaptureFixture[str]

@@ -19,7 +19,7 @@ from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.bench import kafka08
 from kpurgatory.reference.purgatory import REAPER_STEP_MS
 from kpurgatory.spec.events import OperationCompleted, OperationExpired, TaskRan
-from tests.support import Recorder, operation_class, task_class
+from tests.support import Recorder, operation_class, recorded_clock, task_class
 
 
 def _timer(impl: ModuleType, clock: ManualClock) -> Any:
@@ -29,8 +29,7 @@ def _timer(impl: ModuleType, clock: ManualClock) -> Any:
 def _random_timer_script(impl: ModuleType, seed: int) -> list[tuple[str, int]]:
     """Adds, cancels, re-adds and advances drawn from ``seed``; the (task, time) runs."""
     rng = random.Random(seed)
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     timer = _timer(impl, clock)
     task_type = task_class(impl)
     tasks = [task_type(rng.randrange(-5, 400), f"t{i}", recorder) for i in range(60)]
@@ -62,8 +61,7 @@ def _purgatory(impl: ModuleType, clock: ManualClock, purge_interval: int) -> Any
 
 def test_old_keeps_completed_operations_in_the_delay_queue_r28_differs() -> None:
     """A completed operation stays counted in num_delayed until its due time passes."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with _purgatory(kafka08, clock, 1000) as purgatory, _purgatory(reference, clock, 1000) as ref:
         ops = [
             operation_class(kafka08)(100, "a", recorder),
@@ -81,8 +79,7 @@ def test_old_keeps_completed_operations_in_the_delay_queue_r28_differs() -> None
 
 def test_old_purges_by_size_not_by_estimate_r30_differs() -> None:
     """watched >= purge_interval purges the watcher lists; a queue that big purges the queue."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with _purgatory(kafka08, clock, 3) as purgatory:
         ops = [operation_class(kafka08)(500, f"o{i}", recorder) for i in range(3)]
         for operation in ops:
@@ -99,8 +96,7 @@ def test_old_purges_by_size_not_by_estimate_r30_differs() -> None:
 
 def test_old_reaper_step_expires_one_operation_r31_differs() -> None:
     """0.8's pollExpired: one step hands over at most one due operation."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with _purgatory(kafka08, clock, 1000) as purgatory:
         for i in range(3):
             purgatory.try_complete_else_watch(operation_class(kafka08)(10, f"o{i}", recorder), [i])
@@ -113,8 +109,7 @@ def test_old_reaper_step_expires_one_operation_r31_differs() -> None:
 
 def test_old_reaper_step_replaces_the_reference_step_r31_differs() -> None:
     """The reaper's step on ``old`` waits up to 200 ms, then expires one operation only."""
-    clock = ManualClock(0)
-    recorder = Recorder(clock)
+    clock, recorder = recorded_clock()
     with _purgatory(kafka08, clock, 1000) as purgatory:
         for i in range(3):
             purgatory.try_complete_else_watch(operation_class(kafka08)(10, f"o{i}", recorder), [i])

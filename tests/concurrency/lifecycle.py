@@ -40,8 +40,9 @@ from tests.concurrency.scenarios import (
     World,
     _expect,
     _no_errors,
+    scheduled_operation,
 )
-from tests.concurrency.scheduler import RunResult, checkpoint
+from tests.concurrency.scheduler import RunResult, checkpoint, label_primitives
 
 
 def submit_vs_cancel_for_key() -> Build:
@@ -522,6 +523,46 @@ def cancel_for_key_vs_expiry(knock: bool = False) -> Build:
             if knock:
                 _expect(result, op.is_completed, f"knock lost: {world.log}")
                 _expect(result, world.count("complete", "op") == 1, f"log {world.log}")
+
+        return check
+
+    return build
+
+
+def rollback_vs_force_complete() -> Build:
+    """R38, R30, R61: a submission whose second ``try_complete`` (after it watched the
+    operation and counted it in the estimate) raises is rolled back while another thread
+    ``force_complete``s the operation, lock-free.
+
+    A force that wins during the unwinding uncounts the operation: the last unfinished
+    one, so its let-go resets the estimate to the timer's size (R30) and records the
+    reset; the unwinding then takes nothing back from the estimate. In every schedule
+    the submission raised the try's error, the force won once (the operation was never
+    ready), and the estimate is never below zero.
+    """
+
+    def build(world: World) -> Check:
+        base: Any = scheduled_operation(world.impl.operation)
+
+        class FailsAfterWatching(base):  # type: ignore[misc]
+            def try_complete(self) -> bool:
+                self.tries = self.__dict__.get("tries", 0) + 1
+                if self.tries == 2:
+                    raise ValueError("second try")
+                return bool(super().try_complete())
+
+        op = FailsAfterWatching(LONG_DELAY_MS, "op", world.log)
+        label_primitives(op, "op")
+        purgatory = world.purgatory
+        world.sched.spawn("submit", lambda: purgatory.try_complete_else_watch(op, ["k"]))
+        world.sched.spawn("force", op.force_complete)
+
+        def check(result: RunResult) -> None:
+            _no_errors(result, (ValueError,))
+            _expect(result, "submit" in result.errors, f"results {result.results}")
+            _expect(result, result.results["force"] is True, f"results {result.results}")
+            estimate = purgatory.estimated_total_operations
+            _expect(result, estimate >= 0, f"estimate {estimate} after the rollback")
 
         return check
 

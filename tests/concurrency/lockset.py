@@ -94,6 +94,32 @@ def attr_lock(attribute: str) -> Callable[[object], object]:
     return guard
 
 
+class _Unowned:
+    """The guard of an operation no purgatory owns (never submitted, or its submission
+    rolled back): no purgatory counts it, so its counted flag is nobody's shared state."""
+
+    def _is_owned(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "<no purgatory: not submitted>"
+
+
+_UNOWNED = _Unowned()
+
+
+def owner_lock(owner: str, attribute: str) -> Callable[[object], object]:
+    """A guard: the lock in ``attribute`` of the object in the owning object's ``owner``
+    field (an operation's ``_owner``, its purgatory); exempt while that field is None."""
+
+    def guard(obj: object) -> object:
+        holder = getattr(obj, owner)
+        return _UNOWNED if holder is None else getattr(holder, attribute)
+
+    guard.__name__ = f"self.{owner}.{attribute}"
+    return guard
+
+
 @dataclass(frozen=True)
 class Guard:
     """One row of the table: ``module.owner.attribute`` is guarded by ``lock(obj)``.
@@ -120,6 +146,7 @@ class Guard:
         return f"{self.owner}.{self.attribute}"
 
 
+_OWNER_COUNTERS = owner_lock("_owner", "_counters_lock")
 _REF_TIMER = module_lock("kpurgatory.reference.timer", "_STATE_LOCK")
 _OPT_TIMER = module_lock("kpurgatory.optimized.timer", "_TIMER_LOCK")
 _REF_T = "kpurgatory.reference.timer"
@@ -131,6 +158,7 @@ _OPT_Q = "kpurgatory.optimized.delay_queue"
 _OPT_P = "kpurgatory.optimized.purgatory"
 _OPT_O = "kpurgatory.optimized.operation"
 _REF_O = "kpurgatory.reference.operation"
+_PROTO = "kpurgatory.protocol"
 
 # Why some state is read without its lock (the rows' ``free_reads``). Each is one load of
 # a reference (an int, a bool, a tuple, a container's length), which CPython performs as a
@@ -143,6 +171,11 @@ _FLAG = (
     "a one-way flag (False -> True, set by a compare-and-set under the flag lock): a stale "
     "False only sends the reader to the locked path, which decides again"
 )
+_STATE = (
+    "R68's state: its finished bits are one-way (set by a compare-and-set under the flag "
+    "lock), so a stale unfinished only sends the reader to the locked path, which decides "
+    "again; the submitted bit changes under the operation's lock too, where it is read"
+)
 _KEYS = "set once under the operation lock before the operation can complete; then constant"
 _WATCHED = "watched: the shards' counts summed one at a time, a total that may be stale"
 _ENTRY = "the hand-over's linearization point (docs/algorithm.md), re-read under the lock"
@@ -154,36 +187,13 @@ GUARDS: list[Guard] = [
     Guard(_REF_T, "SystemTimer", "_current_time", "field", _REF_TIMER),
     Guard(_REF_T, "SystemTimer", "_closed", "field", _REF_TIMER, free_reads=_CLOSED),
     Guard(_REF_T, "SystemTimer", "_wake_requested", "field", _REF_TIMER),
-    # reference purgatory: one lock for the watcher map, its lists and the counters
+    # reference purgatory's store: one lock for the watcher map and its lists (the same
+    # lock object is its counters and shutdown lock: the protocol rows below)
     Guard(_REF_P, "DelayedOperationPurgatory", "_watchers", "dict", attr_lock("_lock"), "list"),
-    Guard(
-        _REF_P,
-        "DelayedOperationPurgatory",
-        "_estimated_total_operations",
-        "field",
-        attr_lock("_lock"),
-    ),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_lock")),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_unfinished", "field", attr_lock("_lock")),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_estimate_resets", "field", attr_lock("_lock")),
-    Guard(
-        _REF_P,
-        "DelayedOperationPurgatory",
-        "_num_completed_by_purgatory",
-        "field",
-        attr_lock("_lock"),
-    ),
-    Guard(
-        _REF_P,
-        "DelayedOperationPurgatory",
-        "_is_shut_down",
-        "field",
-        attr_lock("_lock"),
-        free_reads=_SHUT,
-    ),
-    Guard(_REF_P, "DelayedOperationPurgatory", "_shutdown_done", "field", attr_lock("_lock")),
-    # reference operation: the flags are atomic; abandoning and its keys under the lock
-    Guard(_REF_O, "DelayedOperation", "_abandoned", "field", attr_lock("_lock"), free_reads=_FLAG),
+    # reference operation: its state under its flag lock, its keys under its lock; the
+    # flag that it counts as unfinished (R61) under its purgatory's counters lock
+    Guard(_REF_O, "DelayedOperation", "_state", "field", attr_lock("_flags"), free_reads=_STATE),
+    Guard(_REF_O, "DelayedOperation", "_counted", "field", _OWNER_COUNTERS),
     Guard(_REF_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock"), free_reads=_KEYS),
     # optimized timer: one process-wide lock for wheels, buckets, delay queue, entries
     Guard(_OPT_B, "TimerTaskEntry", "_entry_due", "field", _OPT_TIMER),
@@ -208,8 +218,8 @@ GUARDS: list[Guard] = [
     Guard(_OPT_T, "SystemTimer", "_closed", "field", attr_lock("_lock"), free_reads=_CLOSED),
     Guard(_OPT_T, "SystemTimer", "_wake_requested", "field", attr_lock("_lock")),
     Guard(_OPT_T, "SystemTimer", "_cascades", "field", attr_lock("_lock")),
-    # optimized operation: the three flags are written under the flag lock
-    Guard(_OPT_O, "DelayedOperation", "_completed", "field", attr_lock("_flags"), free_reads=_FLAG),
+    # optimized operation: the state and the pending flag are written under the flag lock
+    Guard(_OPT_O, "DelayedOperation", "_state", "field", attr_lock("_flags"), free_reads=_STATE),
     Guard(
         _OPT_O,
         "DelayedOperation",
@@ -218,45 +228,30 @@ GUARDS: list[Guard] = [
         attr_lock("_flags"),
         free_reads=_FLAG,
     ),
-    Guard(_OPT_O, "DelayedOperation", "_submitted", "field", attr_lock("_flags"), free_reads=_FLAG),
-    Guard(_OPT_O, "DelayedOperation", "_abandoned", "field", attr_lock("_flags"), free_reads=_FLAG),
     Guard(_OPT_O, "DelayedOperation", "_watch_keys", "field", attr_lock("_lock"), free_reads=_KEYS),
+    Guard(_OPT_O, "DelayedOperation", "_counted", "field", _OWNER_COUNTERS),
     # optimized purgatory: each shard's map, lists and count under the shard lock
     Guard(_OPT_P, "_Shard", "watchers", "dict", attr_lock("lock"), "attr:ops"),
     Guard(_OPT_P, "_Shard", "count", "field", attr_lock("lock"), free_reads=_WATCHED),
     Guard(
-        _OPT_P,
-        "DelayedOperationPurgatory",
-        "_estimated_total_operations",
-        "field",
-        attr_lock("_counters_lock"),
-    ),
-    Guard(_OPT_P, "DelayedOperationPurgatory", "_num_purged", "field", attr_lock("_counters_lock")),
-    Guard(_OPT_P, "DelayedOperationPurgatory", "_unfinished", "field", attr_lock("_counters_lock")),
-    Guard(
-        _OPT_P,
-        "DelayedOperationPurgatory",
-        "_estimate_resets",
-        "field",
-        attr_lock("_counters_lock"),
-    ),
-    Guard(
-        _OPT_P, "DelayedOperationPurgatory", "_num_completed", "field", attr_lock("_counters_lock")
-    ),
-    Guard(
         _OPT_P, "DelayedOperationPurgatory", "_num_expired", "field", attr_lock("_counters_lock")
     ),
-    Guard(
-        _OPT_P,
-        "DelayedOperationPurgatory",
-        "_is_shut_down",
-        "field",
-        attr_lock("_shutdown_lock"),
-        free_reads=_SHUT,
+    # the protocol both purgatories run: its counters under the counters lock, the latch
+    # under the shutdown lock (the reference's one lock is both)
+    *(
+        Guard(_PROTO, "Purgatory", name, "field", attr_lock("_counters_lock"))
+        for name in (
+            "_estimated_total_operations",
+            "_estimate_resets",
+            "_unfinished",
+            "_num_purged",
+            "_num_completed",
+        )
     ),
     Guard(
-        _OPT_P, "DelayedOperationPurgatory", "_shutdown_done", "field", attr_lock("_shutdown_lock")
+        _PROTO, "Purgatory", "_is_shut_down", "field", attr_lock("_shutdown_lock"), free_reads=_SHUT
     ),
+    Guard(_PROTO, "Purgatory", "_shutdown_done", "field", attr_lock("_shutdown_lock")),
 ]
 """What each lock guards, per implementation (docs/verification.md, "Lock discipline").
 
@@ -270,18 +265,21 @@ _GUARDED_INSIDE = "an object set at construction whose own methods or fields hav
 
 UNGUARDED: dict[str, str] = {
     **{
-        f"DelayedOperationPurgatory.{name}": _CONST
+        f"Purgatory.{name}": _CONST
         for name in (
             "_name", "_broker_id", "_purge_interval", "_reaper_enabled", "_timer_enabled",
-            "_num_shards", "_timer", "_reaper", "_candidates_limit", "_purge_when_idle",
-            "_let_go_bound",
+            "_timer", "_reaper", "_purge_when_idle",
         )
     },
     **{
-        f"DelayedOperationPurgatory.{name}": _SYNC
-        for name in ("_lock", "_counters_lock", "_shutdown_lock", "_shutdown_finished",
-                     "_stop_reaper")
+        f"Purgatory.{name}": _SYNC
+        for name in ("_counters_lock", "_shutdown_lock", "_shutdown_finished", "_stop_reaper")
     },
+    **{
+        f"DelayedOperationPurgatory.{name}": _CONST
+        for name in ("_num_shards", "_candidates_limit", "_let_go_bound")
+    },
+    "DelayedOperationPurgatory._lock": _SYNC,
     "DelayedOperationPurgatory._shards": _GUARDED_INSIDE,
     "DelayedOperationPurgatory._candidates": (
         "a sync.new_shared_dict: no lock by design, each call atomic; the schedules switch "
@@ -305,11 +303,8 @@ UNGUARDED: dict[str, str] = {
     "TimerTask._delay_ms": _CONST,
     **{
         f"DelayedOperation.{name}": _SYNC
-        for name in ("_lock", "_flags", "_completed", "_try_complete_pending", "_submitted")
+        for name in ("_lock", "_flags", "_try_complete_pending")
     },
-    "DelayedOperation._outcome": (
-        "written once, by the one winner of the completed flag's compare-and-set"
-    ),
     "DelayedOperation._owner": (
         "written by the claim (the submitted flag's compare-and-set picks one writer) and "
         "by a rollback under the operation's lock"
@@ -317,10 +312,6 @@ UNGUARDED: dict[str, str] = {
     "DelayedOperation._untimed": (
         "written under the operation's lock by cancel_for_key and a rollback (a row would "
         "flag the claim's own rollback when the lock's acquire raised, before it held it)"
-    ),
-    "DelayedOperation._counted": (
-        "written under its purgatory's counters lock (a guard is a function of the "
-        "operation, and a rollback has released the operation's purgatory by then)"
     ),
     "DelayedOperation._expiring": "written by run under the operation's lock, read there",
     "DelayedOperation._waiter": (

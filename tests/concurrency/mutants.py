@@ -26,6 +26,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from kpurgatory._checks import watch_key_list
+from kpurgatory.protocol import COMPLETED, FINISHED
 from kpurgatory.reference import (
     DelayedOperation,
     DelayedOperationPurgatory,
@@ -65,12 +66,13 @@ class PlainTryLockOperation(DelayedOperation):
 
 
 class NonAtomicCompletedOperation(DelayedOperation):
-    """Mutant: the completed flag is read, then written (no compare-and-set)."""
+    """Mutant: the state is read, then written (no compare-and-set): the flag lock is
+    taken only for the write."""
 
     def force_complete(self) -> bool:
-        if not self._completed.get():
-            self._completed.set(True)
-            self._outcome = "completed"
+        if self._state < FINISHED:
+            with self._flags:
+                self._state |= COMPLETED
             TimerTask.cancel(self)
             self.on_complete()
             return True
@@ -82,9 +84,9 @@ class RunWithoutCasOperation(DelayedOperation):
 
     def run(self) -> None:
         with self._lock:
-            if not self._completed.get():
-                self._completed.set(True)
-                self._outcome = "completed"
+            if self._state < FINISHED:
+                with self._flags:
+                    self._state |= COMPLETED
                 TimerTask.cancel(self)
                 self.on_complete()
                 self.on_expiration()
@@ -126,10 +128,10 @@ class LockedCheckPurgatory(DelayedOperationPurgatory[Any]):
         with self._lock:
             for operation in list(self._watchers.get(key, ())):
                 if operation.is_completed:
-                    self._unwatch(key, operation)
+                    self._unwatch_key(key, operation)
                 elif operation.safe_try_complete():
                     completed += 1
-                    self._unwatch(key, operation)
+                    self._unwatch_key(key, operation)
         return completed
 
 
@@ -180,12 +182,13 @@ def mutant(name: str) -> Impl:
 
 _R = "kpurgatory.reference"
 _O = "kpurgatory.optimized"
+_P = "kpurgatory.protocol"
 
 LOCK_PATCHES: tuple[Mutant, ...] = (
     Mutant(
         "opt-unwatch-lookup-unlocked",
         f"{_O}.purgatory",
-        "DelayedOperationPurgatory._unwatch_keys",
+        "DelayedOperationPurgatory._unwatch_key",
         "with shard.lock:",
         "if True:",
         "(d) unlinking an operation looks its key's watcher list up without the shard lock: "
@@ -194,9 +197,9 @@ LOCK_PATCHES: tuple[Mutant, ...] = (
     Mutant(
         "ref-purge-without-lock",
         f"{_R}.purgatory",
-        "DelayedOperationPurgatory._purge_if_due",
-        "        self._estimate_resets += 1\n        purged = self._purge_watchers()",
-        "        self._estimate_resets += 1\n    purged = self._purge_watchers()",
+        "DelayedOperationPurgatory._purge_pass",
+        "with self._lock:",
+        "if True:",
         "(a) the purge walks and rewrites the watcher map after releasing the purgatory lock.",
     ),
     Mutant(
@@ -257,17 +260,17 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-for-key-outside-op-lock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory.cancel_for_key",
-        "            with operation._lock:\n                TimerTask.cancel(operation)\n"
+        "            with operation._lock:\n                operation._unschedule()\n"
         "                operation._untimed = True",
-        "            TimerTask.cancel(operation)\n            operation._untimed = True",
+        "            operation._unschedule()\n            operation._untimed = True",
         "Bug 1: cancel_for_key cancels without the operation lock, so it can run between a "
         "submission's watch and its timer add: the returned operation still expires (R29).",
     ),
     Mutant(
         "opt-no-rollback",
         f"{_O}.purgatory",
-        "DelayedOperationPurgatory._fail",
-        "if not operation._completed and operation._owner is self:",
+        "DelayedOperationPurgatory._rolled_back",
+        "if operation._state < FINISHED and operation._owner is self:",
         "if False:",
         "Bug 2: a submission that raises (the timer closed by a concurrent shutdown) is not "
         "rolled back: watched, counted and claimed (R38).",
@@ -330,29 +333,21 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "that started R61's let-go, and finished operations stay watched (R16, R61).",
     ),
     Mutant(
-        "opt-let-go-misses-last-watch",
-        f"{_O}.purgatory",
-        "DelayedOperationPurgatory._watch",
+        "let-go-misses-last-watch",
+        _P,
+        "Purgatory._watch",
         "        self._let_go_if_idle()",
         "        pass",
         "A submission whose operation was finished (by a lock-free force_complete) while it "
         "was watching it does not let go again: the finisher's let-go ran before the last "
-        "watch, and the finished operation stays watched with nothing unfinished (R61).",
-    ),
-    Mutant(
-        "ref-let-go-misses-last-watch",
-        f"{_R}.purgatory",
-        "DelayedOperationPurgatory._watch",
-        "        self._let_go_if_idle()",
-        "        pass",
-        "The reference's submission does not let go again after watching an operation "
-        "finished meanwhile: it stays watched with nothing unfinished (R61).",
+        "watch, and the finished operation stays watched with nothing unfinished (R61). "
+        "(Was opt- and ref-let-go-misses-last-watch, one per copy of the submission.)",
     ),
     Mutant(
         "opt-submission-ignores-knock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory._submit",
-        "if not operation._try_complete_pending:  # a knock found the lock held: ours (R41)",
+        "if not operation._try_complete_pending:  # a knock found the lock held: ours to try",
         "if True:",
         "The submission does not look at the pending flag after releasing the lock: a "
         "knock that found it held is never answered (R41, KAFKA-8334's shape).",
@@ -361,7 +356,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-cancel-for-key-ignores-knock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory.cancel_for_key",
-        "if operation._try_complete_pending and not operation._completed:",
+        "if operation._try_complete_pending and operation._state < FINISHED:",
         "if False:",
         "cancel_for_key drops a knock that found the operation's lock held by it (R55).",
     ),
@@ -387,7 +382,7 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-run-ignores-knock",
         f"{_O}.operation",
         "DelayedOperation.run",
-        "    if self._try_complete_pending and not self._completed:",
+        "    if self._try_complete_pending and self._state < FINISHED:",
         "    if False:",
         "A run that finds its operation taken out by cancel_for_key returns without "
         "looking at the pending flag: a knock that met its lock is lost (R41).",
@@ -432,22 +427,36 @@ GAP_PATCHES: tuple[Mutant, ...] = (
         "(survived the sampled run).",
     ),
     Mutant(
-        "ref-unfinished-unlocked",
-        f"{_R}.purgatory",
-        "DelayedOperationPurgatory._left_watching",
-        "    with self._lock:\n        if not operation._counted:",
-        "    if True:\n        if not operation._counted:",
-        "R61's unfinished count taken down without the purgatory lock: concurrent finishes "
-        "lose updates with the GIL off (an outside mutation run's survivor; the lockset "
-        "table did not list the field).",
-    ),
-    Mutant(
-        "opt-unfinished-unlocked",
-        f"{_O}.purgatory",
-        "DelayedOperationPurgatory._left_watching",
+        "unfinished-unlocked",
+        _P,
+        "Purgatory._left_watching",
         "    with self._counters_lock:\n        if not operation._counted:",
         "    if True:\n        if not operation._counted:",
-        "The optimized unfinished count taken down without the counters lock (R61).",
+        "R61's unfinished count taken down without the counters lock: concurrent finishes "
+        "lose updates with the GIL off (an outside mutation run's survivor; the lockset "
+        "table did not list the field). (Was ref- and opt-unfinished-unlocked.)",
+    ),
+    Mutant(
+        "idle-reset-unrecorded",
+        _P,
+        "Purgatory._idle",
+        "    self._estimate_resets += 1",
+        "    self._estimate_resets += 0",
+        "R61's idle let-go resets the estimate (R30) without recording the reset: a "
+        "rollback whose operation a lock-free force_complete finished (the last "
+        "unfinished one) during the unwinding then takes it out of the reset estimate "
+        "too, which goes to -1 (a sampled mutation run's survivor).",
+    ),
+    Mutant(
+        "unfinished-count-unlocked",
+        _P,
+        "Purgatory._enter",
+        "    with self._counters_lock:  # before its keys are set: a finish sees it\n"
+        "        self._unfinished += 1",
+        "    if True:  # before its keys are set: a finish sees it\n        self._unfinished += 1",
+        "R61's unfinished count taken up, and the operation's counted flag set, without "
+        "the counters lock: a submission racing a finish loses an update with the GIL off "
+        "(an outside run's lock-removal survivor; make mutation's RemoveLock makes it).",
     ),
 )
 """Lock removals the sampled mutation run (issue 11) found surviving the suite."""

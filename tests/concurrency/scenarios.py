@@ -42,6 +42,7 @@ from tests.concurrency.scheduler import (
     instrumented,
     label_primitives,
 )
+from tests.support import NextDue
 
 DELAY_MS = 10
 """Delay of the operations that may expire (expiry = ``advance_clock(DELAY_MS)``)."""
@@ -224,12 +225,7 @@ class EventClock(ManualClock):
     deadlock: this is how the schedule tests look for lost wake-ups (R7, R14).
     """
 
-    def wait(
-        self,
-        condition: threading.Condition,
-        timeout_ms: int,
-        next_due: Callable[[], int | None],
-    ) -> int:
+    def wait(self, condition: threading.Condition, timeout_ms: int, next_due: NextDue) -> int:
         """Block (condition held) until something is due-able, then jump to it."""
         now = self.now_ms()
         while True:
@@ -292,6 +288,17 @@ def _expect(result: RunResult, condition: bool, message: str) -> None:
         raise result.fail(message)
 
 
+def _one_winner(world: World, result: RunResult, names: list[str]) -> int:
+    """No thread raised; ``op`` completed once, by exactly one of the threads ``names``
+    (a True result) or by its expiry; how often it expired (0 or 1)."""
+    _no_errors(result)
+    expired = world.count("expire", "op")
+    winners = [n for n in names if result.results[n] is True] + ["expiry"] * expired
+    _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
+    _expect(result, len(winners) == 1, f"winners {winners}, log {world.log}")
+    return expired
+
+
 # -- property 1: force_complete exactly once ----------------------------------------------
 
 COMPLETERS = ("force", "try", "check", "expire")
@@ -326,11 +333,7 @@ def force_complete_race(kinds: Sequence[str]) -> Build:
             world.sched.spawn(name, bodies[kind])
 
         def check(result: RunResult) -> None:
-            _no_errors(result)
-            expired = world.count("expire", "op")
-            winners = [n for n in names if result.results[n] is True] + ["expiry"] * expired
-            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
-            _expect(result, len(winners) == 1, f"winners {winners}, log {world.log}")
+            expired = _one_winner(world, result, names)
             if expired:
                 _expect(result, world.log.index(("complete", "op")) == 0, "expire before complete")
             _expect(result, op.is_completed, "not completed")
@@ -363,11 +366,7 @@ def submit_race(event: bool, force: bool) -> Build:
             names.append("force")
 
         def check(result: RunResult) -> None:
-            _no_errors(result)
-            expired = world.count("expire", "op")
-            winners = [n for n in names if result.results[n] is True] + ["expiry"] * expired
-            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
-            _expect(result, len(winners) == 1, f"winners {winners}, log {world.log}")
+            _one_winner(world, result, names)
             _expect(result, world.timer.size == 0, f"timer still holds {world.timer.size}")
 
         return check

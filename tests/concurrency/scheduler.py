@@ -36,12 +36,12 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Protocol
 
 from kpurgatory import sync
 from kpurgatory.spec.protocols import AbstractLock
 from tests.concurrency.lockset import Lockset
+from tests.support import LockStatement
 
 __all__ = [
     "Chooser",
@@ -496,7 +496,7 @@ class Scheduler:
 # -- instrumented primitives -----------------------------------------------------------
 
 
-class SchedLock:
+class SchedLock(LockStatement):
     """A lock whose acquire, try-acquire and release are scheduler yield points.
 
     Re-entrant by default (the code under test uses re-entrant locks throughout); a
@@ -566,17 +566,6 @@ class SchedLock:
     def held(self) -> bool:
         """Whether any thread holds the lock (for checks after a run)."""
         return self._owner is not None
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         return f"SchedLock({self.name})"

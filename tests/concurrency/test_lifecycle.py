@@ -43,9 +43,9 @@ def test_r32_r39_concurrent_shutdowns_all_return_shut_down(
 
 @pytest.mark.parametrize(
     ("other", "bound"),
-    [("submit", 1), ("check", 1), ("check", 2), ("force", 1), ("force", 2),
-     pytest.param("submit", 2, marks=slow), pytest.param("submit", 3, marks=slow),
-     pytest.param("check", 3, marks=slow)],
+    [("submit", 1), ("check", 1), ("force", 1), pytest.param("check", 2, marks=slow),
+     pytest.param("force", 2, marks=slow), pytest.param("submit", 2, marks=slow),
+     pytest.param("submit", 3, marks=slow), pytest.param("check", 3, marks=slow)],
 )  # fmt: skip
 def test_r30_purge_racing_submission_and_check(subject: sc.Impl, other: str, bound: int) -> None:
     sc.exhaust(subject, lc.purge_vs(other), bound=bound, max_runs=20_000)
@@ -85,8 +85,8 @@ def test_r40_cancel_racing_the_submission(subject: sc.Impl, bound: int) -> None:
 @pytest.mark.parametrize(
     ("mode", "bound"),
     [
-        *((mode, 2) for mode in ("candidates", "scan", "bounded")),
-        ("unwatch", 1),
+        *((mode, 1) for mode in ("candidates", "scan", "bounded", "unwatch")),
+        *(pytest.param(mode, 2, marks=slow) for mode in ("candidates", "scan", "bounded")),
         pytest.param("unwatch", 2, marks=slow),
         pytest.param("candidates", 3, marks=slow),
     ],
@@ -187,3 +187,10 @@ def test_r38_r39_r40_r41_lifecycle_races_random_schedules(
     subject: sc.Impl, which: str, schedule: PriorityChooser
 ) -> None:
     sc.run_scenario(subject, BUILDS[which](), schedule)
+
+
+@pytest.mark.parametrize("bound", [2, pytest.param(3, marks=slow)])
+def test_r30_r38_a_rollback_racing_a_force_complete_never_takes_the_estimate_below_zero(
+    subject: sc.Impl, bound: int
+) -> None:
+    sc.exhaust(subject, lc.rollback_vs_force_complete(), bound=bound)

@@ -40,6 +40,9 @@ def test_holds_asks_the_lock_itself() -> None:
         holds(object())
 
 
+@pytest.mark.skipif(
+    not is_pure("kpurgatory.protocol"), reason="compiled: the protocol's fields are native"
+)
 def test_unguarded_writes_are_flagged_guarded_and_first_writes_are_not() -> None:
     lockset = Lockset()
     with lockset.installed():
@@ -112,6 +115,9 @@ def _raw(guard: Guard) -> object:
     return cls.__dict__.get(guard.attribute)
 
 
+@pytest.mark.skipif(
+    not is_pure("kpurgatory.protocol"), reason="compiled: the protocol's fields are native"
+)
 def test_reads_of_shared_state_without_the_lock_are_recorded() -> None:
     """Reads are checked too, once a second thread has touched the object (Eraser's
     exclusive state exempts initialisation): a single read of a guarded field or
@@ -144,7 +150,7 @@ def test_reads_of_shared_state_without_the_lock_are_recorded() -> None:
         assert purgatory._is_shut_down is False  # free_reads: the fast refusal
         purgatory.shutdown()
     assert len(lockset.violations) == 2, lockset.violations
-    assert lockset.violations[0].startswith("read DelayedOperationPurgatory._num_purged")
+    assert lockset.violations[0].startswith("read Purgatory._num_purged")
     assert lockset.violations[1].startswith("get from DelayedOperationPurgatory._watchers")
 
 
@@ -182,3 +188,30 @@ def test_every_field_of_a_timer_purgatory_and_operation_is_guarded_or_says_why(
 
 def test_every_unguarded_field_says_why() -> None:
     assert all(len(reason) > 20 for reason in UNGUARDED.values())
+
+
+@pytest.mark.parametrize("package", ["reference", "optimized"])
+def test_the_counted_flag_is_guarded_by_its_purgatorys_counters_lock(package: str) -> None:
+    """R61: an operation's counted flag changes only under the counters lock of the
+    purgatory it is submitted to; before any submission no purgatory counts it, so
+    writing it is nobody's shared state."""
+    module = importlib.import_module(f"kpurgatory.{package}")
+    if not is_pure(module.DelayedOperation.__module__):
+        pytest.skip("compiled: the lockset skips it")
+    lockset = Lockset()
+    with lockset.installed():
+        timer = module.SystemTimer("counted", clock=ManualClock(0), executor=InlineExecutor())
+        purgatory: Any = module.DelayedOperationPurgatory(
+            "counted", timer=timer, reaper_enabled=False
+        )
+        free: Any = ready_operation(module)(5)
+        free._counted = False  # not submitted: exempt
+        operation: Any = ready_operation(module)(5)
+        assert purgatory.try_complete_else_watch(operation, ["k"]) is False
+        assert lockset.violations == []
+        with pytest.raises(LocksetViolationError, match=r"DelayedOperation\._counted"):
+            operation._counted = False
+        with purgatory._counters_lock:
+            operation._counted = True
+        purgatory.shutdown()
+    assert len(lockset.violations) == 1, lockset.violations

@@ -57,6 +57,9 @@ from kpurgatory.conformance.python_adapter import serve
 from kpurgatory.conformance.steps import TIMER_STEP_KINDS
 from kpurgatory.spec.protocols import Clock
 
+NextDue = Callable[[], int | None]
+"""What a clock's ``wait`` asks for the next due time."""
+
 BUGS = (
     "late",
     "miscount",
@@ -89,12 +92,7 @@ class LaggingClock:
         """The wrapped clock's reading (adds compute due times correctly)."""
         return self.inner.now_ms()
 
-    def wait(
-        self,
-        condition: threading.Condition,
-        timeout_ms: int,
-        next_due: Callable[[], int | None],
-    ) -> int:
+    def wait(self, condition: threading.Condition, timeout_ms: int, next_due: NextDue) -> int:
         """Let time pass on the wrapped clock, then report a reading one tick behind."""
         return self.inner.wait(condition, timeout_ms, next_due) - self.tick_ms
 

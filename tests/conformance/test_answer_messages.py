@@ -24,10 +24,9 @@ import pytest
 
 from kpurgatory.cli import main
 from kpurgatory.conformance.answer import AnswerError, parse_answer
+from tests.conformance.support import BROKEN, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 MISTAKES = ROOT / "tests" / "conformance" / "answer_mistake_adapter.py"
-BROKEN = ROOT / "tests" / "conformance" / "broken_adapter.py"
 VECTORS = ROOT / "conformance" / "vectors"
 CANCEL_FOR_KEY = VECTORS / "r29-cancel-for-key.json"
 HAND_OVER = VECTORS / "r06-hand-over-order.json"

@@ -21,33 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from kpurgatory.cli import main
 from kpurgatory.conformance.adapter import AdapterProcess
 from kpurgatory.conformance.capabilities import Capabilities, needed
 from kpurgatory.conformance.stateful import AdapterSide, run_stateful
 from kpurgatory.conformance.steps import Add, Advance, Cancel, Init, NextDueTime, Step
+from tests.conformance.support import ROOT, python_adapter
+from tests.conformance.support import broken_adapter as broken
+from tests.conformance.support import conformance_and_errors as conformance
 from tests.support import load
 
-ROOT = Path(__file__).resolve().parents[2]
-BROKEN = ROOT / "tests" / "conformance" / "broken_adapter.py"
 JS_ADAPTER = ROOT / "conformance" / "examples" / "javascript" / "timer_adapter.mjs"
 NODE = shutil.which("node")
-
-
-def conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["conformance", *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def python_adapter() -> str:
-    return shlex.join(
-        [sys.executable, "-m", "kpurgatory.conformance.python_adapter", "--impl", "reference"]
-    )
-
-
-def broken(bug: str) -> str:
-    return shlex.join([sys.executable, str(BROKEN), "--bug", bug])
 
 
 # ---- the declaration ------------------------------------------------------------------------

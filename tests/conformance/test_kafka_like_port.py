@@ -13,7 +13,8 @@ through the CLI as a porter runs it:
 - it passes ``--stateful --allow kafka``, timer-only and whole, on each seed of the
   battery 1-10 (seed 1 in the quick tier), and fails without ``--allow kafka``;
 - each bug planted in it (``adapter.mjs --bug NAME``) fails with ``--allow kafka``: the
-  allowances excuse Kafka's behaviour, not a port's mistakes.
+  allowances excuse Kafka's behaviour, not a port's mistakes (the vectors in the quick
+  tier, the vectors and the search on seed 1 under ``slow``).
 
 They run where ``node`` is installed and skip otherwise.
 """
@@ -27,8 +28,9 @@ from pathlib import Path
 import pytest
 
 from kpurgatory.cli import main
+from tests.conformance.support import ROOT, passes_with_allow_kafka
+from tests.conformance.support import conformance as _conformance
 
-ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = ROOT / "tests" / "conformance" / "ports" / "kafka_port" / "adapter.mjs"
 SEEDS = range(1, 11)
 BUGS = ("late-tick", "flush-first-only", "cancel-keeps-entry", "miscount-purge")
@@ -41,26 +43,9 @@ def _adapter(*options: str) -> str:
     return shlex.join(["node", str(ADAPTER), *options])
 
 
-def _conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    code = main(["conformance", *args])
-    return code, capsys.readouterr().out
-
-
 def _battery(capsys: pytest.CaptureFixture[str], seed: int, timer_only: bool) -> None:
     options = ("--timer-only",) if timer_only else ()
-    code, out = _conformance(
-        capsys,
-        "--adapter",
-        _adapter(*options),
-        *options,
-        "--stateful",
-        "--allow",
-        "kafka",
-        "--seed",
-        str(seed),
-    )
-    assert code == 0, out
-    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    out = passes_with_allow_kafka(capsys, _adapter(*options), *options, seed=seed)
     assert (
         "not checked: declared without callbacks, close, executor_shutdown, negative_time, "
         "nested_advance, next_due_time" in out
@@ -101,26 +86,35 @@ def test_the_kafka_like_port_fails_without_allow_kafka(
     assert "PASS r02-current-time (8 steps; accepted kafka-stale-current-time at steps 6" in out
 
 
+def _bug_fails(capsys: pytest.CaptureFixture[str], bug: str, *search: str) -> str:
+    """Run the port with ``bug`` through the vectors (and ``search``) with ``--allow kafka``:
+    it fails, with a difference no allowance explains; the report."""
+    options = ("--timer-only",) if bug in TIMER_BUGS else ()
+    adapter = _adapter("--bug", bug, *options)
+    code, out = _conformance(capsys, "--adapter", adapter, *options, *search, "--allow", "kafka")
+    assert code == 1, out
+    assert "no other allowed difference explains it" in out or "not explained by" in out, out
+    return out
+
+
+@pytest.mark.parametrize("bug", BUGS)
+def test_each_bug_in_the_kafka_like_port_fails_the_vectors_with_allow_kafka(
+    capsys: pytest.CaptureFixture[str], bug: str
+) -> None:
+    """Quick tier: the vectors alone, judged with ``--allow kafka``."""
+    out = _bug_fails(capsys, bug)
+    assert "FAIL " in out and " failed, " in out and " 0 failed, " not in out, out
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("bug", BUGS)
 def test_each_bug_in_the_kafka_like_port_fails_with_allow_kafka(
     capsys: pytest.CaptureFixture[str], bug: str
 ) -> None:
-    """The vectors, then the search on seed 1, judged with ``--allow kafka``."""
-    options = ("--timer-only",) if bug in TIMER_BUGS else ()
-    code, out = _conformance(
-        capsys,
-        "--adapter",
-        _adapter("--bug", bug, *options),
-        *options,
-        "--stateful",
-        "--allow",
-        "kafka",
-        "--seed",
-        "1",
-    )
-    assert code == 1, out
+    """The vectors, then the search on seed 1, judged with ``--allow kafka`` (the search
+    through the port's subprocess takes minutes for flush-first-only)."""
+    out = _bug_fails(capsys, bug, "--stateful", "--seed", "1")
     assert "conformance: FAIL (vectors: FAIL;" in out, out
-    assert "no other allowed difference explains it" in out or "not explained by" in out, out
 
 
 def test_a_negative_start_replays_with_allow_kafka(

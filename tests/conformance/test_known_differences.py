@@ -22,7 +22,6 @@ from types import ModuleType
 
 import pytest
 
-from kpurgatory.cli import main
 from kpurgatory.conformance.adapter import DEFAULT_VECTORS_DIR, STEP_KINDS, vector_paths
 from kpurgatory.conformance.differences import PURGATORY_STATE_FIELDS, Judge
 from kpurgatory.conformance.driver import DriverSide, Observation, State, run_steps
@@ -38,9 +37,8 @@ from kpurgatory.spec.known_differences import (
     resolve,
 )
 from kpurgatory.spec.rules import RULES
+from tests.conformance.support import BROKEN, ROOT, conformance
 
-ROOT = Path(__file__).resolve().parents[2]
-BROKEN = ROOT / "tests" / "conformance" / "broken_adapter.py"
 SPEC = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8")
 IDS = [difference.id for difference in KNOWN_DIFFERENCES]
 
@@ -71,11 +69,6 @@ SHOWN_BY_SEQUENCES: dict[str, list[Step]] = {
 
 def kafka_adapter(differences: str) -> str:
     return shlex.join([sys.executable, str(BROKEN), "--bug", "kafka", "--differences", differences])
-
-
-def conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    code = main(["conformance", *args])
-    return code, capsys.readouterr().out
 
 
 def vectors_args(names: list[str]) -> list[str]:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from kpurgatory.cli import main
 from kpurgatory.conformance.driver import (
     Driver,
     DriverSide,
@@ -40,17 +39,9 @@ from kpurgatory.conformance.steps import (
     Step,
     Watch,
 )
+from tests.conformance.support import BROKEN
+from tests.conformance.support import conformance_and_errors as conformance
 from tests.support import load
-
-ROOT = Path(__file__).resolve().parents[2]
-BROKEN = ROOT / "tests" / "conformance" / "broken_adapter.py"
-
-
-def conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["conformance", *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
 
 # ---- objects compared as objects ------------------------------------------------------------
 

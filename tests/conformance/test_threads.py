@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from kpurgatory.cli import main
 from kpurgatory.conformance.threads_protocol import (
     FORMAT,
     ThreadsAnswerError,
@@ -30,23 +29,12 @@ from kpurgatory.conformance.threads_protocol import (
     program_to_json,
 )
 from kpurgatory.history import random_program
+from tests.conformance.support import ROOT, python_adapter
+from tests.conformance.support import conformance_and_errors as conformance
 
 pytestmark = pytest.mark.realtime
 
-ROOT = Path(__file__).resolve().parents[2]
 BROKEN = ROOT / "tests" / "conformance" / "threads_broken_adapter.py"
-
-
-def conformance(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["conformance", *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def python_adapter(impl: str) -> str:
-    return shlex.join(
-        [sys.executable, "-m", "kpurgatory.conformance.python_adapter", "--impl", impl]
-    )
 
 
 def broken(bug: str) -> str:

@@ -28,11 +28,14 @@ import os
 import shlex
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kpurgatory.cli import main
+from tests.conformance.support import passes_with_allow_kafka
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "conformance" / "examples" / "java-kafka" / "run_adapter.sh"
@@ -98,6 +101,19 @@ def test_the_launcher_refuses_to_start_without_a_kafka_tree(tmp_path: Path) -> N
     assert done.returncode == 2 and "unknown option --fast" in done.stderr
 
 
+def _answers(lines: Sequence[object], *options: str) -> list[dict[str, Any]]:
+    """What the Kafka adapter (``LAUNCHER`` with ``options``) answers to ``lines``."""
+    done = subprocess.run(
+        ["sh", str(LAUNCHER), *options],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
 @needs_kafka
 def test_kafkas_timer_speaks_the_protocol_line_by_line() -> None:
     lines = [
@@ -108,15 +124,7 @@ def test_kafkas_timer_speaks_the_protocol_line_by_line() -> None:
         {"step": "clock_advance", "ms": -1},
         {"step": "next_due_time"},
     ]
-    done = subprocess.run(
-        ["sh", str(LAUNCHER), "--timer-only"],
-        input="".join(json.dumps(line) + "\n" for line in lines),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    answers = _answers(lines, "--timer-only")
     assert answers[0]["capabilities"] == {"without": WITHOUT, "async_run": True}
     assert answers[1]["state"] == {"clock_ms": 0, "timer_sizes": {"main": 1}}
     # kafka-negative-timeout: advanceClock(-1) polls the delay queue and returns
@@ -221,19 +229,8 @@ def test_kafkas_timer_run_inline_hangs_on_a_nested_drain(
 def test_kafkas_timer_passes_the_kit_with_allow_kafka(
     capsys: pytest.CaptureFixture[str], executor: str, seed: int
 ) -> None:
-    code, out = conformance(
-        capsys,
-        "--adapter",
-        adapter("--timer-only", executor),
-        "--timer-only",
-        "--stateful",
-        "--allow",
-        "kafka",
-        "--seed",
-        str(seed),
-    )
-    assert code == 0, out
-    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    timer = adapter("--timer-only", executor)
+    out = passes_with_allow_kafka(capsys, timer, "--timer-only", "--timeout", TIMEOUT, seed=seed)
     kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
     for kind in ("add", "cancel", "advance", "clock_advance"):
         assert f" {kind} " in kinds, kinds
@@ -268,18 +265,7 @@ def test_kafkas_purgatory_fails_without_its_documented_differences(
 def test_kafkas_purgatory_passes_the_kit_with_allow_kafka(
     capsys: pytest.CaptureFixture[str], executor: str, seed: int
 ) -> None:
-    code, out = conformance(
-        capsys,
-        "--adapter",
-        adapter(executor),
-        "--stateful",
-        "--allow",
-        "kafka",
-        "--seed",
-        str(seed),
-    )
-    assert code == 0, out
-    assert out.rstrip().endswith("conformance: PASS (vectors: PASS; search: PASS)"), out
+    out = passes_with_allow_kafka(capsys, adapter(executor), "--timeout", TIMEOUT, seed=seed)
     kinds = next(line for line in out.splitlines() if "steps by kind:" in line)
     for kind in ("watch", "check_and_complete", "cancel_for_key", "purgatory_advance", "shutdown"):
         assert f" {kind} " in kinds, kinds
@@ -326,15 +312,7 @@ def test_kafka_with_an_inline_executor_runs_on_run_steps_inside_the_drain() -> N
         },
         {"step": "advance", "ms": 5},
     ]
-    done = subprocess.run(
-        ["sh", str(LAUNCHER), "--timer-only", "--inline"],
-        input="".join(json.dumps(line) + "\n" for line in lines),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    answers = _answers(lines, "--timer-only", "--inline")
     assert answers[0]["capabilities"] == {"without": WITHOUT, "async_run": False}
     assert answers[3]["events"] == [
         {"kind": "task_ran", "task": "a", "at_ms": 5, "unit": "a", "due_ms": 2},

@@ -219,11 +219,11 @@ def test_porting_md_r22_walk_through_is_the_spec_pseudocode() -> None:
 
 
 STEPS_IN_ORDER = (
-    ("if operation.abandoned", "operation.is_abandoned"),  # R40
+    ("if operation.abandoned", "operation._state & ABANDONED"),  # R40
     ("pending flag := false", "operation._clear_pending("),  # R41
     ("unfinished += 1", "self._enter("),  # R61
-    ("append operation to watchers", "self._watch("),  # R24
-    ("estimate += 1", "self._add_to_estimate("),  # R30
+    ("append operation to watchers", "self._watch_key("),  # R24
+    ("estimate += 1", "self._estimated_total_operations += 1"),  # R30
     ("not operation.untimed", "operation._untimed"),  # R66
     ("timer.add(operation)", "self._timer.add("),  # R3
     ("shut down: raise", "self._refuse_if_shut_down("),  # R64
@@ -232,17 +232,20 @@ STEPS_IN_ORDER = (
 
 
 def reference_submission() -> str:
-    """The source of the reference's submission: ``_submit`` with ``_time`` (its timer
-    step) in place of the call."""
-    source = (ROOT / "kpurgatory" / "reference" / "purgatory.py").read_text(encoding="utf-8")
+    """The source of the submission both purgatories run (the protocol's ``_submit``,
+    which the reference's reader reads first), with ``_watch`` and ``_time`` (its watch
+    and timer steps) in place of their calls."""
+    source = (ROOT / "kpurgatory" / "protocol.py").read_text(encoding="utf-8")
     functions = {
         node.name: ast.get_source_segment(source, node) or ""
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.FunctionDef)
     }
     submit = functions["_submit"]
-    assert submit.count("self._time(") == 1
-    return submit.replace("self._time(", functions["_time"] + "\n(")
+    for step in ("_watch", "_time"):  # the steps whose code R22's pseudocode spells out
+        assert submit.count(f"self.{step}(") == 1
+        submit = submit.replace(f"self.{step}(", functions[step] + "\n(")
+    return submit
 
 
 def order(text: str, markers: list[str]) -> list[int]:

@@ -192,12 +192,12 @@ def test_min_bytes_holds_the_fetch_until_enough_arrived(
         }
 
 
-def test_concurrent_clients_on_two_topics(running: Running) -> None:
-    """Eight fetches answered by one produce, four others expiring, all at once (R25, R17)."""
-    purgatory = running.server.fetches
+def clients_on_two_topics(running: Any, delayed: Callable[[], int]) -> None:
+    """Eight fetches answered by one produce, four others expiring, all at once, on a
+    running server (``fetch``, ``produce``) whose ``delayed()`` counts the waiting ones."""
     with ThreadPoolExecutor(12) as pool:
         served = [pool.submit(running.fetch, "hot", max_wait_ms=LONG_WAIT_MS) for _ in range(8)]
-        wait_until(lambda: purgatory.num_delayed == 8, "eight fetches on 'hot' to wait")
+        wait_until(lambda: delayed() == 8, "eight fetches on 'hot' to wait")
         expiring = [pool.submit(running.fetch, "cold", max_wait_ms=150) for _ in range(4)]
         running.produce("hot", "news")
         for future in served:
@@ -208,7 +208,13 @@ def test_concurrent_clients_on_two_topics(running: Running) -> None:
             }
         for future in expiring:
             assert future.result(GUARD_S) == {"records": [], "next_offset": 0, "timed_out": True}
-    wait_until(lambda: purgatory.num_delayed == 0, "the timer to be empty")
+    wait_until(lambda: delayed() == 0, "the timer to be empty")
+
+
+def test_concurrent_clients_on_two_topics(running: Running) -> None:
+    """Eight fetches answered by one produce, four others expiring, all at once (R25, R17)."""
+    purgatory = running.server.fetches
+    clients_on_two_topics(running, lambda: purgatory.num_delayed)
     assert purgatory.num_completed >= 8  # the eight counted by check_and_complete
 
 

@@ -23,6 +23,7 @@ from tests.examples.test_long_poll import (
     GUARD_S,
     LONG_WAIT_MS,
     RunningServer,
+    clients_on_two_topics,
     fetch_produced_through,
     serves_and_stops_on_ctrl_c,
     wait_until,
@@ -136,20 +137,7 @@ def test_r49_shutdown_answers_every_waiting_fetch(running: RunningAioServer) -> 
 
 def test_r46_concurrent_clients_on_two_topics(running: RunningAioServer) -> None:
     """Eight fetches answered by one produce, four others expiring, all at once."""
-    with ThreadPoolExecutor(12) as pool:
-        served = [pool.submit(running.fetch, "hot", max_wait_ms=LONG_WAIT_MS) for _ in range(8)]
-        wait_until(lambda: running.delayed == 8, "eight fetches on 'hot' to wait")
-        expiring = [pool.submit(running.fetch, "cold", max_wait_ms=150) for _ in range(4)]
-        running.produce("hot", "news")
-        for future in served:
-            assert future.result(GUARD_S) == {
-                "records": ["news"],
-                "next_offset": 1,
-                "timed_out": False,
-            }
-        for future in expiring:
-            assert future.result(GUARD_S) == {"records": [], "next_offset": 0, "timed_out": True}
-    wait_until(lambda: running.delayed == 0, "the timer to be empty")
+    clients_on_two_topics(running, lambda: running.delayed)
 
 
 def test_the_aio_script_serves_and_stops_on_ctrl_c() -> None:

@@ -11,12 +11,11 @@ draws every kind of call).
 from __future__ import annotations
 
 from tests.mutants.catalog import Mutant
+from tests.mutants.patching import OPERATION, PURGATORY
 
 __all__ = ["HISTORY_MUTANTS", "WEIGHTS"]
 
 _REF_OPERATION = "kpurgatory.reference.operation"
-_OPT_OPERATION = "kpurgatory.optimized.operation"
-_OPT_PURGATORY = "kpurgatory.optimized.purgatory"
 _SWEEP_ATTEMPT = "            elif operation._safe_try_complete_for(self):\n"
 
 HISTORY_MUTANTS: tuple[Mutant, ...] = (
@@ -24,28 +23,29 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
         "double-completion",
         _REF_OPERATION,
         "DelayedOperation.force_complete",
-        'if self._completed.compare_and_set(False, True):\n        self._outcome = "completed"\n'
-        "        self._unschedule()",
-        'if not self._completed.get():\n        self._outcome = "completed"\n'
-        "        self._unschedule()\n        self._completed.set(True)",
-        "force_complete reads the completed flag, cancels the timer entry, then sets the "
-        "flag (no compare-and-set): two racing callers both win and on_complete runs "
+        "with self._flags:  # compare-and-set: not finished -> completed (R68)\n"
+        "        won = self._state < FINISHED\n        if won:\n"
+        "            self._state |= COMPLETED\n    if won:\n        self._unschedule()",
+        "won = self._state < FINISHED\n    if won:\n        self._unschedule()\n"
+        "        with self._flags:\n            self._state |= COMPLETED",
+        "force_complete reads the state, cancels the timer entry, then sets it completed "
+        "(no compare-and-set): two racing callers both win and on_complete runs "
         "twice (R16).",
     ),
     Mutant(
         "lost-cancel",
-        _OPT_PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.cancel_for_key",
-        "            with operation._lock:\n                TimerTask.cancel(operation)\n"
+        "            with operation._lock:\n                operation._unschedule()\n"
         "                operation._untimed = True",
-        "            TimerTask.cancel(operation)\n            operation._untimed = True",
+        "            operation._unschedule()\n            operation._untimed = True",
         "cancel_for_key cancels the timer entry without the operation's lock: between a "
         "submission's watch and its timer add there is no entry yet, the add comes after, "
         "and the operation it returned expires later (R29).",
     ),
     Mutant(
         "sweep-try-lock",
-        _OPT_PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
         _SWEEP_ATTEMPT,
         "            elif operation.maybe_try_complete():\n",
@@ -55,7 +55,7 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "sweep-without-lock",
-        _OPT_PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
         _SWEEP_ATTEMPT,
         "            elif operation.try_complete():\n",
@@ -64,7 +64,7 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ignored-knock",
-        _OPT_OPERATION,
+        OPERATION,
         "DelayedOperation._safe_try_complete_for",
         "if not self._try_complete_pending:",
         "if True:",
@@ -73,7 +73,7 @@ HISTORY_MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "kafka-6653-lost-completion",
-        _OPT_PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
         _SWEEP_ATTEMPT,
         "            elif operation._lock.acquire(blocking=False) and "

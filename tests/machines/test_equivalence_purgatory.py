@@ -1,6 +1,6 @@
 """The purgatory equivalence machine: reference and optimized purgatories in step (R16-R34).
 
-Runs ``tests.machines.equivalence.make_purgatory_machine`` under the active Hypothesis
+Runs ``tests.machines.purgatory_equivalence.make_purgatory_machine`` under the active Hypothesis
 profile and checks that the runs exercised every path the comparison is about:
 completions, expiries and purges all happened.
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.machines.equivalence import MachineStats, make_purgatory_machine
+from tests.machines.equivalence import MachineStats
+from tests.machines.purgatory_equivalence import make_purgatory_machine
 from tests.machines.test_equivalence_timer import other_implementation
 from tests.support import load
 

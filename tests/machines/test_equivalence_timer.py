@@ -1,6 +1,6 @@
 """The timer equivalence machine: reference and optimized timers in step (R1-R12).
 
-Runs ``tests.machines.equivalence.make_timer_machine`` under the active Hypothesis
+Runs ``tests.machines.timer_equivalence.make_timer_machine`` under the active Hypothesis
 profile (``ci`` by default, ``HYPOTHESIS_PROFILE=deep`` for the nightly-style run) and
 then checks that the generated runs really went deep: tasks scheduled three or more
 wheel levels up were handed over by ``advance_clock``, and tasks were handed over after
@@ -14,7 +14,8 @@ from __future__ import annotations
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.machines.equivalence import MachineStats, make_timer_machine
+from tests.machines.equivalence import MachineStats
+from tests.machines.timer_equivalence import make_timer_machine
 from tests.support import implementation_names, load
 
 

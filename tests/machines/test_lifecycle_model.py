@@ -21,8 +21,9 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.machines.fault_machine import Context, fault_operation_class, make_lifecycle_machine
+from tests.machines.fault_machine import lifecycle_machine
 from tests.machines.lifecycle_model import CLOSE_REFUSE, KNOCK, SHUTDOWN
+from tests.machines.user_code import Context, fault_operation_class
 from tests.support import implementation_names, load
 
 VARIANTS = [("loop", "scripted"), ("inline", "rlock"), ("thread", "rlock")]
@@ -54,7 +55,7 @@ def test_model_imports_nothing_from_kpurgatory() -> None:
 def test_r52_r53_r54_lifecycle_with_failing_user_code_matches_the_model(impl_name: str) -> None:
     """R22-R41, R52-R56: results, errors (one as is, several as a group), outcomes,
     callbacks and counters match the model on every step with faults injected."""
-    machine = make_lifecycle_machine(load(impl_name), leave_out_open=True)
+    machine = lifecycle_machine(impl_name)
     run_state_machine_as_test(machine, settings=settings())
 
 
@@ -63,7 +64,7 @@ def test_r52_r53_r54_lifecycle_with_failing_user_code_matches_the_model(impl_nam
 @pytest.mark.parametrize("impl_name", implementation_names())
 def test_r52_r53_r54_lifecycle_model_deeper(impl_name: str) -> None:
     """The same machine, 500 examples of 100 steps (``make slow``)."""
-    machine = make_lifecycle_machine(load(impl_name), leave_out_open=True)
+    machine = lifecycle_machine(impl_name)
     deeper = settings(settings(), max_examples=500, stateful_step_count=100)
     run_state_machine_as_test(machine, settings=deeper)
 
@@ -75,9 +76,7 @@ def test_r63_r69_reentrant_lifecycle_matches_the_model_on_each_executor(
 ) -> None:
     """R63-R69 on the loop executor, with RLock operation locks, and with expiries on a
     real worker thread (run between the machine's calls, so deterministic)."""
-    machine = make_lifecycle_machine(
-        load(impl_name), leave_out_open=True, executor=executor, locks=locks
-    )
+    machine = lifecycle_machine(impl_name, executor, locks)
     quick = settings(settings(), max_examples=min(settings().max_examples, VARIANT_EXAMPLES))
     run_state_machine_as_test(machine, settings=quick)
 
@@ -90,9 +89,7 @@ def test_r63_r69_reentrant_lifecycle_on_each_executor_deeper(
     impl_name: str, executor: str, locks: str
 ) -> None:
     """The variants, 300 examples of 100 steps (``make slow``)."""
-    machine = make_lifecycle_machine(
-        load(impl_name), leave_out_open=True, executor=executor, locks=locks
-    )
+    machine = lifecycle_machine(impl_name, executor, locks)
     deeper = settings(settings(), max_examples=300, stateful_step_count=100)
     run_state_machine_as_test(machine, settings=deeper)
 
@@ -116,7 +113,7 @@ def test_r64_shutdown_from_try_complete_refuses_the_submission_with_timers_off(
 ) -> None:
     """R64, a finding of the machine's strict model (fixed): try_complete's second call
     shuts the purgatory down in a submission with timers off; it is refused."""
-    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine: Any = lifecycle_machine(impl_name)(leave_out_open=False)
     machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=False)
     name = machine.create(10, {("try_complete", 2): SHUTDOWN})
     machine.submit(name, ["a"], None, "Exception")  # RuntimeError, rolled back
@@ -127,7 +124,7 @@ def test_r64_shutdown_from_try_complete_refuses_the_submission_with_timers_off(
 def test_r64_shutdown_from_the_r41_retry_refuses_the_submission(impl_name: str) -> None:
     """R64 (fixed): a knock during the submission's second try leaves the R41 retry to
     it; the retry's try_complete shuts the purgatory down; the submission is refused."""
-    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine: Any = lifecycle_machine(impl_name)(leave_out_open=False)
     machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
     name = machine.create(10, {("try_complete", 2): KNOCK, ("try_complete", 3): SHUTDOWN})
     machine.submit(name, ["a"], None, "Exception")
@@ -139,7 +136,7 @@ def test_r64_r65_shutdown_inside_the_timer_add_refuses_the_submission(impl_name:
     """R64, a finding of the machine (fixed): an operation due at once whose hand-over
     the executor refuses after shutting the purgatory down; the submission is refused
     and rolled back, nothing left watched in the closed purgatory."""
-    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine: Any = lifecycle_machine(impl_name)(leave_out_open=False)
     machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
     name = machine.create(0, {})
     machine.submit(name, ["a"], "executor", "Exception", CLOSE_REFUSE)
@@ -151,7 +148,7 @@ def test_r54_submission_whose_lock_fails_to_acquire_keeps_no_claim(impl_name: st
     """R54: the lock's acquire raises before the submission changed anything, so the
     call leaves no trace and the operation may be submitted again (the machine's
     shortest failing run with the lock fault site, replayed)."""
-    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine: Any = lifecycle_machine(impl_name)(leave_out_open=False)
     machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
     name = machine.create(10, {})
     machine.submit(name, ["a"], "lock", "Exception")
@@ -166,7 +163,7 @@ def test_r61_operation_finished_before_watching_does_not_hold_finished_ones(
 ) -> None:
     """R61: only an operation that reaches the watching step unfinished counts; when the
     last one that did finishes, every finished operation is let go (watched drops to 0)."""
-    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine: Any = lifecycle_machine(impl_name)(leave_out_open=False)
     machine.setup(tick=1, wheel_size=4, purge_interval=1000, timer_enabled=True)
     if early == "completed before submission":
         first = machine.create(10, {})
@@ -185,7 +182,7 @@ def test_r61_an_operation_finished_before_its_submission_is_never_counted(impl_n
     """R61: an operation completed before it is submitted never counts as unfinished, so
     its submission triggers no purge: the estimate keeps growing (R22) as the model says
     (the machine's shrunk run, replayed)."""
-    machine: Any = make_lifecycle_machine(load(impl_name))()
+    machine: Any = lifecycle_machine(impl_name)(leave_out_open=False)
     machine.setup(tick=1, wheel_size=2, purge_interval=0, timer_enabled=True)
     for _ in range(2):
         name = machine.new_operation(delay=0, faults={})

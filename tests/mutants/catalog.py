@@ -1,14 +1,8 @@
 """Seeded mutants: deliberate one-line bugs in ``kpurgatory.optimized``, applied by patching.
 
 Each ``Mutant`` names a function or method of the optimized package, an exact fragment of
-its source, and the fragment's replacement. ``applied(mutant)`` rebuilds the function
-from its source with that one change (``inspect.getsource`` + text replacement +
-``compile``/``exec`` in the defining module's namespace, so globals resolve as in the
-original), swaps it in for the duration of a ``with`` block, and restores the original
-afterwards. It raises ``MutantError`` if the target is gone or the fragment does not
-occur exactly once, so a refactor of the optimized code cannot silently disarm a mutant:
-the test that checks every mutant is armed fails instead, and the catalog must be
-adapted to the new code.
+its source, and the fragment's replacement. ``applied(mutant)``
+(``tests.mutants.patching``, re-exported here) plants it for a ``with`` block.
 
 ``tests/mutants/test_mutants_caught.py`` asserts that the equivalence machines fail on
 every mutant and pass on the unmutated code. A mutant the machines miss means the
@@ -16,171 +10,24 @@ machines are too weak; strengthen them rather than dropping the mutant.
 """
 
 from __future__ import annotations
-import __future__
 
-import ast
-import importlib
-import inspect
-import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from types import FunctionType, ModuleType
-from typing import Any, Literal
+from tests.mutants.patching import (
+    BUCKET,
+    OPERATION,
+    PURGATORY,
+    QUEUE,
+    TIMER,
+    WHEEL,
+    MachineName,
+    Mutant,
+    MutantError,
+    applied,
+    mutated_source,
+)
 
-__all__ = ["MUTANTS", "Mutant", "MutantError", "applied", "mutated_source"]
-
-MachineName = Literal["timer", "purgatory"]
-
-
-class MutantError(Exception):
-    """A mutant cannot be applied: its target or its source fragment is not there."""
+__all__ = ["MUTANTS", "MachineName", "Mutant", "MutantError", "applied", "mutated_source"]
 
 
-@dataclass(frozen=True)
-class Mutant:
-    """One deliberate bug: replace ``old`` by ``new`` (exactly once) in ``module.target``.
-
-    ``target`` is ``"function"`` or ``"Class.method"`` (a property's getter is patched
-    through the property). ``machines`` lists the equivalence machines run against it,
-    in order; the first to fail catches it.
-    """
-
-    name: str
-    module: str
-    target: str
-    old: str
-    new: str
-    description: str
-    machines: tuple[MachineName, ...] = ("timer", "purgatory")
-
-
-def _resolve(mutant: Mutant) -> tuple[ModuleType, Any, str, Any]:
-    """(module, owner, attribute name, raw attribute) of the mutant's target."""
-    try:
-        module = importlib.import_module(mutant.module)
-    except ImportError as exc:
-        raise MutantError(f"{mutant.name}: module {mutant.module} not importable: {exc}") from exc
-    owner: Any = module
-    parts = mutant.target.split(".")
-    for part in parts[:-1]:
-        owner = getattr(owner, part, None)
-        if owner is None:
-            raise MutantError(f"{mutant.name}: {mutant.module}.{mutant.target} not found")
-    attr = parts[-1]
-    namespace = vars(owner)
-    if attr not in namespace:
-        raise MutantError(
-            f"{mutant.name}: {mutant.module}.{mutant.target} not found (not defined there)"
-        )
-    return module, owner, attr, namespace[attr]
-
-
-def _function_of(raw: Any, mutant: Mutant) -> FunctionType:
-    """The plain function behind a function, method, static/class method or property."""
-    if isinstance(raw, property):
-        raw = raw.fget
-    elif isinstance(raw, (staticmethod, classmethod)):
-        raw = raw.__func__
-    if not isinstance(raw, FunctionType):
-        raise MutantError(
-            f"{mutant.name}: {mutant.target} is a {type(raw).__name__}, not a Python "
-            "function (a compiled build cannot be mutated)"
-        )
-    return raw
-
-
-def mutated_source(mutant: Mutant) -> tuple[str, str]:
-    """(original source, mutated source) of the target; ``MutantError`` unless the
-    fragment occurs exactly once."""
-    _, _, _, raw = _resolve(mutant)
-    function = _function_of(raw, mutant)
-    source = textwrap.dedent(inspect.getsource(function))
-    count = source.count(mutant.old)
-    if count != 1:
-        raise MutantError(
-            f"{mutant.name}: fragment {mutant.old!r} occurs {count} times in "
-            f"{mutant.module}.{mutant.target}, expected exactly once"
-        )
-    return source, source.replace(mutant.old, mutant.new)
-
-
-def _build(mutant: Mutant, module: ModuleType, owner: Any, raw: Any, source: str) -> Any:
-    """Compile ``source`` (one def) into a replacement for ``raw``.
-
-    The def is wrapped in a factory taking ``__class__``, so zero-argument ``super()``
-    inside a method still finds its class; the function's globals are the defining
-    module's namespace; decorators are dropped and the original wrapper (property,
-    staticmethod, classmethod) is rebuilt around the new function.
-    """
-    tree = ast.parse(source)
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
-        raise MutantError(f"{mutant.name}: {mutant.target} is not a single def")
-    function_def = tree.body[0]
-    function_def.decorator_list = []
-    factory = ast.FunctionDef(
-        name="__mutant_factory__",
-        args=ast.arguments(
-            posonlyargs=[],
-            args=[ast.arg(arg="__class__")],
-            vararg=None,
-            kwonlyargs=[],
-            kw_defaults=[],
-            kwarg=None,
-            defaults=[],
-        ),
-        body=[function_def, ast.Return(value=ast.Name(id=function_def.name, ctx=ast.Load()))],
-        decorator_list=[],
-        returns=None,
-    )
-    wrapper = ast.Module(body=[factory], type_ignores=[])
-    ast.fix_missing_locations(wrapper)
-    code = compile(
-        wrapper,
-        f"<mutant {mutant.name}: {mutant.module}.{mutant.target}>",
-        "exec",
-        flags=__future__.annotations.compiler_flag,  # annotations stay strings, as in the module
-        dont_inherit=True,
-    )
-    scope: dict[str, Any] = {}
-    exec(code, vars(module), scope)
-    original = _function_of(raw, mutant)
-    new_function = scope["__mutant_factory__"](owner if isinstance(owner, type) else None)
-    new_function.__qualname__ = original.__qualname__
-    new_function.__module__ = original.__module__
-    new_function.__defaults__ = original.__defaults__
-    new_function.__kwdefaults__ = original.__kwdefaults__
-    if isinstance(raw, property):
-        return property(new_function, raw.fset, raw.fdel, raw.__doc__)
-    if isinstance(raw, staticmethod):
-        return staticmethod(new_function)
-    if isinstance(raw, classmethod):
-        return classmethod(new_function)
-    return new_function
-
-
-@contextmanager
-def applied(mutant: Mutant) -> Iterator[Any]:
-    """Swap the mutated function in for the ``with`` block; yields the replacement.
-
-    The original attribute is restored on exit, even if the block raised.
-    """
-    module, owner, attr, raw = _resolve(mutant)
-    _, new_source = mutated_source(mutant)
-    replacement = _build(mutant, module, owner, raw, new_source)
-    setattr(owner, attr, replacement)
-    try:
-        yield replacement
-    finally:
-        setattr(owner, attr, raw)
-
-
-_BUCKET = "kpurgatory.optimized.bucket"
-_WHEEL = "kpurgatory.optimized.wheel"
-_QUEUE = "kpurgatory.optimized.delay_queue"
-_TIMER = "kpurgatory.optimized.timer"
-_OPERATION = "kpurgatory.optimized.operation"
-_PURGATORY = "kpurgatory.optimized.purgatory"
 _TIMER_FIRST: tuple[MachineName, ...] = ("timer", "purgatory")
 _PURGATORY_ONLY: tuple[MachineName, ...] = ("purgatory",)
 
@@ -188,7 +35,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- timer: the issue's list ---------------------------------------------------
     Mutant(
         "expiry-test-off-by-one",
-        _WHEEL,
+        WHEEL,
         "expired_at_level",
         "return due < current_time + tick_ms",
         "return due <= current_time + tick_ms",
@@ -198,7 +45,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "poll-off-by-one",
-        _QUEUE,
+        QUEUE,
         "DelayQueue.poll",
         "if heap and heap[0][0] <= now:",
         "if heap and heap[0][0] < now:",
@@ -208,7 +55,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-not-reoffered",
-        _WHEEL,
+        WHEEL,
         "TimingWheel.add",
         "wheel.queue.offer(bucket)",
         "pass",
@@ -218,7 +65,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "flush-keeps-expiration",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.flush",
         "self.expiration = NO_EXPIRATION",
         "pass",
@@ -230,7 +77,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "wrong-overflow-tick",
-        _WHEEL,
+        WHEEL,
         "TimingWheel.add_overflow_wheel",
         "self.interval,",
         "self.interval * self.wheel_size,",
@@ -240,7 +87,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "cancel-skips-unlink",
-        _TIMER,
+        TIMER,
         "TimerTask.cancel",
         "holder.remove(self)",
         "pass",
@@ -250,7 +97,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- timer: more ---------------------------------------------------------------
     Mutant(
         "no-r11-recheck",
-        _TIMER,
+        TIMER,
         "SystemTimer._hand_over_collected",
         "if entry._entry_list is not drain:",
         "if False:",
@@ -260,7 +107,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "current-time-not-advanced",
-        _TIMER,
+        TIMER,
         "SystemTimer._drain",
         "wheel.advance_clock(now)\n    self._current_time",
         "self._current_time",
@@ -270,7 +117,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "overflow-starts-late",
-        _WHEEL,
+        WHEEL,
         "TimingWheel.add_overflow_wheel",
         "self.current_time,",
         "self.current_time + self.tick_ms,",
@@ -279,7 +126,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-expires-at-slot-end",
-        _WHEEL,
+        WHEEL,
         "bucket_expiration",
         "return vid * tick_ms",
         "return (vid + 1) * tick_ms",
@@ -289,7 +136,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "readd-keeps-old-entry",
-        _TIMER,
+        TIMER,
         "SystemTimer.add",
         "if old.lock is lock:\n                old.remove(checked)",
         "if old.lock is lock:\n                pass",
@@ -301,7 +148,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- timer: the bucket and wheel operations, each defined once ------------------
     Mutant(
         "drain-skips-wheel-advance",
-        _TIMER,
+        TIMER,
         "Drain.flush",
         "wheel.advance_clock(expiration)",
         "pass",
@@ -311,7 +158,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-remove-keeps-links",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.remove",
         "nxt._entry_prev = prev",
         "pass",
@@ -321,7 +168,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-add-forgets-counter",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.add",
         "self.counter.value += 1",
         "pass",
@@ -330,7 +177,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "expiration-always-changed",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.set_expiration",
         "if current is not None and current == expiration_ms:",
         "if False:",
@@ -340,7 +187,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "wheel-advance-late",
-        _WHEEL,
+        WHEEL,
         "advanced_time",
         "if time_ms >= current_time + tick_ms:",
         "if time_ms > current_time + tick_ms:",
@@ -350,7 +197,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fits-window-off-by-one",
-        _WHEEL,
+        WHEEL,
         "fits_level",
         "return due < current_time + interval",
         "return due <= current_time + interval",
@@ -360,7 +207,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bucket-remove-forgets-counter",
-        _BUCKET,
+        BUCKET,
         "TimerTaskList.remove",
         "self.counter.value -= 1",
         "pass",
@@ -371,8 +218,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- operation and purgatory: the issue's list -----------------------------------
     Mutant(
         "list-dropped-while-mapped",
-        _PURGATORY,
-        "DelayedOperationPurgatory._unwatch",
+        PURGATORY,
+        "DelayedOperationPurgatory._unlink",
         "if not watchers.ops and shard.watchers.get(watchers.key) is watchers:",
         "if not watchers.ops and watchers.key in shard.watchers:",
         "An emptied watcher list drops whatever list is mapped for its key now, even a "
@@ -381,8 +228,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "nonempty-list-dropped",
-        _PURGATORY,
-        "DelayedOperationPurgatory._unwatch",
+        PURGATORY,
+        "DelayedOperationPurgatory._unlink",
         "if not watchers.ops and shard.watchers.get(watchers.key) is watchers:",
         "if shard.watchers.get(watchers.key) is watchers:",
         "A watcher list is dropped from the map while operations are still on it (R26, R27).",
@@ -390,7 +237,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "purge-skips-estimate-reset",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._purge_if_due",
         "self._estimated_total_operations = delayed",
         "pass",
@@ -400,17 +247,17 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "check-counts-completed",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.check_and_complete",
-        "self._unwatch(shard, watchers, operation)\n            elif",
-        "self._unwatch(shard, watchers, operation); completed += 1\n            elif",
+        "self._unlink(handle, operation)\n            elif",
+        "self._unlink(handle, operation); completed += 1\n            elif",
         "check_and_complete counts operations that were already completed (R25).",
         _PURGATORY_ONLY,
     ),
     # ---- operation and purgatory: more ---------------------------------------------
     Mutant(
         "purge-not-strict",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._purge_if_due",
         "- delayed <= self._purge_interval:",
         "- delayed < self._purge_interval:",
@@ -419,8 +266,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "estimate-per-key",
-        _PURGATORY,
-        "DelayedOperationPurgatory._watch",
+        PURGATORY,
+        "DelayedOperationPurgatory._watch_key",
         "shard.count += 1",
         "shard.count += 1; self._estimated_total_operations += 1",
         "The purge estimate grows once per watch key as well as once per operation (R22).",
@@ -428,16 +275,16 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "cancel-for-key-keeps-timer",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory.cancel_for_key",
-        "TimerTask.cancel(operation)",
+        "operation._unschedule()",
         "pass",
         "cancel_for_key does not cancel the operations' timer entries: they still expire (R29).",
         _PURGATORY_ONLY,
     ),
     Mutant(
         "force-complete-keeps-timer",
-        _OPERATION,
+        OPERATION,
         "DelayedOperation.force_complete",
         "TimerTask.cancel(self)",
         "pass",
@@ -447,17 +294,17 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "safe-try-ignores-completed",
-        _OPERATION,
+        OPERATION,
         "DelayedOperation._safe_try_complete_for",
-        "if self._completed or (",
+        "if self._state >= FINISHED or (",
         "if False or (",
         "safe_try_complete calls try_complete on an operation already completed (R18).",
         _PURGATORY_ONLY,
     ),
     Mutant(
         "unwatch-forgets-count",
-        _PURGATORY,
-        "DelayedOperationPurgatory._unwatch",
+        PURGATORY,
+        "DelayedOperationPurgatory._unlink",
         "shard.count -= 1",
         "pass",
         "Unlinking an operation leaves the shard's watched count up (R27).",
@@ -465,35 +312,35 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "negative-hash-shard",
-        _PURGATORY,
-        "DelayedOperationPurgatory._watch",
-        "shard = shards[abs(hash(key)) % num_shards]",
-        "shard = shards[hash(key) % num_shards]",
+        PURGATORY,
+        "DelayedOperationPurgatory._watch_key",
+        "shard = self._shards[abs(hash(key)) % self._num_shards]",
+        "shard = self._shards[hash(key) % self._num_shards]",
         "Watching files a key with a negative hash in another shard than lookups use, so "
         "check_and_complete and cancel_for_key miss it (R25).",
         _PURGATORY_ONLY,
     ),
     Mutant(
         "abandon-keeps-watch",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._abandon_submitted",
-        "self._unwatch_keys(operation, keys)",
+        "self._unwatch_key(key, operation)",
         "pass",
         "abandon leaves the operation in its watcher lists: every abandoned wait leaks (R40).",
         _PURGATORY_ONLY,
     ),
     Mutant(
         "rollback-keeps-watch",
-        _PURGATORY,
-        "DelayedOperationPurgatory._fail",
-        "self._unwatch_keys(operation, watched)",
+        PURGATORY,
+        "DelayedOperationPurgatory._undo",
+        "self._unwatch_key(argument, operation)",
         "pass",
         "A submission that raises leaves its watches behind (R38).",
         _PURGATORY_ONLY,
     ),
     Mutant(
         "timer-enabled-ignored",
-        _PURGATORY,
+        PURGATORY,
         "DelayedOperationPurgatory._time",
         "if self._timer_enabled and not operation._untimed:",
         "if not operation._untimed:",
@@ -502,7 +349,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "next-due-is-bucket-expiration",
-        _QUEUE,
+        QUEUE,
         "DelayQueue.earliest_due",
         "due = heap[index][2].min_due()",
         "due = expiration",

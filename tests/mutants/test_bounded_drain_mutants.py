@@ -20,14 +20,13 @@ from tests import test_bounded_drain as timer_tests
 from tests.aio import test_bounded_drain_driver as driver_tests
 from tests.machines import test_bounded_drain_machine as machine
 from tests.mutants.catalog import Mutant, applied, mutated_source
+from tests.mutants.patching import QUEUE, TIMER
 from tests.mutants.test_mutants_caught import MUTANT_SETTINGS
 from tests.optimized import test_bounded_drain_structure as structure
 from tests.support import needs_python_source
 
 pytestmark = needs_python_source()
 
-_TIMER = "kpurgatory.optimized.timer"
-_QUEUE = "kpurgatory.optimized.delay_queue"
 _REFERENCE_TIMER = "kpurgatory.reference.timer"
 _DRIVER = "kpurgatory.aio.driver"
 _AIO_PURGATORY = "kpurgatory.aio.purgatory"
@@ -51,7 +50,7 @@ BOUNDED_DRAIN_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "wheel-advanced-past-unfinished",
-            _TIMER,
+            TIMER,
             "SystemTimer._drain",
             "if bucket is not None and queue.has_due(now):",
             "if False:",
@@ -63,7 +62,7 @@ BOUNDED_DRAIN_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "unfinished-bucket-dropped",
-            _TIMER,
+            TIMER,
             "SystemTimer._drain",
             "queue.put_back(bucket)",
             "pass",
@@ -75,7 +74,7 @@ BOUNDED_DRAIN_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "drain-bound-ignored",
-            _TIMER,
+            TIMER,
             "Drain.flush",
             "return bucket.flush(self.take, left)",
             "return bucket.flush(self.take)",
@@ -86,7 +85,7 @@ BOUNDED_DRAIN_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "unfinished-not-polled-first",
-            _QUEUE,
+            QUEUE,
             "DelayQueue.poll",
             "if unfinished is not None:",
             "if unfinished is not None and not (self.heap and self.heap[0][0] <= now):",
@@ -98,7 +97,7 @@ BOUNDED_DRAIN_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "next-due-ignores-unfinished",
-            _QUEUE,
+            QUEUE,
             "DelayQueue.earliest_due",
             "best: int | None = None if unfinished is None else unfinished.min_due()",
             "best: int | None = None",
@@ -109,7 +108,7 @@ BOUNDED_DRAIN_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
     (
         Mutant(
             "pending-ignores-lagging-wheel",
-            _TIMER,
+            TIMER,
             "SystemTimer.drain_pending",
             "or self._wheel.current_time != self._current_time",
             "or False",

@@ -24,7 +24,8 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
+from tests.machines.purgatory_equivalence import make_purgatory_machine
+from tests.machines.timer_equivalence import make_timer_machine
 from tests.mutants.catalog import MUTANTS, MachineName, Mutant, applied, mutated_source
 from tests.mutants.witness import HUNTING
 from tests.support import load, needs_python_source, run_in_a_fresh_interpreter

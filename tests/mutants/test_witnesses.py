@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from hypothesis.stateful import RuleBasedStateMachine
 
-from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
-from tests.machines.fault_machine import make_lifecycle_machine
+from tests.machines.fault_machine import lifecycle_machine
+from tests.machines.purgatory_equivalence import make_purgatory_machine
+from tests.machines.timer_equivalence import make_timer_machine
 from tests.mutants.catalog import MUTANTS, applied
 from tests.mutants.witness import replay, steps_of
 from tests.mutants.witnesses import WITNESSES
@@ -41,7 +42,7 @@ def _factory(machine: str) -> MachineFactory:
     if machine == "purgatory":
         return lambda: make_purgatory_machine(reference, optimized)
     side = machine.removeprefix("lifecycle-")
-    return lambda: make_lifecycle_machine(load(side), leave_out_open=True)
+    return lambda: lifecycle_machine(side)
 
 
 def _cases() -> list[tuple[str, Callable[[], AbstractContextManager[Any]]]]:

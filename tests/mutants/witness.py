@@ -152,8 +152,9 @@ def record(
 
 
 def _cases() -> Iterator[tuple[str, str, Callable[[], type[RuleBasedStateMachine]], Any]]:
-    from tests.machines.equivalence import make_purgatory_machine, make_timer_machine
-    from tests.machines.fault_machine import make_lifecycle_machine
+    from tests.machines.fault_machine import LifecycleMachine, OptimizedLifecycleMachine
+    from tests.machines.purgatory_equivalence import make_purgatory_machine
+    from tests.machines.timer_equivalence import make_timer_machine
     from tests.mutants.catalog import MUTANTS, applied
     from tests.support import load
 
@@ -161,8 +162,8 @@ def _cases() -> Iterator[tuple[str, str, Callable[[], type[RuleBasedStateMachine
     factories: dict[str, Callable[[], type[RuleBasedStateMachine]]] = {
         "timer": lambda: make_timer_machine(reference, optimized),
         "purgatory": lambda: make_purgatory_machine(reference, optimized),
-        "lifecycle-reference": lambda: make_lifecycle_machine(reference, leave_out_open=True),
-        "lifecycle-optimized": lambda: make_lifecycle_machine(optimized, leave_out_open=True),
+        "lifecycle-reference": lambda: LifecycleMachine,
+        "lifecycle-optimized": lambda: OptimizedLifecycleMachine,
     }
     for mutant in MUTANTS:
         for machine_name in mutant.machines:

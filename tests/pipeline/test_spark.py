@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,10 @@ def test_pipeline_catches_a_mutant_and_replay_reproduces_it(spark: Any) -> None:
         for r in result.counterexamples
     }
     assert any(r["op"] is not None for r in result.counterexamples)  # outcome join found it
+    side = r"(completed|expired|missing)@(\d+|-) via \S+"
+    for row in result.counterexamples:
+        if row["op"] is not None:  # both sides read, side a first
+            assert re.fullmatch(f"outcome {side} \\(expected\\) vs {side}", row["reason"]), row
     assert any(r["step"] is not None for r in result.counterexamples)  # step comparison too
     scenario, preset, seed, shard, n_ops = sorted(streams)[0]
     status, lines = replay(scenario, preset, seed, shard, n_ops, MUTANT, "reference")

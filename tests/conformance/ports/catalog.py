@@ -19,12 +19,19 @@ proves, and with which seeds: ``tests/conformance/ports/test_catalogue.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from tests.history.mutants import HISTORY_MUTANTS
-from tests.mutants.catalog import MUTANTS, Mutant, applied
+from tests.mutants.catalog import MUTANTS, Mutant
+from tests.mutants.patching import (
+    BUCKET,
+    OPERATION,
+    PURGATORY,
+    TIMER,
+    WHEEL,
+    applied_together,
+)
 
 __all__ = ["CONCURRENT_PORT_BUGS", "PORT_BUGS", "TIMER_AREAS", "PortBug", "port_bug", "planted"]
 
@@ -42,14 +49,6 @@ class PortBug:
 def _shared(name: str, area: str) -> PortBug:
     mutant = next(m for m in MUTANTS if m.name == name)
     return PortBug(name, area, mutant.description, (mutant,))
-
-
-_BUCKET = "kpurgatory.optimized.bucket"
-_WHEEL = "kpurgatory.optimized.wheel"
-_TIMER = "kpurgatory.optimized.timer"
-_QUEUE = "kpurgatory.optimized.delay_queue"
-_OPERATION = "kpurgatory.optimized.operation"
-_PURGATORY = "kpurgatory.optimized.purgatory"
 
 
 def _edit(name: str, module: str, target: str, old: str, new: str) -> Mutant:
@@ -82,19 +81,19 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "queued, and moves that bucket's expiration, so tasks run late (a published port's "
         "placement, R4, R5).",
         (
-            _TIMER,
+            TIMER,
             "SystemTimer.add",
             "                self._wheel.add(checked)",
             "                self._wheel.add(checked, self._deadline_base())",
         ),
         (
-            _WHEEL,
+            WHEEL,
             "TimingWheel.add",
             "    def add(self, entry: TimerTaskEntry) -> bool:\n",
             "    def add(self, entry: TimerTaskEntry, reading: int | None = None) -> bool:\n",
         ),
         (
-            _WHEEL,
+            WHEEL,
             "TimingWheel.add",
             "        while not fits_level(due, wheel.current_time, wheel.interval):\n",
             "        while not fits_level(\n"
@@ -115,13 +114,13 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "over instead of before: a task that adds another due by the reading sees a stale "
         "current time, so the new task is bucketed and runs a drain late (R2, R3).",
         (
-            _TIMER,
+            TIMER,
             "SystemTimer._drain",
             "        wheel.advance_clock(now)\n        self._current_time = wheel.current_time\n",
             "",
         ),
         (
-            _TIMER,
+            TIMER,
             "SystemTimer.advance_clock",
             "        return drain is not None and self._hand_over_collected(drain)\n",
             "        try:\n"
@@ -138,7 +137,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "advance_clock returns True when it dequeued a bucket, even if every entry in it "
         "was cascaded or cancelled (Kafka's result, R8).",
         (
-            _TIMER,
+            TIMER,
             "SystemTimer.advance_clock",
             "        return drain is not None and self._hand_over_collected(drain)\n",
             "        return drain is not None and (self._hand_over_collected(drain) or True)\n",
@@ -152,7 +151,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "queued again: the task stays counted and never runs (a published port's cascade, "
         "R5, R12).",
         (
-            _TIMER,
+            TIMER,
             "Drain.flush",
             "        return bucket.flush(self.take, left)\n",
             "        stranded: list[TimerTaskEntry] = []\n"
@@ -175,7 +174,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "(a published port's bug: removing from the list while iterating over it ends the "
         "loop): every other task due in that bucket never runs (R4, R5).",
         (
-            _BUCKET,
+            BUCKET,
             "TimerTaskList.flush",
             "            f(head)\n            head = root._entry_next\n",
             "            f(head)\n"
@@ -195,13 +194,13 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "it again: it stays in its old bucket as well, so it runs twice and size stays up "
         "(R10, R12).",
         (
-            _TIMER,
+            TIMER,
             "SystemTimer.add",
             "                if old.lock is lock:\n                    old.remove(checked)",
             "                if old.lock is lock:\n                    pass",
         ),
         (
-            _BUCKET,
+            BUCKET,
             "TimerTaskList.add",
             "        if current is not None:\n            current.remove(entry)\n",
             "",
@@ -214,7 +213,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "port's Stop that reports failure while the task stays scheduled): the task still "
         "runs and stays counted in size (R9, R12).",
         (
-            _TIMER,
+            TIMER,
             "TimerTask.cancel",
             "            if holder is None:\n                return\n",
             "            if holder is None or type(holder) is TimerTaskList:\n"
@@ -228,7 +227,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "close() drops the scheduled tasks from the count: a closed timer reports size 0 "
         "(they are still scheduled, only never run: R12, R14).",
         (
-            _TIMER,
+            TIMER,
             "SystemTimer.close",
             "            self._closed = True\n",
             "            self._closed = True\n            self._counter.value = 0\n",
@@ -240,7 +239,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "advance_clock on a closed timer returns False before checking its argument: a "
         "negative timeout is not a ValueError there (R8, R14).",
         (
-            _TIMER,
+            TIMER,
             "SystemTimer.advance_clock",
             "        timeout = (",
             "        if self._closed:\n            return False\n        timeout = (",
@@ -256,15 +255,15 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "The purge estimate is counted even for an operation that completes on its first "
         "try, before it is watched (R22, R30).",
         (
-            _PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory._submit",
             "            if operation.try_complete():\n                return True\n"
-            "            entered = self._enter(",
+            "            self._enter(",
             "            if operation.try_complete():\n"
             "                with self._counters_lock:\n"
             "                    self._estimated_total_operations += 1\n"
             "                return True\n"
-            "            entered = self._enter(",
+            "            self._enter(",
         ),
     ),
     _new(
@@ -273,11 +272,11 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "abandon takes the operation out of the purge estimate (it must stay: the estimate "
         "only drops at a purge, R30, R40).",
         (
-            _PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory._abandon_submitted",
-            "                self._unwatch_keys(operation, keys)\n",
-            "                self._unwatch_keys(operation, keys)\n"
-            "                self._estimated_total_operations -= 1\n",
+            "                self._unwatch_key(key, operation)\n",
+            "                self._unwatch_key(key, operation)\n"
+            "            self._estimated_total_operations -= 1\n",
         ),
     ),
     _shared("abandon-keeps-watch", "abandon"),
@@ -287,7 +286,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "cancel() on a submitted operation only cancels its timer entry (Kafka's cancel): "
         "it stays in its watcher lists (R40).",
         (
-            _OPERATION,
+            OPERATION,
             "DelayedOperation.cancel",
             "        owner._abandon_submitted(self)",
             "        TimerTask.cancel(self)",
@@ -300,13 +299,12 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "keys: an empty key list after shutdown is a RuntimeError, not a ValueError (R36, "
         "R32).",
         (
-            _PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory.try_complete_else_watch",
-            "        keys = _watch_keys(watch_keys)\n        if self._is_shut_down:\n"
-            '            raise RuntimeError(f"purgatory {self._name!r} is shut down")\n',
+            "        return self._accept(",
             "        if self._is_shut_down:\n"
             '            raise RuntimeError(f"purgatory {self._name!r} is shut down")\n'
-            "        keys = _watch_keys(watch_keys)\n",
+            "        return self._accept(",
         ),
     ),
     _new(
@@ -315,12 +313,13 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "try_complete_else_watch refuses a resubmission before it checks for shutdown: a "
         "resubmission after shutdown is a ValueError, not a RuntimeError (R32, R34).",
         (
-            _PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory.try_complete_else_watch",
-            "        keys = _watch_keys(watch_keys)\n",
-            "        keys = _watch_keys(watch_keys)\n"
+            "        return self._accept(",
+            "        _watch_keys(watch_keys)\n"
             "        if operation._owner is not None:\n"
-            '            raise ValueError(f"operation {operation!r} was already submitted")\n',
+            '            raise ValueError(f"operation {operation!r} was already submitted")\n'
+            "        return self._accept(",
         ),
     ),
     _new(
@@ -329,7 +328,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "The purgatory's advance_clock after shutdown raises RuntimeError before checking "
         "its argument: a negative timeout is not a ValueError there (R35, R32).",
         (
-            _PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory.advance_clock",
             '        require_at_least("timeout_ms", timeout_ms, 0)\n'
             "        if self._is_shut_down:\n"
@@ -346,8 +345,8 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "cancel_for_key",
         "cancel_for_key returns the operations newest first instead of in watch order (R29).",
         (
-            _PURGATORY,
-            "DelayedOperationPurgatory.cancel_for_key",
+            PURGATORY,
+            "DelayedOperationPurgatory._take_key",
             "            operations = list(watchers.ops.values())\n",
             "            operations = list(watchers.ops.values())[::-1]\n",
         ),
@@ -364,7 +363,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "operation due at once deadlocks in its own submission, and so does a try_complete "
         "that sweeps one of its own keys (R63).",
         (
-            _OPERATION,
+            OPERATION,
             "DelayedOperation.__init__",
             "sync.new_lock() if lock is None else require_operation_lock(lock)",
             '__import__("threading").Lock() if lock is None else lock',
@@ -377,7 +376,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "timer (or shut the purgatory down) from its run, instead of leaving them unrun "
         "(R64, R14).",
         (
-            _TIMER,
+            TIMER,
             "SystemTimer._hand_over_collected",
             "            if self._closed:\n"
             "                break  # closed by a task of this drain: nothing more is handed "
@@ -392,7 +391,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "of being the drain's (or the add's) error: the call returns as if it had been "
         "handed over, and an operation due at once stays submitted (R65, R53).",
         (
-            _TIMER,
+            TIMER,
             "SystemTimer._hand_over",
             "            if self._closed and isinstance(exc, RuntimeError):\n",
             "            if isinstance(exc, RuntimeError):\n",
@@ -404,7 +403,7 @@ PORT_BUGS: tuple[PortBug, ...] = (
         "An operation that cancel_for_key returned from its own try_complete, during its "
         "submission, is still added to the timer by that submission and expires later (R66).",
         (
-            _PURGATORY,
+            PURGATORY,
             "DelayedOperationPurgatory._time",
             "        if self._timer_enabled and not operation._untimed:\n",
             "        if self._timer_enabled:\n",
@@ -448,18 +447,19 @@ CONCURRENT_PORT_BUGS: tuple[PortBug, ...] = (
         "the watch count, just before on_complete: two racing callers both win and "
         "on_complete runs twice (R16).",
         (
-            _OPERATION,
+            OPERATION,
             "DelayedOperation.force_complete",
-            "        with self._flags:  # compare-and-set False -> True\n"
-            "            won = not self._completed\n"
-            "            self._completed = True\n",
-            "        won = not self._completed  # read here, set at the end\n",
+            "        with self._flags:  # compare-and-set: not finished -> completed (R68)\n"
+            "            won = self._state < FINISHED\n"
+            "            if won:\n"
+            "                self._state |= COMPLETED\n",
+            "        won = self._state < FINISHED  # read here, set at the end\n",
         ),
         (
-            _OPERATION,
+            OPERATION,
             "DelayedOperation.force_complete",
             "            self._on_complete_told()\n            return True\n",
-            "            self._completed = True\n"
+            "            self._state |= COMPLETED\n"
             "            self._on_complete_told()\n"
             "            return True\n",
         ),
@@ -487,30 +487,7 @@ def port_bug(name: str) -> PortBug:
     raise KeyError(f"unknown port bug {name!r}; known: {known}")
 
 
-@contextmanager
-def planted(bug: PortBug) -> Iterator[None]:
+def planted(bug: PortBug) -> AbstractContextManager[None]:
     """Apply every edit of ``bug`` for the ``with`` block (edits of one function are
     combined into one replacement, so a function may carry several)."""
-    with ExitStack() as stack:
-        by_target: dict[tuple[str, str], list[Mutant]] = {}
-        for edit in bug.edits:
-            by_target.setdefault((edit.module, edit.target), []).append(edit)
-        for edits in by_target.values():
-            stack.enter_context(applied(_combined(edits)))
-        yield
-
-
-def _combined(edits: list[Mutant]) -> Mutant:
-    """One mutant for several edits of one function: the first edit's fragment widened to
-    the whole function's source, with every edit applied to it."""
-    if len(edits) == 1:
-        return edits[0]
-    from tests.mutants.catalog import mutated_source
-
-    source, _ = mutated_source(edits[0])
-    new = source
-    for edit in edits:
-        if new.count(edit.old) != 1:
-            raise ValueError(f"{edit.name}: fragment {edit.old!r} does not occur once")
-        new = new.replace(edit.old, edit.new)
-    return Mutant(edits[0].name, edits[0].module, edits[0].target, source, new, "")
+    return applied_together(bug.edits)

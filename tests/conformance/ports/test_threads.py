@@ -32,6 +32,7 @@ import pytest
 from kpurgatory.conformance.adapter import AdapterProcess, probe
 from kpurgatory.conformance.threads_run import run_threads
 from tests.conformance.ports.catalog import CONCURRENT_PORT_BUGS, PortBug
+from tests.conformance.support import python_adapter
 from tests.mutants.catalog import mutated_source
 from tests.support import needs_python_source
 
@@ -48,12 +49,6 @@ pytestmark = [needs_python_source(), pytest.mark.realtime]
 
 def command(bug: str) -> str:
     return shlex.join([sys.executable, str(ADAPTER), "--bug", bug])
-
-
-def python_adapter(impl: str) -> str:
-    return shlex.join(
-        [sys.executable, "-m", "kpurgatory.conformance.python_adapter", "--impl", impl]
-    )
 
 
 @pytest.mark.parametrize("bug", CONCURRENT_PORT_BUGS, ids=IDS)
