@@ -357,6 +357,36 @@ def test_r20_only_the_first_knocker_retries_itself(impl: ModuleType) -> None:
     assert op.safe_try_complete() is True  # the holder's side: the knock is honoured
 
 
+def test_r20_a_knock_on_a_submitted_operation_that_completed_is_not_honoured_again(
+    impl: ModuleType,
+) -> None:
+    """R20, R68: a knock that arrives while ``maybe_try_complete``'s own ``try_complete``
+    completes a submitted operation sends nobody round again: the call returns the True
+    of its one ``try_complete`` (a finished operation, completed and submitted, is
+    finished whatever its other bits), and the knocker returns at once."""
+    recorder = Recorder(ManualClock(0))
+    lock = RefusalCountingLock()
+    timer = impl.SystemTimer("knock", clock=ManualClock(0), executor=InlineExecutor())
+    purgatory = impl.DelayedOperationPurgatory("knock", timer=timer, reaper_enabled=False)
+    knocks: list[bool] = []
+
+    class KnockedWhileCompleting(operation_class(impl)):  # type: ignore[misc]
+        def try_complete(self) -> bool:
+            done = super().try_complete()
+            if done:  # completed under the lock: a knock (the lock refuses it) now
+                knocks.append(self.maybe_try_complete())
+            return bool(done)
+
+    op = KnockedWhileCompleting(10, "op", recorder, lock)
+    assert purgatory.try_complete_else_watch(op, ["k"]) is False
+    op.ready = True
+    assert op.maybe_try_complete() is True
+    assert knocks == [False]
+    assert op.try_calls == 3  # the submission's two, and this call's one
+    assert lock.refused == 1  # the knock found it finished: no second refused acquire
+    purgatory.shutdown()
+
+
 def test_r20_lock_held_by_other_code_never_blocks(impl: ModuleType) -> None:
     """R20: a shared lock held by non-purgatory code: maybe_try_complete returns False, no wait."""
     shared = threading.RLock()

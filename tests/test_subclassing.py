@@ -183,3 +183,32 @@ def test_r38_delay_ms_override_is_refused_at_class_creation(impl: ModuleType) ->
         clock.advance(1)
         timer.advance_clock(0)
         assert ran == [30]
+
+
+def test_r43_the_class_hook_passes_on_to_the_other_bases_hooks(impl: ModuleType) -> None:
+    """R43: the hook that refuses a ``delay_ms`` override cooperates, as a class hook
+    must: a task or operation class that also derives from a mixin with its own
+    ``__init_subclass__`` runs that hook too, class keywords included, and a keyword no
+    base takes is still refused. (Pure builds only: whether a mypyc-compiled
+    ``TimerTask`` takes an interpreted mixin base beside it is not checked here.)"""
+    if not str(getattr(sys.modules[impl.TimerTask.__module__], "__file__", "")).endswith(".py"):
+        pytest.skip("compiled TimerTask: a mixin base beside it is not checked here")
+    seen: list[tuple[str, object]] = []
+
+    class Tagged:
+        def __init_subclass__(cls, tag: object = None, **kwargs: Any) -> None:
+            super().__init_subclass__(**kwargs)
+            seen.append((cls.__name__, tag))
+
+    class Task(impl.TimerTask, Tagged, tag="task"):  # type: ignore[misc,name-defined]
+        def run(self) -> None:
+            pass
+
+    class Operation(operation_without(impl, "try_complete"), Tagged, tag="operation"):  # type: ignore[misc]
+        def try_complete(self) -> bool:
+            return False
+
+    assert seen == [("Task", "task"), ("Operation", "operation")]
+    assert Task(5).delay_ms == 5
+    with pytest.raises(TypeError):
+        type("Unknown", (impl.TimerTask,), {"run": lambda self: None}, colour="red")

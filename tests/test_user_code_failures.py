@@ -346,6 +346,49 @@ def test_r38_a_submission_failing_before_it_watched_touches_no_key_again(
     assert (purgatory.watched, purgatory.estimated_total_operations) == (0, 0)
 
 
+class CancelOnNextAcquire(DelegatingLock):
+    """An operation lock whose next ``acquire``, once armed, first cancels the operation:
+    a ``cancel`` between a submission's claim and its lock (R40), in one thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.operation: Any = None
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        operation, self.operation = self.operation, None
+        if operation is not None:
+            operation.cancel()
+        return bool(super().acquire(blocking, timeout))
+
+
+def test_r38_r40_an_abandon_after_a_rolled_back_submission_touches_none_of_its_keys(
+    impl: ModuleType, clock: ManualClock, recorder: Recorder
+) -> None:
+    """R38, R40: a rollback after the operation watched its keys takes the submission
+    back whole, its keys included: a later submission of the operation (other keys),
+    cancelled between its claim and its lock, abandons it without unwatching the rolled
+    back keys again, so it hashes none of them (a key's hash is user code)."""
+    purgatory = make_purgatory(impl, clock)
+    key = HashCountingKey()
+    lock = CancelOnNextAcquire()
+    operation = failing_operation(impl)(100, "a", recorder, lock)
+
+    def fail_after_watching(call: int) -> None:
+        if call == 2:
+            raise ValueError("try failed")
+
+    operation.hook = fail_after_watching
+    with pytest.raises(ValueError, match="try failed"):
+        purgatory.try_complete_else_watch(operation, [key, "last"])
+    hashes = key.hashes
+    operation.hook = None
+    lock.operation = operation  # the next acquire, the resubmission's, cancels first
+    assert purgatory.try_complete_else_watch(operation, ["other"]) is False
+    assert operation.is_abandoned and lock.operation is None
+    assert key.hashes == hashes
+    assert (purgatory.watched, purgatory.num_delayed) == (0, 0)
+
+
 def test_r29_without_a_knock_cancel_for_key_runs_no_callback(
     impl: ModuleType, clock: ManualClock, recorder: Recorder
 ) -> None:

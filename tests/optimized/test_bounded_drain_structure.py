@@ -9,6 +9,7 @@ no new entry lands in the half-flushed bucket, and the timer's counts add up.
 
 from __future__ import annotations
 
+import heapq
 import random
 
 from kpurgatory.optimized.bucket import TimerTaskList
@@ -182,3 +183,28 @@ def test_r73_a_piece_stops_with_a_bucket_of_another_level_due_at_the_same_time()
     _advance_to(timer, 8_400)
     timer.advance_clock(0)
     assert sorted(log) == ["t0", "t1", "t2"]
+
+
+def test_check_fails_on_the_unfinished_bucket_queued_as_well() -> None:
+    """The delay queue's ``_check`` asserts that the bucket a bounded drain stopped
+    inside (R73) is not in the heap as well, so a drain that queued it again shows in
+    every machine that calls it."""
+    timer, _, _ = _big_bucket()
+    _advance_to(timer, 8_500)
+    timer.advance_clock(0, 37)
+    timer._check()
+    queue = timer._queue
+    unfinished = queue.unfinished
+    assert unfinished is not None and unfinished.expiration is not None
+    entry = (unfinished.expiration, 10**9, unfinished)
+    heapq.heappush(queue.heap, entry)  # in heap order, under its own expiration
+    try:
+        timer._check()
+    except AssertionError as exc:
+        assert "queued and unfinished" in str(exc), exc
+    else:
+        raise AssertionError("_check accepted the unfinished bucket in the heap as well")
+    finally:
+        queue.heap.remove(entry)
+        heapq.heapify(queue.heap)
+    timer._check()

@@ -145,6 +145,44 @@ def test_r25_check_accepts_a_list_unlinked_up_to_its_rebuild_bound() -> None:
         purgatory._check()
 
 
+def test_r25_the_pop_past_the_rebuild_bound_rebuilds_the_list() -> None:
+    """R25: one pop more than the test above, 67 of a key's 68 operations: the 67th
+    passes ``2 * len + 64`` for the one operation left, so that pop rebuilds the list
+    (its count of pops starts again) and ``_check`` holds."""
+    log: list[str] = []
+    with make(purge_interval=10**6) as purgatory:
+        keeper = Op(10**6, "keeper", log)
+        assert purgatory.try_complete_else_watch(keeper, ["k"]) is False
+        done = [Op(10**6, f"d{index}", log) for index in range(67)]
+        for op in done:
+            assert purgatory.try_complete_else_watch(op, ["k"]) is False
+            op.ready = True
+        assert purgatory.check_and_complete("k") == 67
+        shard = purgatory._shards[abs(hash("k")) % purgatory.shards]
+        assert list(shard.watchers["k"].ops.values()) == [keeper]
+        assert shard.watchers["k"].unlinked == 0
+        purgatory._check()
+
+
+def test_check_walks_the_timer_too() -> None:
+    """The purgatory's ``_check`` ends with its timer's, so the machines that call it
+    see a broken timer too: a counter off by one (no entry behind it) fails it."""
+    log: list[str] = []
+    with make() as purgatory:
+        assert purgatory.try_complete_else_watch(Op(10**6, "a", log), ["k"]) is False
+        purgatory._check()
+        counter = purgatory.timer._counter
+        counter.value += 1
+        try:
+            purgatory._check()
+        except AssertionError:
+            pass
+        else:
+            raise AssertionError("_check accepted a timer whose count has no entry")
+        finally:
+            counter.value -= 1
+
+
 def test_check_fails_on_a_list_not_rebuilt() -> None:
     """``_check`` asserts the bound, so a lost ``note_unlinked`` shows in every machine."""
     log: list[str] = []
