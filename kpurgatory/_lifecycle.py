@@ -20,7 +20,6 @@ from typing import Protocol, Self
 __all__ = [
     "REAPER_STEP_MS",
     "StopOnExit",
-    "UndoLog",
     "await_purgatory_termination",
     "run_reaper",
 ]
@@ -52,31 +51,6 @@ class StopOnExit:
 
     def await_termination(self, timeout: float | None = None) -> bool:
         raise NotImplementedError
-
-
-class UndoLog:
-    """What a call changed so far, each change with the step that undoes it (R38).
-
-    A submission changes state in several steps (claim, count, watch each key, estimate,
-    timer entry), and any later step may raise. Each step pushes its undo as it is made;
-    ``unwind`` runs them newest first, so a failed call leaves no trace without flags
-    that say how far it got."""
-
-    __slots__ = ("_steps",)
-
-    def __init__(self, first: Callable[[], object]) -> None:
-        self._steps: list[tuple[Callable[..., object], tuple[object, ...]]] = [(first, ())]
-
-    def push(self, undo: Callable[..., object], *args: object) -> None:
-        """Record that ``undo(*args)`` reverts the change just made."""
-        self._steps.append((undo, args))
-
-    def unwind(self) -> None:
-        """Undo every recorded change, newest first; the log is then empty."""
-        steps = self._steps
-        while steps:
-            undo, args = steps.pop()
-            undo(*args)
 
 
 class _Timer(Protocol):
