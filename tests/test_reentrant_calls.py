@@ -17,6 +17,8 @@ import pytest
 
 from kpurgatory import ManualClock
 from kpurgatory.sync import AtomicFlag
+from tests.mutants.catalog import Mutant, applied
+from tests.support import needs_python_source
 from tests.test_reentrancy import hooked_operation, inline_purgatory
 
 # -- R67: a key that fails during housekeeping ---------------------------------------------------
@@ -265,3 +267,84 @@ def test_r69_try_complete_checking_its_own_key_tries_itself_nested(impl: ModuleT
     assert purgatory.try_complete_else_watch(op, ["k"]) is False  # the nested try won
     assert op.log.count("on_complete") == 1 and op.is_completed
     assert purgatory.num_delayed == 0 and purgatory.watched == 0
+
+
+# -- R38: completed during its own rollback ----------------------------------------------------
+
+
+class CompletingKey:
+    """A key whose ``__hash__``, once armed, completes ``operation`` (a lock-free
+    ``force_complete`` from user code), then hashes as usual; equal only to itself."""
+
+    def __init__(self) -> None:
+        self.operation: Any = None
+        self.armed = False
+
+    def __hash__(self) -> int:
+        if self.armed:
+            self.armed = False
+            self.operation.force_complete()
+        return 11
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+
+def stays_submitted_when_completed_in_its_rollback(impl: ModuleType) -> bool:
+    """R38's one exception, reached mid-rollback: the second ``try_complete`` raises, and
+    while the rollback unlinks the operation its key's ``__hash__`` completes it
+    (``on_complete`` runs). Whether it then stays completed and submitted (a second
+    submission refused, R34), watched nowhere and timed nowhere."""
+    purgatory = inline_purgatory(impl, ManualClock(0))
+    key = CompletingKey()
+    op = hooked_operation(impl)(100)
+    key.operation = op
+
+    def fail(operation: Any) -> None:
+        key.armed = True  # the rollback's unlinking hashes the key next
+        raise RuntimeError("second try")
+
+    op.hooks["try_complete"] = [None, fail]
+    with pytest.raises(RuntimeError, match="second try"):
+        purgatory.try_complete_else_watch(op, [key])
+    assert op.log == ["try_complete", "try_complete", "on_complete"]
+    assert op.is_completed and not op.is_abandoned
+    try:
+        purgatory.try_complete_else_watch(op, ["other"])
+    except ValueError:
+        refused = True
+    else:
+        refused = False
+    if refused:  # still submitted here: abandon finds it finished already (R40)
+        assert purgatory.abandon(op) is False
+    if hasattr(purgatory, "_check"):  # the optimized purgatory's structure check
+        purgatory._check()
+    return refused and purgatory.num_delayed == 0 and purgatory.watched == 0
+
+
+def test_r38_an_operation_completed_during_its_rollback_stays_completed_and_submitted(
+    impl: ModuleType,
+) -> None:
+    assert stays_submitted_when_completed_in_its_rollback(impl)
+
+
+RELEASE_OF_A_FINISHED_OPERATION = Mutant(
+    "release-of-a-finished-operation",
+    "kpurgatory.optimized.operation",
+    "DelayedOperation._release_submission",
+    "        if self._state >= FINISHED:\n            return\n",
+    "",
+    "A statement removed: the rollback releases an operation that completed while it ran, "
+    "which is then completed but no longer submitted, and a second submission of it is "
+    "accepted (R38, R34).",
+)
+
+
+@needs_python_source()
+def test_r38_the_completed_in_rollback_check_catches_a_released_finished_operation() -> None:
+    """The check above fails with the release's finished test removed."""
+    from kpurgatory import optimized
+
+    with applied(RELEASE_OF_A_FINISHED_OPERATION):
+        assert not stays_submitted_when_completed_in_its_rollback(optimized)
+    assert stays_submitted_when_completed_in_its_rollback(optimized)

@@ -627,7 +627,7 @@ RELEASE_KEEPS_WATCH_KEYS = Mutant(
     "release-keeps-watch-keys",
     "kpurgatory.optimized.operation",
     "DelayedOperation._release_submission",
-    "    self._watch_keys = ()\n",
+    "        self._watch_keys = ()\n",
     "",
     "A statement removed: the rollback keeps the keys of the failed submission, so the "
     "resubmitted operation, completed before it is watched, is recorded as a purge "

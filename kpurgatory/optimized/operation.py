@@ -335,11 +335,15 @@ class DelayedOperation(TimerTask, CompiledWatchable):
         return claimed
 
     def _release_submission(self) -> None:
-        """Undo ``_claim_submission`` after a failed submission (R38); lock held."""
-        self._owner = None
-        self._watch_keys = ()
-        self._untimed = False
-        with self._flags:
+        """Undo ``_claim_submission`` after a failed submission (R38); lock held. One
+        that finished meanwhile (a lock-free ``force_complete``, even from a callback of
+        the rollback itself) stays completed and submitted."""
+        with self._flags:  # compare-and-set: only an unfinished operation is released
+            if self._state >= FINISHED:
+                return
+            self._owner = None
+            self._watch_keys = ()
+            self._untimed = False
             self._state &= ~SUBMITTED
 
     def _abandon(self) -> bool:
