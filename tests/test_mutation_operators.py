@@ -153,7 +153,7 @@ def test_the_outside_runs_two_gaps_are_among_the_mutants() -> None:
     lock in ``_enter``, removed (R61): both are mutants these operators make."""
     operation = ROOT / "kpurgatory" / "optimized" / "operation.py"
     removed = _mutated_lines(operators.RemoveStatement(), operation)
-    assert ("        self._watch_keys = ()", "        pass") in removed
+    assert ("            self._watch_keys = ()", "            pass") in removed
     protocol = ROOT / "kpurgatory" / "protocol.py"
     unlocked = _mutated_lines(operators.RemoveLock(), protocol)
     assert any(
