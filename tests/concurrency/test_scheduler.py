@@ -176,6 +176,20 @@ def test_flag_operations_are_atomic_steps() -> None:
     assert flag.get()
 
 
+def test_a_flag_reads_as_the_value_it_holds() -> None:
+    """The protocol reads R41's pending flag as a value (``if operation._try_complete_pending``):
+    an ``AtomicFlag``, and the scheduler's through its ``get`` step, is true exactly when
+    it holds True."""
+    plain = sync.AtomicFlag(False)
+    assert not plain
+    plain.set(True)
+    assert plain
+    flag = Scheduler(ListChooser([])).flag(False, "f")
+    assert not flag
+    flag.set(True)
+    assert flag
+
+
 def test_condition_wait_is_woken_by_notify_and_can_time_out() -> None:
     """A waiter with a timeout may wake at any point; without one only on notify."""
     outcomes: set[tuple[bool, ...]] = set()
