@@ -315,11 +315,11 @@ class DelayedOperation(TimerTask, CompiledWatchable):
         return self._state >= FINISHED
 
     def _clear_pending(self) -> None:
-        """Clear the pending flag before a blocking attempt (R41); lock held. A False
-        flag needs no lock round trip."""
-        if self._try_complete_pending:
-            with self._flags:
-                self._try_complete_pending = False
+        """Clear the pending flag before a blocking attempt (R41); lock held. The
+        submission calls it only when it read the flag set (a False flag needs no lock
+        round trip)."""
+        with self._flags:
+            self._try_complete_pending = False
 
     def _unschedule(self) -> None:
         """Take the operation out of its timer (``TimerTask.cancel``; ``cancel`` abandons)."""
