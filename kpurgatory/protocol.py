@@ -30,65 +30,48 @@ __all__ = [
     "FINISHED",
     "NEW",
     "SUBMITTED",
-    "CompiledWatchable",
     "Purgatory",
     "Watchable",
+    "WatchableBase",
 ]
 
 logger = logging.getLogger(__name__)
 
 
-class Watchable(Protocol):
-    """What the protocol reads and calls on an operation; both ``DelayedOperation``
-    classes have it. ``_watch_keys`` is ``()`` until the submission gives it its keys."""
-
-    _lock: AbstractLock  # its lock (R21)
-    _state: int  # R68: NEW, SUBMITTED, COMPLETED, ABANDONED bits (under its flag lock)
-    _counted: bool  # counted as unfinished (R61), under the counters lock
-    _untimed: bool  # cancel_for_key took its timer entry: never timed again (R66)
-    _watch_keys: tuple[Hashable, ...]
-
-    @property
-    def _owner(self) -> object: ...
-
-    @property
-    def _try_complete_pending(self) -> object:
-        """R41's flag: true while a ``maybe_try_complete`` that found the lock held
-        waits for the holder to make its attempt (the reference's is an ``AtomicFlag``)."""
-
-    def try_complete(self) -> bool: ...
-
-    def _clear_pending(self) -> None: ...
-
-    def _safe_try_complete_for(self, owner: object) -> bool: ...
-
-    def _claim_submission(self, owner: Any) -> bool: ...
-
-    def _release_submission(self) -> None: ...
-
-    def _abandon(self) -> bool: ...
-
-    def _unschedule(self) -> None: ...
+# R68's lifecycle, one int field ``_state`` of each operation, changed only under its
+# ``_flags`` lock and read without it: new (0), submitted (SUBMITTED), completed
+# (COMPLETED, with SUBMITTED if it was), abandoned (ABANDONED | SUBMITTED). Finished, a
+# final state, is ``_state >= FINISHED``.
+NEW: Final = 0
+SUBMITTED: Final = 1
+COMPLETED: Final = 2
+ABANDONED: Final = 4
+FINISHED: Final = 2
 
 
 @trait
 @mypyc_attr(allow_interpreted_subclasses=True)
-class CompiledWatchable:
-    """``Watchable`` as a base class, for the compiled build: the optimized operation
-    inherits it, so compiled protocol code reads its fields and calls its methods
-    natively (mypyc's trait tables) instead of by name. Pure Python ignores it; the
-    reference operation, never compiled, is read through ``Watchable``. Why:
-    docs/algorithm.md, "One protocol, two builds"."""
+class Watchable:
+    """What the protocol reads and calls on an operation. The optimized operation
+    inherits it; the reference operation through ``WatchableBase``. A mypyc trait: in
+    the compiled build the protocol reads these fields and calls these methods natively
+    (why: docs/algorithm.md, "One protocol, two builds"); pure Python ignores the
+    decorator. ``_watch_keys`` is ``()`` until the submission gives it its keys."""
 
-    __slots__ = ()  # no __dict__ for the operations that inherit it
+    # No __dict__ for the operations that inherit it. Its subclasses hold the fields it
+    # declares: mypy, seeing no slot for them here, is told so where its methods set them.
+    __slots__ = ()
 
-    _lock: AbstractLock
-    _state: int
-    _counted: bool
-    _untimed: bool
+    _lock: AbstractLock  # its lock (R21)
+    _flags: AbstractLock  # guards the changes of _state (and the optimized pending flag)
+    _state: int  # R68: NEW, SUBMITTED, COMPLETED, ABANDONED bits (under its flag lock)
+    _counted: bool  # counted as unfinished (R61), under the counters lock
+    _untimed: bool  # cancel_for_key took its timer entry: never timed again (R66)
     _watch_keys: tuple[Hashable, ...]
-    _owner: Any
-    _try_complete_pending: bool
+    _owner: Any  # the purgatory it was submitted to, or None
+    # R41's flag, read for its truth: true while a maybe_try_complete that found the
+    # lock held waits for the holder's attempt (the reference's is an AtomicFlag).
+    _try_complete_pending: object
 
     def try_complete(self) -> bool:
         raise NotImplementedError
@@ -100,16 +83,40 @@ class CompiledWatchable:
         raise NotImplementedError
 
     def _claim_submission(self, owner: Any) -> bool:
-        raise NotImplementedError
+        """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
+        with self._flags:  # compare-and-set of the submitted bit
+            claimed = not self._state & SUBMITTED
+            self._state |= SUBMITTED  # type: ignore[misc]
+        if claimed:
+            self._owner = owner
+        return claimed
 
     def _release_submission(self) -> None:
-        raise NotImplementedError
+        """Undo ``_claim_submission`` after a failed submission (R38); lock held. One
+        that finished meanwhile (a lock-free ``force_complete``, even from a callback of
+        the rollback itself) stays completed and submitted."""
+        with self._flags:  # compare-and-set: only an unfinished operation is released
+            if self._state >= FINISHED:
+                return
+            self._owner = None
+            self._watch_keys = ()  # type: ignore[misc]
+            self._untimed = False  # type: ignore[misc]
+            self._state &= ~SUBMITTED  # type: ignore[misc]
 
     def _abandon(self) -> bool:
         raise NotImplementedError
 
     def _unschedule(self) -> None:
         raise NotImplementedError
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class WatchableBase(Watchable):
+    """``Watchable`` as a class for an operation class that is not compiled (the
+    reference's: an interpreted class cannot inherit a trait). In the compiled build its
+    fields are native, so the protocol reads either operation the same way."""
+
+    __slots__ = ()
 
 
 class _Timer(Protocol):
@@ -132,23 +139,17 @@ class _Timer(Protocol):
     def await_termination(self, timeout: float | None = None) -> bool: ...
 
 
-T = TypeVar("T", bound=CompiledWatchable | Watchable)
+T = TypeVar("T", bound=Watchable)
 """The operations a purgatory holds."""
 
 H = TypeVar("H")
 """The store's handle on one key's watcher list (what ``_snapshot`` returns with it)."""
 
-# R68's lifecycle, one int field ``_state`` of each operation, changed only under its
-# ``_flags`` lock and read without it: new (0), submitted (SUBMITTED), completed
-# (COMPLETED, with SUBMITTED if it was), abandoned (ABANDONED | SUBMITTED). Finished, a
-# final state, is ``_state >= FINISHED``.
-NEW: Final = 0
-SUBMITTED: Final = 1
-COMPLETED: Final = 2
-ABANDONED: Final = 4
-FINISHED: Final = 2
 
-# The undo log's steps (R38): each recorded as (step, argument), unwound newest first.
+# The undo log (R38): the steps a submission took, in a list unwound newest first.
+# A step is one of these ints; a watch's key and the estimate's reset count are logged
+# just before their step, so unwinding pops the step, then its argument (no tuple per
+# step: in the compiled build a tuple is an allocation, an int here is not).
 _CLAIM: Final = 0
 _COUNT: Final = 1
 _WATCH: Final = 2
@@ -239,26 +240,20 @@ class Purgatory(Generic[T, H]):
 
     # -- submission (R22) ------------------------------------------------------------
 
-    def _accept(self, operation: T, keys: tuple[Hashable, ...]) -> bool:
-        """``try_complete_else_watch`` after its argument checks: refuse after shutdown,
-        claim the operation (R34), submit it, count a completion (R23)."""
-        if self._is_shut_down:
-            raise RuntimeError(f"purgatory {self._name!r} is shut down")
-        if not operation._claim_submission(self):
-            raise ValueError(
-                f"operation {operation!r} was already passed to try_complete_else_watch"
-            )
-        if self._submit(operation, keys):
-            with self._counters_lock:
-                self._num_completed += 1
-            return True
-        return False
-
-    def _submit(self, operation: T, keys: tuple[Hashable, ...]) -> bool:
-        """R22 under the operation's lock, each step logging its undo (R38): try; count
-        as unfinished (R61); watch each key, then count in the estimate (R30); try again; time
-        it. Then the attempt a knock left to the submission (R41), still part of it (R54)."""
-        undo: list[tuple[int, Any]] = [(_CLAIM, None)]  # the claim is undone last
+    def _submit(self, operation: T, keys: tuple[Hashable, ...], claimed: bool = False) -> bool:
+        """``try_complete_else_watch`` after its argument checks: refuse after shutdown and
+        claim the operation (R34), unless the caller has (``claimed``: the Kafka model
+        does, by Kafka's rules); then R22 under its lock, each step logging its undo
+        (R38): try; watch it (``_watch``); try again; time it. Then the attempt a knock
+        left to the submission (R41), still part of it (R54). Counts a completion (R23)."""
+        if not claimed:
+            if self._is_shut_down:
+                raise RuntimeError(f"purgatory {self._name!r} is shut down")
+            if not operation._claim_submission(self):
+                raise ValueError(
+                    f"operation {operation!r} was already passed to try_complete_else_watch"
+                )
+        undo: list[Any] = [_CLAIM]  # the claim is undone last
         lock = operation._lock
         try:
             lock.acquire()
@@ -270,23 +265,25 @@ class Purgatory(Generic[T, H]):
                 return False
             if operation._try_complete_pending:  # clear it (R41); False needs no lock
                 operation._clear_pending()
-            if operation.try_complete():
-                return True
-            self._enter(operation, keys, undo)
-            self._watch(operation, keys, undo)
-            if operation.try_complete():
-                return True
-            self._time(operation, undo)
+            completed = operation.try_complete()
+            if not completed:
+                self._watch(operation, keys, undo)
+                completed = operation.try_complete()
+                if not completed:
+                    self._time(operation, undo)
         except BaseException as exc:
             self._rolled_back(operation, exc, undo)
             raise
         finally:
             lock.release()
-        if not operation._try_complete_pending:  # a knock found the lock held: ours to try
-            return False
-        return self._retry(operation, undo)
+        if not completed and operation._try_complete_pending:  # a knock found the lock held
+            completed = self._retry(operation, undo)  # ours to try
+        if completed:
+            with self._counters_lock:
+                self._num_completed += 1
+        return completed
 
-    def _retry(self, operation: T, undo: list[tuple[int, Any]]) -> bool:
+    def _retry(self, operation: T, undo: list[Any]) -> bool:
         """The attempt a knock left to the submission (R41): ``safe_try_complete``; an
         operation still unfinished after a shutdown meanwhile is refused (R64). A raise
         rolls the submission back (R54)."""
@@ -301,57 +298,54 @@ class Purgatory(Generic[T, H]):
                 self._rolled_back(operation, exc, undo)
             raise
 
-    def _rolled_back(self, operation: T, exc: BaseException, undo: list[tuple[int, Any]]) -> None:
+    def _rolled_back(self, operation: T, exc: BaseException, undo: list[Any]) -> None:
         """A step raised ``exc``; the operation's lock is held. Unwind ``undo`` unless the
         operation finished (its ``on_complete`` ran: it stays completed and submitted,
         R38) or is no longer submitted here. A refusal caused by a shutdown meanwhile
         says so (R64)."""
         if operation._state < FINISHED and operation._owner is self:
             while undo:
-                step, argument = undo.pop()
-                self._undo(step, argument, operation)
+                self._undo(undo.pop(), undo, operation)
         if isinstance(exc, RuntimeError) and self._is_shut_down:
             raise RuntimeError(f"purgatory {self._name!r} is shut down") from exc
 
-    def _undo(self, step: int, argument: Any, operation: T) -> None:
-        """Revert one step of a submission (R38)."""
+    def _undo(self, step: int, undo: list[Any], operation: T) -> None:
+        """Revert one step of a submission (R38), popping its argument from ``undo``."""
         if step == _TIMER:
             operation._unschedule()
         elif step == _ESTIMATE:  # only if no purge or let-go set the estimate since (R30)
+            resets = undo.pop()
             with self._counters_lock:
-                if self._estimate_resets == argument:
+                if self._estimate_resets == resets:
                     self._estimated_total_operations -= 1
         elif step == _WATCH:
-            self._unwatch_key(argument, operation)
+            self._unwatch_key(undo.pop(), operation)
         elif step == _COUNT:
             self._left_watching(operation)
         else:
             operation._release_submission()
 
-    def _enter(self, operation: T, keys: tuple[Hashable, ...], undo: list[tuple[int, Any]]) -> None:
-        """Count the operation as unfinished if it is (R61), then give it its keys (a
-        ``force_complete`` reads them to know it is watched); its undo uncounts it."""
-        if operation._state >= FINISHED:
-            operation._watch_keys = keys
-            return
-        with self._counters_lock:  # before its keys are set: a finish sees it
-            self._unfinished += 1
-            operation._counted = True
-        undo.append((_COUNT, None))
+    def _watch(self, operation: T, keys: tuple[Hashable, ...], undo: list[Any]) -> None:
+        """Count the operation as unfinished if it is (R61), give it its keys (a
+        ``force_complete`` reads them to know it is watched), watch it on each key in
+        order while it is unfinished (R24, KAFKA-18027), then count it once in the purge
+        estimate (R30), logging each step's undo."""
+        counted = operation._state < FINISHED
+        if counted:
+            with self._counters_lock:  # before its keys are set: a finish sees it
+                self._unfinished += 1
+                operation._counted = True
+            undo.append(_COUNT)
         operation._watch_keys = keys
-        if operation._state >= FINISHED:  # finished while being counted: nobody else saw it
-            self._left_watching(operation)
-
-    def _watch(self, operation: T, keys: tuple[Hashable, ...], undo: list[tuple[int, Any]]) -> None:
-        """Watch the operation on each key in order while it is unfinished (R24,
-        KAFKA-18027), then count it once in the purge estimate (R30), logging each
-        watch's undo and the estimate's resets so far."""
+        if counted and operation._state >= FINISHED:  # finished while being counted: nobody
+            self._left_watching(operation)  # else saw it
         watched = False
         for key in keys:
             if operation._state >= FINISHED:
                 break
             self._watch_key(key, operation)
-            undo.append((_WATCH, key))
+            undo.append(key)
+            undo.append(_WATCH)
             watched = True
         if watched and operation._state >= FINISHED:  # finished meanwhile by a lock-free
             self._note_completed(operation)  # caller, maybe before its last watch: its
@@ -359,15 +353,16 @@ class Purgatory(Generic[T, H]):
         with self._counters_lock:
             self._estimated_total_operations += 1
             resets = self._estimate_resets
-        undo.append((_ESTIMATE, resets))
+        undo.append(resets)
+        undo.append(_ESTIMATE)
 
-    def _time(self, operation: T, undo: list[tuple[int, Any]]) -> None:
+    def _time(self, operation: T, undo: list[Any]) -> None:
         """Add the operation to the timer unless it finished, timers are off (R33), or a
         ``cancel_for_key`` made from its own callback took it out already (R66)."""
         if operation._state >= FINISHED:
             return
         if self._timer_enabled and not operation._untimed:
-            undo.append((_TIMER, None))
+            undo.append(_TIMER)
             self._timer.add(operation)
             if operation._state >= FINISHED:  # completed meanwhile (lock-free, or run inline)
                 operation._unschedule()

@@ -141,8 +141,8 @@ def _mutated_lines(operator: Any, path: Path) -> list[tuple[str, str]]:
     found = []
     for mutant in _mutants(operator, source):
         before = source.splitlines()
-        after = mutant.splitlines()
-        changed = [(old, new) for old, new in zip(before, after, strict=True) if old != new]
+        after = mutant.splitlines()  # fewer lines if a statement of several went
+        changed = [(old, new) for old, new in zip(before, after, strict=False) if old != new]
         found.append(changed[0] if changed else ("", ""))
     return found
 
@@ -150,14 +150,14 @@ def _mutated_lines(operator: Any, path: Path) -> list[tuple[str, str]]:
 @pytest.mark.skipif(not (ROOT / "kpurgatory").is_dir(), reason="needs the package's source")
 def test_the_outside_runs_two_gaps_are_among_the_mutants() -> None:
     """The rollback's reset of the watch keys, removed (R61), and the unfinished count's
-    lock in ``_enter``, removed (R61): both are mutants these operators make."""
-    operation = ROOT / "kpurgatory" / "optimized" / "operation.py"
-    removed = _mutated_lines(operators.RemoveStatement(), operation)
-    assert ("            self._watch_keys = ()", "            pass") in removed
+    lock in ``_watch``, removed (R61): both are mutants these operators make."""
     protocol = ROOT / "kpurgatory" / "protocol.py"
+    removed = _mutated_lines(operators.RemoveStatement(), protocol)
+    reset = "            self._watch_keys = ()  # type: ignore[misc]"
+    assert (reset, "            pass  # type: ignore[misc]") in removed
     unlocked = _mutated_lines(operators.RemoveLock(), protocol)
     assert any(
-        new.startswith("        if True:  # before its keys are set") for _, new in unlocked
+        new.startswith("            if True:  # before its keys are set") for _, new in unlocked
     ), unlocked
     pairs = _mutated_lines(operators.RemoveAcquireRelease(), protocol)
     assert pairs == [("            lock.acquire()", "            pass")]

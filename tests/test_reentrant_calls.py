@@ -330,8 +330,8 @@ def test_r38_an_operation_completed_during_its_rollback_stays_completed_and_subm
 
 RELEASE_OF_A_FINISHED_OPERATION = Mutant(
     "release-of-a-finished-operation",
-    "kpurgatory.optimized.operation",
-    "DelayedOperation._release_submission",
+    "kpurgatory.protocol",
+    "Watchable._release_submission",
     "        if self._state >= FINISHED:\n            return\n",
     "",
     "A statement removed: the rollback releases an operation that completed while it ran, "

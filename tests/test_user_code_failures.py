@@ -625,9 +625,9 @@ def test_r61_a_rolled_back_operation_resubmitted_and_completed_is_let_go(
 
 RELEASE_KEEPS_WATCH_KEYS = Mutant(
     "release-keeps-watch-keys",
-    "kpurgatory.optimized.operation",
-    "DelayedOperation._release_submission",
-    "        self._watch_keys = ()\n",
+    "kpurgatory.protocol",
+    "Watchable._release_submission",
+    "        self._watch_keys = ()  # type: ignore[misc]\n",
     "",
     "A statement removed: the rollback keeps the keys of the failed submission, so the "
     "resubmitted operation, completed before it is watched, is recorded as a purge "

@@ -277,7 +277,7 @@ class KafkaLikePurgatory(reference.DelayedOperationPurgatory[reference.DelayedOp
             raise ValueError(f"operation {operation!r} was already submitted")
         if not claimed:  # Kafka times a resubmission again, after a cancel_for_key too
             operation._untimed = False
-        return self._submit(operation, tuple(distinct))  # the protocol's R22 sequence
+        return self._submit(operation, tuple(distinct), claimed=True)  # R22's sequence
 
     def _time(self, operation: Any, undo: Any) -> None:
         try:

@@ -35,7 +35,7 @@ from kpurgatory._checks import declared, require_operation_lock
 from kpurgatory._typing import IntArg
 from kpurgatory.optimized._mypyc import mypyc_attr
 from kpurgatory.optimized.timer import ABSTRACT_CLASSES, ABSTRACT_METHODS, TimerTask
-from kpurgatory.protocol import ABANDONED, COMPLETED, FINISHED, NEW, SUBMITTED, CompiledWatchable
+from kpurgatory.protocol import ABANDONED, COMPLETED, FINISHED, NEW, Watchable
 from kpurgatory.spec.protocols import AbstractLock
 
 __all__ = ["DelayedOperation"]
@@ -76,7 +76,7 @@ class _Waiter(Protocol):
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class DelayedOperation(TimerTask, CompiledWatchable):
+class DelayedOperation(TimerTask, Watchable):
     """An operation that completes when its condition holds or its delay runs out.
 
     Reference equivalent: ``kpurgatory.reference.DelayedOperation`` (same API). Subclasses
@@ -324,27 +324,6 @@ class DelayedOperation(TimerTask, CompiledWatchable):
     def _unschedule(self) -> None:
         """Take the operation out of its timer (``TimerTask.cancel``; ``cancel`` abandons)."""
         TimerTask.cancel(self)
-
-    def _claim_submission(self, owner: _Owner) -> bool:
-        """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
-        with self._flags:  # compare-and-set of the submitted bit
-            claimed = not self._state & SUBMITTED
-            self._state |= SUBMITTED
-        if claimed:
-            self._owner = owner
-        return claimed
-
-    def _release_submission(self) -> None:
-        """Undo ``_claim_submission`` after a failed submission (R38); lock held. One
-        that finished meanwhile (a lock-free ``force_complete``, even from a callback of
-        the rollback itself) stays completed and submitted."""
-        with self._flags:  # compare-and-set: only an unfinished operation is released
-            if self._state >= FINISHED:
-                return
-            self._owner = None
-            self._watch_keys = ()
-            self._untimed = False
-            self._state &= ~SUBMITTED
 
     def _abandon(self) -> bool:
         """Mark a pending operation finished without completing it (R40); lock held.

@@ -346,7 +346,7 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
                 )
             if len(_KNOWN_OPERATION_TYPES) < _KNOWN_TYPES_LIMIT:
                 _KNOWN_OPERATION_TYPES.add(cls)
-        return self._accept(cast(T, operation), _watch_keys(watch_keys))  # checked above
+        return self._submit(cast(T, operation), _watch_keys(watch_keys))  # checked above
 
     @overload  # type: ignore[misc]  # callers' signature; see "Typed signatures" above
     def abandon(self, operation: T) -> bool: ...

@@ -17,7 +17,7 @@ one after the other.
 It abandons (R40), keeps the pending flag on the blocking paths (R41) and takes a
 re-entrant lock (R63).
 
-Rules: R16-R20, R22, R29, R34, R38, R40, R41, R56, R61, R63, R66-R68.
+Rules: R16-R20, R22, R29, R38, R40, R41, R56, R61, R63, R66-R68.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from kpurgatory import sync
-from kpurgatory._checks import require_operation_lock
-from kpurgatory.protocol import ABANDONED, COMPLETED, FINISHED, NEW, SUBMITTED
+from kpurgatory._checks import abstract_class_error, require_operation_lock
+from kpurgatory.protocol import ABANDONED, COMPLETED, FINISHED, NEW, WatchableBase
 from kpurgatory.reference.timer import TimerTask
 from kpurgatory.spec.protocols import AbstractLock
+from kpurgatory.sync import AtomicFlag
 
 __all__ = ["DelayedOperation"]
 
@@ -43,7 +44,7 @@ class _Owner(Protocol):
     def _left_watching(self, operation: Any) -> None: ...
 
 
-class DelayedOperation(TimerTask):
+class DelayedOperation(TimerTask, WatchableBase):
     """An operation that completes when its condition holds or its delay runs out.
 
     Subclasses implement ``try_complete`` (check the condition; if it holds, return
@@ -54,11 +55,14 @@ class DelayedOperation(TimerTask):
     """
 
     def __init__(self, delay_ms: int, lock: AbstractLock | None = None) -> None:
+        missing = type(self).__abstractmethods__
+        if missing:  # abc's check, which a compiled WatchableBase's constructor skips
+            raise abstract_class_error(type(self), tuple(sorted(missing)))
         super().__init__(delay_ms)
         self._lock: AbstractLock = sync.new_lock() if lock is None else require_operation_lock(lock)
         self._flags: AbstractLock = sync.new_lock()  # guards the changes of _state
         self._state = NEW  # R68: NEW, SUBMITTED, COMPLETED, ABANDONED (kpurgatory.protocol)
-        self._try_complete_pending = sync.new_flag(False)
+        self._try_complete_pending: AtomicFlag = sync.new_flag(False)  # R41
         self._untimed = False  # cancel_for_key took its timer entry: never timed again (R66)
         self._owner: _Owner | None = None
         self._watch_keys: tuple[Hashable, ...] = ()  # given by the submission (R22)
@@ -229,27 +233,6 @@ class DelayedOperation(TimerTask):
     def _knocked(self) -> bool:
         """Whether a ``maybe_try_complete`` set the pending flag since it was cleared (R41)."""
         return self._try_complete_pending.get()
-
-    def _claim_submission(self, owner: _Owner) -> bool:
-        """Mark the operation as submitted to ``owner``; False if it already was (R34)."""
-        with self._flags:  # compare-and-set of the submitted bit
-            claimed = not self._state & SUBMITTED
-            self._state |= SUBMITTED
-        if claimed:
-            self._owner = owner
-        return claimed
-
-    def _release_submission(self) -> None:
-        """Undo ``_claim_submission`` after a failed submission (R38); lock held. One
-        that finished meanwhile (a lock-free ``force_complete``, even from a callback of
-        the rollback itself) stays completed and submitted."""
-        with self._flags:  # compare-and-set: only an unfinished operation is released
-            if self._state >= FINISHED:
-                return
-            self._owner = None
-            self._watch_keys = ()
-            self._untimed = False
-            self._state &= ~SUBMITTED
 
     def _abandon(self) -> bool:
         """Mark a pending operation finished without completing it (R40); lock held."""

@@ -159,7 +159,7 @@ class DelayedOperationPurgatory(Purgatory[T, Hashable]):
                 f"operation must be a {_qualified(self._operation_type)}, "
                 f"not {type(operation).__name__}"
             )
-        return self._accept(operation, tuple(watch_key_list(watch_keys)))
+        return self._submit(operation, tuple(watch_key_list(watch_keys)))
 
     def abandon(self, operation: T) -> bool:
         """Give up on a submitted operation: it will never complete or expire (R40).

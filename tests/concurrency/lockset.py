@@ -447,8 +447,8 @@ class Lockset:
                 raise LookupError(f"lockset table: {guard.label} is not a method of its class")
             replacement: object = _checked_method(self, guard, raw)
         else:
-            slot = raw if raw is not _UNSET else None
-            if slot is not None and type(slot).__name__ != "member_descriptor":
+            slot = raw if raw is not _UNSET else _native_field(cls, guard.attribute)
+            if slot is not None and type(slot).__name__ not in _FIELD_DESCRIPTORS:
                 raise LookupError(f"lockset table: {guard.label} is a {type(slot).__name__}")
             replacement = _CheckedField(self, guard, slot)
         try:
@@ -474,6 +474,22 @@ def _checked_method(lockset: Lockset, guard: Guard, method: Any) -> Callable[...
         return method(self, *args, **kwargs)
 
     return checked
+
+
+_FIELD_DESCRIPTORS = ("member_descriptor", "getset_descriptor")
+"""Slots of a pure class, and the native fields of a compiled one."""
+
+
+def _native_field(cls: type, name: str) -> Any:
+    """The descriptor of field ``name`` if a compiled base of ``cls`` declares it (the
+    reference operation's ``WatchableBase`` in the compiled build): the checked field
+    reads and writes through it, where compiled code reads the field too. None if the
+    field lives in the instance's ``__dict__``."""
+    for base in cls.__mro__[1:]:
+        found = base.__dict__.get(name)
+        if type(found).__name__ == "getset_descriptor":
+            return found
+    return None
 
 
 class _CheckedField:

@@ -347,8 +347,8 @@ BUG_PATCHES: tuple[Mutant, ...] = (
         "opt-submission-ignores-knock",
         f"{_O}.purgatory",
         "DelayedOperationPurgatory._submit",
-        "if not operation._try_complete_pending:  # a knock found the lock held: ours to try",
-        "if True:",
+        "if not completed and operation._try_complete_pending:  # a knock found the lock held",
+        "if False:",
         "The submission does not look at the pending flag after releasing the lock: a "
         "knock that found it held is never answered (R41, KAFKA-8334's shape).",
     ),
@@ -450,10 +450,11 @@ GAP_PATCHES: tuple[Mutant, ...] = (
     Mutant(
         "unfinished-count-unlocked",
         _P,
-        "Purgatory._enter",
+        "Purgatory._watch",
         "    with self._counters_lock:  # before its keys are set: a finish sees it\n"
-        "        self._unfinished += 1",
-        "    if True:  # before its keys are set: a finish sees it\n        self._unfinished += 1",
+        "            self._unfinished += 1",
+        "    if True:  # before its keys are set: a finish sees it\n"
+        "            self._unfinished += 1",
         "R61's unfinished count taken up, and the operation's counted flag set, without "
         "the counters lock: a submission racing a finish loses an update with the GIL off "
         "(an outside run's lock-removal survivor; make mutation's RemoveLock makes it).",

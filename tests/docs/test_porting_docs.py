@@ -221,7 +221,7 @@ def test_porting_md_r22_walk_through_is_the_spec_pseudocode() -> None:
 STEPS_IN_ORDER = (
     ("if operation.abandoned", "operation._state & ABANDONED"),  # R40
     ("pending flag := false", "operation._clear_pending("),  # R41
-    ("unfinished += 1", "self._enter("),  # R61
+    ("unfinished += 1", "self._unfinished += 1"),  # R61
     ("append operation to watchers", "self._watch_key("),  # R24
     ("estimate += 1", "self._estimated_total_operations += 1"),  # R30
     ("not operation.untimed", "operation._untimed"),  # R66

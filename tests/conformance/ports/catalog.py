@@ -257,13 +257,12 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             PURGATORY,
             "DelayedOperationPurgatory._submit",
-            "            if operation.try_complete():\n                return True\n"
-            "            self._enter(",
-            "            if operation.try_complete():\n"
+            "            completed = operation.try_complete()\n            if not completed:\n",
+            "            completed = operation.try_complete()\n"
+            "            if completed:\n"
             "                with self._counters_lock:\n"
             "                    self._estimated_total_operations += 1\n"
-            "                return True\n"
-            "            self._enter(",
+            "            if not completed:\n",
         ),
     ),
     _new(
@@ -301,10 +300,10 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             PURGATORY,
             "DelayedOperationPurgatory.try_complete_else_watch",
-            "        return self._accept(",
+            "        return self._submit(",
             "        if self._is_shut_down:\n"
             '            raise RuntimeError(f"purgatory {self._name!r} is shut down")\n'
-            "        return self._accept(",
+            "        return self._submit(",
         ),
     ),
     _new(
@@ -315,11 +314,11 @@ PORT_BUGS: tuple[PortBug, ...] = (
         (
             PURGATORY,
             "DelayedOperationPurgatory.try_complete_else_watch",
-            "        return self._accept(",
+            "        return self._submit(",
             "        _watch_keys(watch_keys)\n"
             "        if operation._owner is not None:\n"
             '            raise ValueError(f"operation {operation!r} was already submitted")\n'
-            "        return self._accept(",
+            "        return self._submit(",
         ),
     ),
     _new(
