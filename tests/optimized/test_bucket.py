@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
+from collections.abc import Callable
 
 import pytest
 
@@ -126,21 +127,29 @@ def test_flush_unlinks_everything_in_order_and_resets_expiration() -> None:
     bucket._check()
 
 
+def flush_acting_at(
+    bucket: TimerTaskList, first: TimerTaskEntry, action: Callable[[], object]
+) -> list[TimerTaskEntry]:
+    """Flush ``bucket`` with a callback that runs ``action`` when it is handed ``first``;
+    the entries it was handed, in order."""
+    seen: list[TimerTaskEntry] = []
+
+    def visit(e: TimerTaskEntry) -> None:
+        seen.append(e)
+        if e is first:
+            action()
+
+    bucket.flush(visit)
+    return seen
+
+
 def test_flush_callback_may_remove_from_the_same_list() -> None:
     """Re-entrant flush: the callback cancels a later entry of the bucket being flushed."""
     bucket = make()
     a, b, c = entry(1), entry(1), entry(1)
     for e in (a, b, c):
         bucket.add(e)
-    seen: list[TimerTaskEntry] = []
-
-    def visit(e: TimerTaskEntry) -> None:
-        seen.append(e)
-        if e is a:
-            bucket.remove(c)
-
-    bucket.flush(visit)
-    assert seen == [a, b]
+    assert flush_acting_at(bucket, a, lambda: bucket.remove(c)) == [a, b]
     assert bucket.counter.value == 0
     bucket._check()
 
@@ -150,15 +159,7 @@ def test_flush_callback_may_add_to_the_same_list() -> None:
     bucket = make()
     a, b = entry(1), entry(1)
     bucket.add(a)
-    seen: list[TimerTaskEntry] = []
-
-    def visit(e: TimerTaskEntry) -> None:
-        seen.append(e)
-        if e is a:
-            bucket.add(b)
-
-    bucket.flush(visit)
-    assert seen == [a, b]
+    assert flush_acting_at(bucket, a, lambda: bucket.add(b)) == [a, b]
     assert bucket.is_empty()
 
 
