@@ -7,11 +7,15 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from kpurgatory.aio import (
+    AsyncPurgatory,
     DelayedOperation,
     Outcome,
     PurgatoryImplementation,
     ReferenceDelayedOperation,
+    run,
 )
 from kpurgatory.clock import ManualClock
 
@@ -116,3 +120,22 @@ async def settle() -> None:
     """Let every ready callback and task step run (no virtual time passes)."""
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+def assert_bound_is_checked(
+    implementation: PurgatoryImplementation, argument: str, fraction: float, default: int
+) -> None:
+    """R35 for a bound ``argument`` of ``AsyncPurgatory``: 0 and ``fraction`` raise a clear
+    error naming it, and no purgatory is built; left out, the driver takes ``default``."""
+
+    async def main() -> None:
+        with pytest.raises(ValueError, match=f"{argument} must be >= 1"):
+            AsyncPurgatory("bad", implementation=implementation, **{argument: 0})
+        with pytest.raises(TypeError, match=argument):
+            AsyncPurgatory("bad", implementation=implementation, **{argument: fraction})
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory("good", implementation=implementation)
+        assert getattr(purgatory.driver, argument) == default
+        assert repr(purgatory.driver) == "LoopTimerDriver(armed_due=None)"
+        purgatory.shutdown()
+
+    run(main())
