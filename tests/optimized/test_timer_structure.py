@@ -21,6 +21,7 @@ from kpurgatory.spec.arithmetic import round_down
 from tests.mutants.catalog import Mutant, applied
 from tests.optimized.helpers import Task, locate, manual_timer
 from tests.support import needs_python_source
+from tests.timer_support import random_timer_steps
 
 # -- _check() after random operations, against a tiny model ----------------------------------
 
@@ -378,15 +379,8 @@ def test_earliest_due_is_the_least_due_time_of_any_linked_entry(seed: int) -> No
     tasks = [
         Task(rng.choice([1, 7, 50, 400, 9000]) + rng.randrange(50), f"t{i}", log) for i in range(40)
     ]
-    for _ in range(150):
-        roll = rng.random()
-        task = rng.choice(tasks)
-        if roll < 0.5:
-            timer.add(task)
-        elif roll < 0.8:
-            task.cancel()
-        else:
-            timer.advance_clock(rng.choice([0, 1, 13, 200]))
+
+    def earliest_due_is_the_least_linked() -> None:
         linked = [
             entry._entry_due
             for level in timer._wheel.levels()
@@ -394,6 +388,17 @@ def test_earliest_due_is_the_least_due_time_of_any_linked_entry(seed: int) -> No
             for entry in bucket.entries()
         ]
         assert timer._queue.earliest_due() == (min(linked) if linked else None)
+
+    random_timer_steps(
+        rng,
+        timer,
+        tasks,
+        150,
+        add_below=0.5,
+        cancel_below=0.8,
+        advances=[0, 1, 13, 200],
+        after_each=earliest_due_is_the_least_linked,
+    )
 
 
 def test_r12_check_holds_with_more_tasks_than_python_caches_as_small_ints() -> None:
