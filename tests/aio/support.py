@@ -4,8 +4,8 @@ helpers to run the loop's tasks a step at a time."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import pytest
 
@@ -83,6 +83,32 @@ def fresh(implementation: str) -> tuple[ManualClock, list[Event], type[Any]]:
     """What most aio tests start from: a manual clock at 0, an empty event log, and the
     recording operation class of ``implementation``."""
     return ManualClock(0), [], recording_operation(implementation)
+
+
+T = TypeVar("T")
+
+
+class AioCase:
+    """``fresh``'s clock, log and operation class (``clock``, ``log``, ``op_class``) with
+    two shortcuts: ``op`` makes an operation that logs to ``log`` on ``clock``, and ``run``
+    runs a test body on a purgatory ``"p"`` of ``implementation`` on ``clock``'s loop."""
+
+    def __init__(self, implementation: PurgatoryImplementation) -> None:
+        self.implementation = implementation
+        self.clock, self.log, self.op_class = fresh(implementation)
+
+    def op(self, delay_ms: int, name: str, **options: Any) -> Any:
+        """A recording operation (``recording_operation``'s options) on ``log``."""
+        return self.op_class(delay_ms, name, self.log, self.clock, **options)
+
+    def run(self, body: Callable[[AsyncPurgatory[Any]], Awaitable[T]]) -> T:
+        """``body(purgatory)`` inside ``async with AsyncPurgatory("p")``; its result."""
+
+        async def main() -> T:
+            async with AsyncPurgatory[Any]("p", implementation=self.implementation) as purgatory:
+                return await body(purgatory)
+
+        return run(main(), self.clock)
 
 
 class OffsetClock:

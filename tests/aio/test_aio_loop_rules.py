@@ -22,6 +22,7 @@ from kpurgatory.aio import (
 )
 from kpurgatory.clock import ManualClock
 from tests.aio.support import (
+    AioCase,
     BoomError,
     Event,
     fresh,
@@ -129,24 +130,20 @@ async def _build(implementation: Any) -> None:
     AsyncPurgatory[Any]("p", implementation=implementation)
 
 
-def test_r50_blocking_try_complete_delays_expiries_which_keep_due_order(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r50_blocking_try_complete_delays_expiries_which_keep_due_order(aio: AioCase) -> None:
     """R50: a try_complete that blocks (here: 100 virtual ms pass inside it) stalls the
     loop; the operations due meanwhile expire late, after it returns, in due order."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            waits = [spawn(purgatory.wait(op(d, f"d{d}", log, clock), ["k"])) for d in (20, 10, 30)]
-            await asyncio.sleep(0.005)
-            blocking = op(1000, "blocker", log, clock, blocker=lambda: clock.advance(50))
-            blocked = spawn(purgatory.wait(blocking, ["b"]))  # 2 try_completes: 100 ms
-            assert [await w for w in waits] == [Outcome.EXPIRED] * 3
-            blocked.cancel()
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        waits = [spawn(purgatory.wait(aio.op(d, f"d{d}"), ["k"])) for d in (20, 10, 30)]
+        await asyncio.sleep(0.005)
+        blocking = aio.op(1000, "blocker", blocker=lambda: aio.clock.advance(50))
+        blocked = spawn(purgatory.wait(blocking, ["b"]))  # 2 try_completes: 100 ms
+        assert [await w for w in waits] == [Outcome.EXPIRED] * 3
+        blocked.cancel()
 
-    run(main(), clock)
-    assert [(name, at) for kind, name, at in log if kind == "expire"] == [
+    aio.run(main)
+    assert [(name, at) for kind, name, at in aio.log if kind == "expire"] == [
         ("d10", 105),
         ("d20", 105),
         ("d30", 105),
