@@ -185,55 +185,45 @@ def test_r46_completed_at_once_is_never_timed(aio: AioCase) -> None:
     aio.run(main)
 
 
-def test_r46_force_complete_by_hand_and_zero_delay_expiry(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r46_force_complete_by_hand_and_zero_delay_expiry(aio: AioCase) -> None:
     """R46: force_complete gives COMPLETED; a delay of 0 gives EXPIRED with no time passing."""
-    clock = ManualClock(9)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    aio.clock.advance(9)  # the clock reads 9 when the purgatory starts
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            manual = op(10_000, "manual", log, clock)
-            waiting = spawn(purgatory.wait(manual, ["k"]))
-            await settle()
-            assert manual.force_complete() is True
-            assert await waiting is Outcome.COMPLETED
-            assert await purgatory.wait(op(0, "zero", log, clock), ["k"]) is Outcome.EXPIRED
-            assert clock.now_ms() == 9
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        manual = aio.op(10_000, "manual")
+        waiting = spawn(purgatory.wait(manual, ["k"]))
+        await settle()
+        assert manual.force_complete() is True
+        assert await waiting is Outcome.COMPLETED
+        assert await purgatory.wait(aio.op(0, "zero"), ["k"]) is Outcome.EXPIRED
+        assert aio.clock.now_ms() == 9
 
-    run(main(), clock)
-    assert log == [("complete", "manual", 9), ("complete", "zero", 9), ("expire", "zero", 9)]
+    aio.run(main)
+    assert aio.log == [("complete", "manual", 9), ("complete", "zero", 9), ("expire", "zero", 9)]
 
 
-def test_r1_r3_negative_delays_expire_at_submission_or_the_next_drain(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r1_r3_negative_delays_expire_at_submission_or_the_next_drain(aio: AioCase) -> None:
     """R1, R3 (docs/tutorial.md, "Negative timeouts"): a negative delay is accepted. Due
     at or before the timer's current time, it expires within the submitting call;
     due between that and the clock (the clock moved since the last drain), at the next
     drain. Neither waits for the clock; a ready operation completes instead."""
-    clock = ManualClock(100)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    aio.clock.advance(100)  # the clock reads 100 when the purgatory starts
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            clock.advance(3)  # the timer still reads 100: it has not drained since
-            past = op(-5, "past", log, clock)  # due 98: before the timer's time
-            assert purgatory.submit(past, ["k"]).result() is Outcome.EXPIRED
-            assert log == [("complete", "past", 103), ("expire", "past", 103)]
-            between = op(-1, "between", log, clock)  # due 102: after the timer's 100
-            waiter = purgatory.submit(between, ["k"])
-            assert not waiter.done() and purgatory.purgatory.num_delayed == 1
-            assert await waiter is Outcome.EXPIRED  # at the next drain
-            ready = op(-50, "ready", log, clock, ready=True)
-            assert await purgatory.wait(ready, ["k"]) is Outcome.COMPLETED
-            assert clock.now_ms() == 103  # no time passed for any of them
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        aio.clock.advance(3)  # the timer still reads 100: it has not drained since
+        past = aio.op(-5, "past")  # due 98: before the timer's time
+        assert purgatory.submit(past, ["k"]).result() is Outcome.EXPIRED
+        assert aio.log == [("complete", "past", 103), ("expire", "past", 103)]
+        between = aio.op(-1, "between")  # due 102: after the timer's 100
+        waiter = purgatory.submit(between, ["k"])
+        assert not waiter.done() and purgatory.purgatory.num_delayed == 1
+        assert await waiter is Outcome.EXPIRED  # at the next drain
+        ready = aio.op(-50, "ready", ready=True)
+        assert await purgatory.wait(ready, ["k"]) is Outcome.COMPLETED
+        assert aio.clock.now_ms() == 103  # no time passed for any of them
 
-    run(main(), clock)
-    assert log[2:] == [
+    aio.run(main)
+    assert aio.log[2:] == [
         ("complete", "between", 103),
         ("expire", "between", 103),
         ("complete", "ready", 103),
