@@ -62,9 +62,7 @@ def test_r49_shutdown_abandons_every_waiter_and_refuses_new_waits(
 @pytest.mark.parametrize("where", ["on_complete", "on_expiration"])
 def test_r49_shutdown_from_a_callback(implementation: PurgatoryImplementation, where: str) -> None:
     """R49: shutdown inside a callback; the calling operation keeps its outcome."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    base = recording_operation(implementation)
+    clock, log, base = fresh(implementation)
     holder: list[AsyncPurgatory[Any]] = []
 
     class ShutsDown(base):  # type: ignore[misc, valid-type]
@@ -305,9 +303,7 @@ def test_r46_a_completion_from_another_thread_racing_the_expiry_is_completed(
     """R46, R17: the expiry's run has begun (on the loop) when another thread's
     force_complete wins: the outcome is COMPLETED, not EXPIRED, and on_expiration does
     not run. (The waiter learns which call won from the thread that won it.)"""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    base = recording_operation(implementation)
+    clock, log, base = fresh(implementation)
 
     class Racing(base):  # type: ignore[misc, valid-type]
         raced = False
