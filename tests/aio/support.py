@@ -154,11 +154,14 @@ def assert_bound_is_checked(
     """R35 for a bound ``argument`` of ``AsyncPurgatory``: 0 and ``fraction`` raise a clear
     error naming it, and no purgatory is built; left out, the driver takes ``default``."""
 
+    zero: dict[str, Any] = {argument: 0}
+    fractional: dict[str, Any] = {argument: fraction}
+
     async def main() -> None:
         with pytest.raises(ValueError, match=f"{argument} must be >= 1"):
-            AsyncPurgatory("bad", implementation=implementation, **{argument: 0})
+            AsyncPurgatory("bad", implementation=implementation, **zero)
         with pytest.raises(TypeError, match=argument):
-            AsyncPurgatory("bad", implementation=implementation, **{argument: fraction})
+            AsyncPurgatory("bad", implementation=implementation, **fractional)
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory("good", implementation=implementation)
         assert getattr(purgatory.driver, argument) == default
         assert repr(purgatory.driver) == "LoopTimerDriver(armed_due=None)"
