@@ -29,12 +29,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile(
-    "deep",
-    max_examples=2000,
-    stateful_step_count=200,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
+    "deep", settings.get_profile("ci"), max_examples=2000, stateful_step_count=200
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
@@ -323,6 +324,21 @@ class WaiterLock(LockStatement):
     def release(self) -> None:
         """Release one level."""
         self._lock.release()
+
+
+def race_threads(threads: Sequence[threading.Thread], timeout_s: float) -> None:
+    """Start ``threads`` and join each for up to ``timeout_s`` while CPython switches
+    threads as often as it allows (every microsecond); the switch interval is restored
+    afterwards. Whether a thread is still alive is for the caller to check."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout_s)
+    finally:
+        sys.setswitchinterval(previous)
 
 
 def run_in_a_fresh_interpreter(module: str, call: str, timeout_s: float = 600) -> None:

@@ -192,6 +192,27 @@ def test_r38_on_complete_raising_keeps_the_operation_completed(impl: ModuleType)
 # ---- bug 3: shutdown by a thread that holds a lock an operation uses (R39) ---------------
 
 
+def shut_down_while_holding(
+    purg: Any, shared: WaiterLock, expire: Callable[[], None], deadlock: str
+) -> None:
+    """R39: a thread takes ``shared``, calls ``expire`` (an expiry then waits for
+    ``shared``) and, once the expiry waits, shuts ``purg`` down: the shutdown must return
+    (else ``deadlock``) and the purgatory terminate."""
+    done = threading.Event()
+
+    def coordinator() -> None:
+        with shared:
+            expire()
+            assert shared.contended.wait(WAIT_S)
+            purg.shutdown()
+            done.set()
+
+    thread, errors = start(coordinator)
+    thread.join(WAIT_S)
+    assert done.is_set() and errors == [], deadlock
+    assert purg.await_termination(WAIT_S)
+
+
 def test_r39_shutdown_by_a_lock_holder_does_not_wait_for_the_executor(impl: ModuleType) -> None:
     """R39: the expiry runs on executor-<name> and waits for the shared lock the shutting
     thread holds; shutdown returns anyway, and the expiry completes after the release."""
@@ -201,19 +222,11 @@ def test_r39_shutdown_by_a_lock_holder_does_not_wait_for_the_executor(impl: Modu
     shared = WaiterLock()
     op = operation_class(impl)(10, "grouped", recorder, shared)
     assert purg.try_complete_else_watch(op, ["group"]) is False
-    done = threading.Event()
 
-    def coordinator() -> None:
-        with shared:
-            purg.advance_clock(10)  # hands the expiry to the worker, which waits for shared
-            assert shared.contended.wait(WAIT_S)
-            purg.shutdown()
-            done.set()
+    def expire() -> None:
+        purg.advance_clock(10)  # hands the expiry to the worker, which waits for shared
 
-    thread, errors = start(coordinator)
-    thread.join(WAIT_S)
-    assert done.is_set() and errors == [], "shutdown deadlocked on its own lock"
-    assert purg.await_termination(WAIT_S)
+    shut_down_while_holding(purg, shared, expire, "shutdown deadlocked on its own lock")
     assert recorder.names(OperationExpired) == ["grouped"]
 
 
@@ -226,19 +239,11 @@ def test_r39_shutdown_by_a_lock_holder_with_an_inline_reaper(impl: ModuleType) -
     purg = impl.DelayedOperationPurgatory("inline-reaper", timer=timer)
     shared = WaiterLock()
     op = operation_class(impl)(1, "grouped", recorder, shared)
-    done = threading.Event()
 
-    def coordinator() -> None:
-        with shared:
-            assert purg.try_complete_else_watch(op, ["group"]) is False
-            assert shared.contended.wait(WAIT_S)  # the reaper expires it and blocks
-            purg.shutdown()
-            done.set()
+    def submit() -> None:
+        assert purg.try_complete_else_watch(op, ["group"]) is False  # the reaper expires it
 
-    thread, errors = start(coordinator)
-    thread.join(WAIT_S)
-    assert done.is_set() and errors == [], "shutdown deadlocked on the reaper"
-    assert purg.await_termination(WAIT_S)
+    shut_down_while_holding(purg, shared, submit, "shutdown deadlocked on the reaper")
     assert op.is_completed
 
 

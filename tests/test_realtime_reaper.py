@@ -8,7 +8,6 @@ with block, and the assertions are about order and generous upper bounds.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from types import ModuleType
@@ -19,7 +18,7 @@ import pytest
 from kpurgatory import InlineExecutor, ManualClock
 from tests.concurrency.lockset import Lockset
 from tests.purgatory_support import make_purgatory
-from tests.support import ready_operation
+from tests.support import race_threads, ready_operation
 
 pytestmark = pytest.mark.realtime
 
@@ -145,15 +144,7 @@ def test_r25_completion_storm_counts_every_winner(impl: ModuleType) -> None:
 
         orders = [keys, keys[::-1], ["all", *keys], [*keys, "all"]]
         threads = [threading.Thread(target=race, args=(o,), daemon=True) for o in orders]
-        previous = sys.getswitchinterval()
-        sys.setswitchinterval(1e-6)
-        try:
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(REAPER_WAIT_S)
-        finally:
-            sys.setswitchinterval(previous)
+        race_threads(threads, REAPER_WAIT_S)
         assert not any(thread.is_alive() for thread in threads)
         assert sum(counts) == len(ops) == purgatory.num_completed
         assert all(op.is_completed for op in ops)

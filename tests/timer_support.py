@@ -3,8 +3,9 @@ executor that runs hand-overs when told, and a task class whose run calls back."
 
 from __future__ import annotations
 
+import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from types import ModuleType
 from typing import Any, ParamSpec, TypeVar
@@ -43,6 +44,32 @@ def make_timer(
 def runs(recorder: Recorder) -> list[tuple[str, int]]:
     """(task name, clock reading) of every run recorded so far, in run order."""
     return [(e.task, e.at_ms) for e in recorder.events if isinstance(e, TaskRan)]
+
+
+def random_timer_steps(
+    rng: random.Random,
+    timer: Any,
+    tasks: Sequence[Any],
+    steps: int,
+    *,
+    add_below: float,
+    cancel_below: float,
+    advances: Sequence[int],
+    after_each: Callable[[], None] = lambda: None,
+) -> None:
+    """``steps`` random steps on ``timer``, each on a task drawn from ``tasks``: a roll
+    below ``add_below`` adds it, below ``cancel_below`` cancels it, and any other roll
+    advances the clock by one of ``advances``; ``after_each`` runs after every step."""
+    for _ in range(steps):
+        roll = rng.random()
+        task = rng.choice(tasks)
+        if roll < add_below:
+            timer.add(task)
+        elif roll < cancel_below:
+            task.cancel()
+        else:
+            timer.advance_clock(rng.choice(advances))
+        after_each()
 
 
 def run_in_thread(fn: Callable[[], object]) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.aio.support import IMPLEMENTATIONS
+from kpurgatory.aio import PurgatoryImplementation
+from tests.aio.support import IMPLEMENTATIONS, AioCase
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
@@ -12,3 +13,9 @@ def implementation(request: pytest.FixtureRequest) -> str:
     """``"optimized"`` or ``"reference"``: every aio rule test runs on both."""
     name: str = request.param
     return name
+
+
+@pytest.fixture
+def aio(implementation: PurgatoryImplementation) -> AioCase:
+    """A fresh clock, log and operation class of ``implementation`` (``AioCase``)."""
+    return AioCase(implementation)

@@ -4,14 +4,18 @@ helpers to run the loop's tasks a step at a time."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
 
 from kpurgatory.aio import (
+    AsyncPurgatory,
     DelayedOperation,
     Outcome,
     PurgatoryImplementation,
     ReferenceDelayedOperation,
+    run,
 )
 from kpurgatory.clock import ManualClock
 
@@ -81,6 +85,32 @@ def fresh(implementation: str) -> tuple[ManualClock, list[Event], type[Any]]:
     return ManualClock(0), [], recording_operation(implementation)
 
 
+T = TypeVar("T")
+
+
+class AioCase:
+    """``fresh``'s clock, log and operation class (``clock``, ``log``, ``op_class``) with
+    two shortcuts: ``op`` makes an operation that logs to ``log`` on ``clock``, and ``run``
+    runs a test body on a purgatory ``"p"`` of ``implementation`` on ``clock``'s loop."""
+
+    def __init__(self, implementation: PurgatoryImplementation) -> None:
+        self.implementation = implementation
+        self.clock, self.log, self.op_class = fresh(implementation)
+
+    def op(self, delay_ms: int, name: str, **options: Any) -> Any:
+        """A recording operation (``recording_operation``'s options) on ``log``."""
+        return self.op_class(delay_ms, name, self.log, self.clock, **options)
+
+    def run(self, body: Callable[[AsyncPurgatory[Any]], Awaitable[T]]) -> T:
+        """``body(purgatory)`` inside ``async with AsyncPurgatory("p")``; its result."""
+
+        async def main() -> T:
+            async with AsyncPurgatory[Any]("p", implementation=self.implementation) as purgatory:
+                return await body(purgatory)
+
+        return run(main(), self.clock)
+
+
 class OffsetClock:
     """A user's own clock: a ManualClock's reading plus a fixed offset (neither a
     ManualClock nor a MonotonicClock, so the driver maps it through both readings)."""
@@ -116,3 +146,25 @@ async def settle() -> None:
     """Let every ready callback and task step run (no virtual time passes)."""
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+def assert_bound_is_checked(
+    implementation: PurgatoryImplementation, argument: str, fraction: float, default: int
+) -> None:
+    """R35 for a bound ``argument`` of ``AsyncPurgatory``: 0 and ``fraction`` raise a clear
+    error naming it, and no purgatory is built; left out, the driver takes ``default``."""
+
+    zero: dict[str, Any] = {argument: 0}
+    fractional: dict[str, Any] = {argument: fraction}
+
+    async def main() -> None:
+        with pytest.raises(ValueError, match=f"{argument} must be >= 1"):
+            AsyncPurgatory("bad", implementation=implementation, **zero)
+        with pytest.raises(TypeError, match=argument):
+            AsyncPurgatory("bad", implementation=implementation, **fractional)
+        purgatory: AsyncPurgatory[Any] = AsyncPurgatory("good", implementation=implementation)
+        assert getattr(purgatory.driver, argument) == default
+        assert repr(purgatory.driver) == "LoopTimerDriver(armed_due=None)"
+        purgatory.shutdown()
+
+    run(main())

@@ -22,6 +22,7 @@ from kpurgatory.aio import (
 )
 from kpurgatory.clock import ManualClock
 from tests.aio.support import (
+    AioCase,
     BoomError,
     Event,
     fresh,
@@ -61,9 +62,7 @@ def test_r49_shutdown_abandons_every_waiter_and_refuses_new_waits(
 @pytest.mark.parametrize("where", ["on_complete", "on_expiration"])
 def test_r49_shutdown_from_a_callback(implementation: PurgatoryImplementation, where: str) -> None:
     """R49: shutdown inside a callback; the calling operation keeps its outcome."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    base = recording_operation(implementation)
+    clock, log, base = fresh(implementation)
     holder: list[AsyncPurgatory[Any]] = []
 
     class ShutsDown(base):  # type: ignore[misc, valid-type]
@@ -129,24 +128,20 @@ async def _build(implementation: Any) -> None:
     AsyncPurgatory[Any]("p", implementation=implementation)
 
 
-def test_r50_blocking_try_complete_delays_expiries_which_keep_due_order(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r50_blocking_try_complete_delays_expiries_which_keep_due_order(aio: AioCase) -> None:
     """R50: a try_complete that blocks (here: 100 virtual ms pass inside it) stalls the
     loop; the operations due meanwhile expire late, after it returns, in due order."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            waits = [spawn(purgatory.wait(op(d, f"d{d}", log, clock), ["k"])) for d in (20, 10, 30)]
-            await asyncio.sleep(0.005)
-            blocking = op(1000, "blocker", log, clock, blocker=lambda: clock.advance(50))
-            blocked = spawn(purgatory.wait(blocking, ["b"]))  # 2 try_completes: 100 ms
-            assert [await w for w in waits] == [Outcome.EXPIRED] * 3
-            blocked.cancel()
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        waits = [spawn(purgatory.wait(aio.op(d, f"d{d}"), ["k"])) for d in (20, 10, 30)]
+        await asyncio.sleep(0.005)
+        blocking = aio.op(1000, "blocker", blocker=lambda: aio.clock.advance(50))
+        blocked = spawn(purgatory.wait(blocking, ["b"]))  # 2 try_completes: 100 ms
+        assert [await w for w in waits] == [Outcome.EXPIRED] * 3
+        blocked.cancel()
 
-    run(main(), clock)
-    assert [(name, at) for kind, name, at in log if kind == "expire"] == [
+    aio.run(main)
+    assert [(name, at) for kind, name, at in aio.log if kind == "expire"] == [
         ("d10", 105),
         ("d20", 105),
         ("d30", 105),
@@ -308,9 +303,7 @@ def test_r46_a_completion_from_another_thread_racing_the_expiry_is_completed(
     """R46, R17: the expiry's run has begun (on the loop) when another thread's
     force_complete wins: the outcome is COMPLETED, not EXPIRED, and on_expiration does
     not run. (The waiter learns which call won from the thread that won it.)"""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    base = recording_operation(implementation)
+    clock, log, base = fresh(implementation)
 
     class Racing(base):  # type: ignore[misc, valid-type]
         raced = False

@@ -17,11 +17,13 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from kpurgatory.aio import PurgatoryImplementation
 from tests.aio import test_bounded_driver as bounded
 from tests.aio import test_bounded_let_go as let_go
 from tests.aio import test_cancellation as cancellation
 from tests.aio import test_reentrant_shutdown as reentrant
 from tests.aio import test_waiter_settling as settling
+from tests.aio.support import AioCase
 from tests.aio.test_cancellation_machine import MACHINES
 from tests.mutants.catalog import Mutant, MutantError, applied, mutated_source
 from tests.mutants.patching import OPERATION, PURGATORY
@@ -36,6 +38,11 @@ Check = Callable[[], None]
 
 def _on(test: Callable[[Any], None], implementation: str) -> Check:
     return lambda: test(implementation)
+
+
+def _on_aio(test: Callable[[AioCase], None], implementation: PurgatoryImplementation) -> Check:
+    """``test`` on the ``aio`` fixture's value for ``implementation``."""
+    return lambda: test(AioCase(implementation))
 
 
 def _machine(implementation: str) -> Check:
@@ -108,7 +115,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "pass",
             "R58: purgatory.abandon on the reference never settles the waiter.",
         ),
-        _on(settling.test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter, "reference"),
+        _on_aio(settling.test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter, "reference"),
     ),
     (
         Mutant(
@@ -131,7 +138,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "R58: a CancelledError from on_complete leaves the waiter pending.",
         ),
         lambda: settling.test_r58_a_waiter_settles_whatever_on_complete_raises(
-            "optimized", asyncio.CancelledError("x")
+            AioCase("optimized"), asyncio.CancelledError("x")
         ),
     ),
     (
@@ -177,7 +184,7 @@ AIO_MUTANTS: tuple[tuple[Mutant, Check], ...] = (
             "R47: Waiter.cancel breaks Future.cancel's return contract.",
         ),
         lambda: cancellation.test_r57_cancelled_while_suspended_abandons_through_every_composition(
-            "optimized", "asyncio.wait"
+            AioCase("optimized"), "asyncio.wait"
         ),
     ),
     (

@@ -29,6 +29,7 @@ from kpurgatory.aio import (
 )
 from kpurgatory.clock import ManualClock
 from tests.aio.support import (
+    AioCase,
     Event,
     NoTimer,
     OffsetClock,
@@ -71,34 +72,30 @@ def test_r45_expiry_on_the_loop_thread_at_its_due_time_with_no_thread(
     assert expired_on == [threading.get_ident()]
 
 
-def test_r45_one_handle_armed_at_the_next_due_time_and_re_armed_earlier(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r45_one_handle_armed_at_the_next_due_time_and_re_armed_earlier(aio: AioCase) -> None:
     """R45, R44: the handle follows next_due_time; an earlier submission re-arms it."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            driver = purgatory.driver
-            assert driver.armed_due is None
-            waits = [spawn(purgatory.wait(op(100, "late", log, clock), ["k"]))]
-            await settle()
-            assert driver.armed_due == 100 == purgatory.timer.next_due_time
-            waits.append(spawn(purgatory.wait(op(30, "early", log, clock), ["k"])))
-            await settle()
-            assert driver.armed_due == 30
-            waits.append(spawn(purgatory.wait(op(60, "mid", log, clock), ["k"])))
-            await settle()
-            assert driver.armed_due == 30  # a later due time does not re-arm
-            assert await waits[1] is Outcome.EXPIRED
-            assert clock.now_ms() == 30
-            assert driver.armed_due == 60  # re-armed after the firing
-            assert await waits[0] is Outcome.EXPIRED
-            assert driver.armed_due is None  # nothing scheduled: nothing armed
-            assert await waits[2] is Outcome.EXPIRED
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        driver = purgatory.driver
+        assert driver.armed_due is None
+        waits = [spawn(purgatory.wait(aio.op(100, "late"), ["k"]))]
+        await settle()
+        assert driver.armed_due == 100 == purgatory.timer.next_due_time
+        waits.append(spawn(purgatory.wait(aio.op(30, "early"), ["k"])))
+        await settle()
+        assert driver.armed_due == 30
+        waits.append(spawn(purgatory.wait(aio.op(60, "mid"), ["k"])))
+        await settle()
+        assert driver.armed_due == 30  # a later due time does not re-arm
+        assert await waits[1] is Outcome.EXPIRED
+        assert aio.clock.now_ms() == 30
+        assert driver.armed_due == 60  # re-armed after the firing
+        assert await waits[0] is Outcome.EXPIRED
+        assert driver.armed_due is None  # nothing scheduled: nothing armed
+        assert await waits[2] is Outcome.EXPIRED
 
-    run(main(), clock)
-    assert [(kind, name, at) for kind, name, at in log if kind == "expire"] == [
+    aio.run(main)
+    assert [(kind, name, at) for kind, name, at in aio.log if kind == "expire"] == [
         ("expire", "early", 30),
         ("expire", "mid", 60),
         ("expire", "late", 100),
@@ -154,131 +151,111 @@ def test_r45_a_firing_purges_like_a_reaper_step(implementation: PurgatoryImpleme
 # ---- R46: awaiting an operation ----------------------------------------------------------
 
 
-def test_r46_completed_by_check_and_complete_on_the_loop(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r46_completed_by_check_and_complete_on_the_loop(aio: AioCase) -> None:
     """R46, R25: a loop-side check_and_complete completes the waiter; no time passes."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            operation = op(500, "a", log, clock)
-            waiting = spawn(purgatory.wait(operation, ["k1", "k2"]))
-            await settle()
-            assert (purgatory.waiting, purgatory.purgatory.num_delayed) == (1, 1)
-            assert purgatory.purgatory.watched == 2
-            assert purgatory.check_and_complete("k1") == 0  # not ready: stays
-            operation.ready = True
-            assert purgatory.check_and_complete("k1") == 1
-            assert await waiting is Outcome.COMPLETED
-            assert clock.now_ms() == 0
-            assert (purgatory.waiting, purgatory.purgatory.num_delayed) == (0, 0)
-            assert purgatory.driver.armed_due is None or purgatory.timer.next_due_time is None
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        operation = aio.op(500, "a")
+        waiting = spawn(purgatory.wait(operation, ["k1", "k2"]))
+        await settle()
+        assert (purgatory.waiting, purgatory.purgatory.num_delayed) == (1, 1)
+        assert purgatory.purgatory.watched == 2
+        assert purgatory.check_and_complete("k1") == 0  # not ready: stays
+        operation.ready = True
+        assert purgatory.check_and_complete("k1") == 1
+        assert await waiting is Outcome.COMPLETED
+        assert aio.clock.now_ms() == 0
+        assert (purgatory.waiting, purgatory.purgatory.num_delayed) == (0, 0)
+        assert purgatory.driver.armed_due is None or purgatory.timer.next_due_time is None
 
-    run(main(), clock)
-    assert log == [("complete", "a", 0)]
+    aio.run(main)
+    assert aio.log == [("complete", "a", 0)]
 
 
-def test_r46_completed_at_once_is_never_timed(implementation: PurgatoryImplementation) -> None:
+def test_r46_completed_at_once_is_never_timed(aio: AioCase) -> None:
     """R46, R23: a ready operation completes inside wait; nothing is watched or armed."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            outcome = await purgatory.wait(op(50, "a", log, clock, ready=True), ["k"])
-            assert outcome is Outcome.COMPLETED
-            assert purgatory.purgatory.watched == 0
-            assert purgatory.driver.armed_due is None
-            assert purgatory.purgatory.num_completed == 1
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        outcome = await purgatory.wait(aio.op(50, "a", ready=True), ["k"])
+        assert outcome is Outcome.COMPLETED
+        assert purgatory.purgatory.watched == 0
+        assert purgatory.driver.armed_due is None
+        assert purgatory.purgatory.num_completed == 1
 
-    run(main(), clock)
+    aio.run(main)
 
 
-def test_r46_force_complete_by_hand_and_zero_delay_expiry(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r46_force_complete_by_hand_and_zero_delay_expiry(aio: AioCase) -> None:
     """R46: force_complete gives COMPLETED; a delay of 0 gives EXPIRED with no time passing."""
-    clock = ManualClock(9)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    aio.clock.advance(9)  # the clock reads 9 when the purgatory starts
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            manual = op(10_000, "manual", log, clock)
-            waiting = spawn(purgatory.wait(manual, ["k"]))
-            await settle()
-            assert manual.force_complete() is True
-            assert await waiting is Outcome.COMPLETED
-            assert await purgatory.wait(op(0, "zero", log, clock), ["k"]) is Outcome.EXPIRED
-            assert clock.now_ms() == 9
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        manual = aio.op(10_000, "manual")
+        waiting = spawn(purgatory.wait(manual, ["k"]))
+        await settle()
+        assert manual.force_complete() is True
+        assert await waiting is Outcome.COMPLETED
+        assert await purgatory.wait(aio.op(0, "zero"), ["k"]) is Outcome.EXPIRED
+        assert aio.clock.now_ms() == 9
 
-    run(main(), clock)
-    assert log == [("complete", "manual", 9), ("complete", "zero", 9), ("expire", "zero", 9)]
+    aio.run(main)
+    assert aio.log == [("complete", "manual", 9), ("complete", "zero", 9), ("expire", "zero", 9)]
 
 
-def test_r1_r3_negative_delays_expire_at_submission_or_the_next_drain(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r1_r3_negative_delays_expire_at_submission_or_the_next_drain(aio: AioCase) -> None:
     """R1, R3 (docs/tutorial.md, "Negative timeouts"): a negative delay is accepted. Due
     at or before the timer's current time, it expires within the submitting call;
     due between that and the clock (the clock moved since the last drain), at the next
     drain. Neither waits for the clock; a ready operation completes instead."""
-    clock = ManualClock(100)
-    log: list[Event] = []
-    op = recording_operation(implementation)
+    aio.clock.advance(100)  # the clock reads 100 when the purgatory starts
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            clock.advance(3)  # the timer still reads 100: it has not drained since
-            past = op(-5, "past", log, clock)  # due 98: before the timer's time
-            assert purgatory.submit(past, ["k"]).result() is Outcome.EXPIRED
-            assert log == [("complete", "past", 103), ("expire", "past", 103)]
-            between = op(-1, "between", log, clock)  # due 102: after the timer's 100
-            waiter = purgatory.submit(between, ["k"])
-            assert not waiter.done() and purgatory.purgatory.num_delayed == 1
-            assert await waiter is Outcome.EXPIRED  # at the next drain
-            ready = op(-50, "ready", log, clock, ready=True)
-            assert await purgatory.wait(ready, ["k"]) is Outcome.COMPLETED
-            assert clock.now_ms() == 103  # no time passed for any of them
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        aio.clock.advance(3)  # the timer still reads 100: it has not drained since
+        past = aio.op(-5, "past")  # due 98: before the timer's time
+        assert purgatory.submit(past, ["k"]).result() is Outcome.EXPIRED
+        assert aio.log == [("complete", "past", 103), ("expire", "past", 103)]
+        between = aio.op(-1, "between")  # due 102: after the timer's 100
+        waiter = purgatory.submit(between, ["k"])
+        assert not waiter.done() and purgatory.purgatory.num_delayed == 1
+        assert await waiter is Outcome.EXPIRED  # at the next drain
+        ready = aio.op(-50, "ready", ready=True)
+        assert await purgatory.wait(ready, ["k"]) is Outcome.COMPLETED
+        assert aio.clock.now_ms() == 103  # no time passed for any of them
 
-    run(main(), clock)
-    assert log[2:] == [
+    aio.run(main)
+    assert aio.log[2:] == [
         ("complete", "between", 103),
         ("expire", "between", 103),
         ("complete", "ready", 103),
     ]
 
 
-def test_r46_bad_arguments_raise_and_leave_no_trace(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r46_bad_arguments_raise_and_leave_no_trace(aio: AioCase) -> None:
     """R46 with R34-R36: errors as try_complete_else_watch's; nothing watched, timed, armed."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            operation = op(50, "a", log, clock)
-            with pytest.raises(ValueError, match="watch_keys"):
-                await purgatory.wait(operation, [])
-            with pytest.raises(TypeError):
-                unhashable: Any = [["unhashable"]]
-                await purgatory.wait(op(50, "b", log, clock), unhashable)
-            with pytest.raises(TypeError, match=r"operation must be a kpurgatory\.aio"):
-                await purgatory.wait(pending_operation(PlainOperation)(50), ["k"])
-            assert purgatory.purgatory.watched == 0
-            assert purgatory.purgatory.num_delayed == 0
-            assert purgatory.waiting == 0
-            assert purgatory.driver.armed_due is None
-            waiting = spawn(purgatory.wait(operation, ["k"]))  # usable after a refused try
-            await settle()
-            with pytest.raises(ValueError, match="already awaited"):
-                await purgatory.wait(operation, ["k"])
-            assert purgatory.purgatory.watched == 1
-            assert await waiting is Outcome.EXPIRED
-            with pytest.raises(ValueError, match="already passed"):  # R34: once in its life
-                await purgatory.wait(operation, ["k"])
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        operation = aio.op(50, "a")
+        with pytest.raises(ValueError, match="watch_keys"):
+            await purgatory.wait(operation, [])
+        with pytest.raises(TypeError):
+            unhashable: Any = [["unhashable"]]
+            await purgatory.wait(aio.op(50, "b"), unhashable)
+        with pytest.raises(TypeError, match=r"operation must be a kpurgatory\.aio"):
+            await purgatory.wait(pending_operation(PlainOperation)(50), ["k"])
+        assert purgatory.purgatory.watched == 0
+        assert purgatory.purgatory.num_delayed == 0
+        assert purgatory.waiting == 0
+        assert purgatory.driver.armed_due is None
+        waiting = spawn(purgatory.wait(operation, ["k"]))  # usable after a refused try
+        await settle()
+        with pytest.raises(ValueError, match="already awaited"):
+            await purgatory.wait(operation, ["k"])
+        assert purgatory.purgatory.watched == 1
+        assert await waiting is Outcome.EXPIRED
+        with pytest.raises(ValueError, match="already passed"):  # R34: once in its life
+            await purgatory.wait(operation, ["k"])
 
-    run(main(), clock)
+    aio.run(main)
 
 
 def test_r45_try_complete_else_watch_names_the_wrapped_implementation_it_accepts(
@@ -358,29 +335,25 @@ def test_r44_a_later_schedule_keeps_the_earlier_arming_and_stopped_reads_true_af
         loop.close()
 
 
-def test_r46_wait_is_a_coroutine_function_and_submit_returns_a_plain_future(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r46_wait_is_a_coroutine_function_and_submit_returns_a_plain_future(aio: AioCase) -> None:
     """R46, R57: wait is an async def (it submits when its coroutine first runs); submit
     submits at the call and returns a Future that is not a coroutine, so asyncio.wait,
     gather and create_task take each as they take any future or coroutine."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            assert inspect.iscoroutinefunction(type(purgatory).wait)
-            coroutine = purgatory.wait(op(100, "a", log, clock), ["k"])
-            assert asyncio.iscoroutine(coroutine)
-            assert purgatory.purgatory.watched == 0 and purgatory.waiting == 0
-            task = asyncio.get_running_loop().create_task(coroutine)
-            await settle()
-            assert purgatory.purgatory.watched == 1 and purgatory.waiting == 1
-            waiter = purgatory.submit(op(50, "b", log, clock), ["k"])
-            assert isinstance(waiter, asyncio.Future) and not asyncio.iscoroutine(waiter)
-            assert purgatory.purgatory.watched == 2 and purgatory.waiting == 2
-            done, pending = await asyncio.wait([waiter])  # a coroutine face would be refused
-            assert done == {waiter} and not pending
-            assert list(await asyncio.gather(task, waiter)) == [Outcome.EXPIRED, Outcome.EXPIRED]
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        assert inspect.iscoroutinefunction(type(purgatory).wait)
+        coroutine = purgatory.wait(aio.op(100, "a"), ["k"])
+        assert asyncio.iscoroutine(coroutine)
+        assert purgatory.purgatory.watched == 0 and purgatory.waiting == 0
+        task = asyncio.get_running_loop().create_task(coroutine)
+        await settle()
+        assert purgatory.purgatory.watched == 1 and purgatory.waiting == 1
+        waiter = purgatory.submit(aio.op(50, "b"), ["k"])
+        assert isinstance(waiter, asyncio.Future) and not asyncio.iscoroutine(waiter)
+        assert purgatory.purgatory.watched == 2 and purgatory.waiting == 2
+        done, pending = await asyncio.wait([waiter])  # a coroutine face would be refused
+        assert done == {waiter} and not pending
+        assert list(await asyncio.gather(task, waiter)) == [Outcome.EXPIRED, Outcome.EXPIRED]
 
-    run(main(), clock)
-    assert [name for kind, name, _ in log if kind == "expire"] == ["b", "a"]
+    aio.run(main)
+    assert [name for kind, name, _ in aio.log if kind == "expire"] == ["b", "a"]

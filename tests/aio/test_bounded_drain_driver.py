@@ -19,7 +19,7 @@ from kpurgatory.aio import AsyncPurgatory, Outcome, PurgatoryImplementation, run
 from kpurgatory.aio.driver import DEFAULT_MAX_DRAIN_ENTRIES, LoopTimerDriver
 from kpurgatory.aio.virtual import VirtualTimeLoop
 from kpurgatory.clock import ManualClock
-from tests.aio.support import Event, NoTimer, recording_operation
+from tests.aio.support import Event, NoTimer, assert_bound_is_checked, recording_operation
 
 _BOUND = 16
 
@@ -239,18 +239,7 @@ def test_r72_shutdown_between_pieces_stops_the_drain(
 
 def test_r72_the_bound_is_checked(implementation: PurgatoryImplementation) -> None:
     """R35 for the new argument: a clear error naming it, and no purgatory built."""
-
-    async def main() -> None:
-        with pytest.raises(ValueError, match="max_drain_entries must be >= 1"):
-            AsyncPurgatory("bad", implementation=implementation, max_drain_entries=0)
-        with pytest.raises(TypeError, match="max_drain_entries"):
-            AsyncPurgatory("bad", implementation=implementation, max_drain_entries=2.5)  # type: ignore[arg-type]
-        purgatory: AsyncPurgatory[Any] = AsyncPurgatory("good", implementation=implementation)
-        assert purgatory.driver.max_drain_entries == DEFAULT_MAX_DRAIN_ENTRIES
-        assert repr(purgatory.driver) == "LoopTimerDriver(armed_due=None)"
-        purgatory.shutdown()
-
-    run(main())
+    assert_bound_is_checked(implementation, "max_drain_entries", 2.5, DEFAULT_MAX_DRAIN_ENTRIES)
 
 
 @pytest.mark.parametrize("bound", [0, -1])

@@ -16,7 +16,7 @@ import pytest
 from kpurgatory.aio import AsyncPurgatory, Outcome, PurgatoryImplementation, run
 from kpurgatory.aio.driver import DEFAULT_MAX_HAND_OVERS
 from kpurgatory.clock import ManualClock
-from tests.aio.support import Event, recording_operation
+from tests.aio.support import Event, assert_bound_is_checked, fresh, recording_operation
 
 _BOUND = 3
 
@@ -58,11 +58,9 @@ def test_r70_a_firing_hands_over_at_most_the_bound_then_yields(
     firing runs at most three expiries, the heartbeat runs between batches, due order is
     kept, nothing runs before its due time, and the clock does not move between batches
     (the continuation is a call_soon, not a later call_at)."""
-    operation = recording_operation(implementation)
-    clock = ManualClock(0)
+    clock, log, operation = fresh(implementation)
 
     async def main() -> None:
-        log: list[Event] = []
         loop = asyncio.get_running_loop()
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory(
             "bounded", implementation=implementation, max_hand_overs=_BOUND
@@ -100,11 +98,9 @@ def test_r70_never_early_and_in_due_order_across_batches(
 ) -> None:
     """Operations due at different times, some overdue and some not: the overdue ones
     run in batches of the bound, the rest each at its own due time, never before it."""
-    operation = recording_operation(implementation)
-    clock = ManualClock(0)
+    clock, log, operation = fresh(implementation)
 
     async def main() -> None:
-        log: list[Event] = []
         loop = asyncio.get_running_loop()
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory(
             "order", implementation=implementation, max_hand_overs=2
@@ -129,11 +125,9 @@ def test_r70_shutdown_from_an_expiry_drops_the_rest_of_the_backlog(
 ) -> None:
     """R70, R32, R49: the second expiry of a batch shuts the purgatory down; no operation
     of the backlog expires afterwards and every waiter settles (ABANDONED)."""
-    operation = recording_operation(implementation)
-    clock = ManualClock(0)
+    clock, log, operation = fresh(implementation)
 
     async def main() -> None:
-        log: list[Event] = []
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory(
             "drop", implementation=implementation, max_hand_overs=_BOUND
         )
@@ -161,11 +155,9 @@ def test_r70_a_task_added_due_at_once_by_an_expiry_runs_inside_its_add(
 ) -> None:
     """R70, R6: an expiry that submits an operation with delay 0 expires it inside its
     own add, before the rest of the batch."""
-    operation = recording_operation(implementation)
-    clock = ManualClock(0)
+    clock, log, operation = fresh(implementation)
 
     async def main() -> None:
-        log: list[Event] = []
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory(
             "nested", implementation=implementation, max_hand_overs=2
         )
@@ -187,17 +179,7 @@ def test_r70_a_task_added_due_at_once_by_an_expiry_runs_inside_its_add(
 
 def test_r70_the_bound_is_checked(implementation: PurgatoryImplementation) -> None:
     """R35 for the new argument: a clear error naming it, and no purgatory built."""
-
-    async def main() -> None:
-        with pytest.raises(ValueError, match="max_hand_overs must be >= 1"):
-            AsyncPurgatory("bad", implementation=implementation, max_hand_overs=0)
-        with pytest.raises(TypeError, match="max_hand_overs"):
-            AsyncPurgatory("bad", implementation=implementation, max_hand_overs=1.5)  # type: ignore[arg-type]
-        purgatory: AsyncPurgatory[Any] = AsyncPurgatory("good", implementation=implementation)
-        assert purgatory.driver.max_hand_overs == DEFAULT_MAX_HAND_OVERS
-        purgatory.shutdown()
-
-    run(main())
+    assert_bound_is_checked(implementation, "max_hand_overs", 1.5, DEFAULT_MAX_HAND_OVERS)
 
 
 @pytest.mark.parametrize("implementation", ["optimized", "reference"])

@@ -36,6 +36,14 @@ class _Watcher:
         return [a - b for a, b in zip(self.readings, self.readings[1:], strict=False) if a > b]
 
 
+def _loop_pieces() -> tuple[asyncio.AbstractEventLoop, ManualClock, list[Event], type[Any]]:
+    """Inside ``run``: the running virtual-time loop, its clock, an empty event log and
+    the optimized recording operation."""
+    loop = asyncio.get_running_loop()
+    clock: ManualClock = loop.clock  # type: ignore[attr-defined]
+    return loop, clock, [], recording_operation("optimized")
+
+
 async def _overdue_at_once(
     count: int, max_hand_overs: int, purge_interval: int = 1000
 ) -> tuple[_Watcher, Any, list[Any]]:
@@ -45,10 +53,7 @@ async def _overdue_at_once(
     The drain is left in one piece (R72's bound above ``count``): a later piece is a
     driver callback that purges (R30) in the same loop iteration as a let-go pass, and
     the watcher reads once per iteration, so it would see two bounded passes as one."""
-    operation = recording_operation("optimized")
-    loop = asyncio.get_running_loop()
-    clock: ManualClock = loop.clock  # type: ignore[attr-defined]
-    log: list[Event] = []
+    loop, clock, log, operation = _loop_pieces()
     purgatory: AsyncPurgatory[Any] = AsyncPurgatory(
         "let-go",
         max_hand_overs=max_hand_overs,
@@ -114,10 +119,7 @@ def test_r71_shutdown_stops_an_owed_let_go() -> None:
     unlinked by the loop after it)."""
 
     async def main() -> None:
-        operation = recording_operation("optimized")
-        loop = asyncio.get_running_loop()
-        clock: ManualClock = loop.clock  # type: ignore[attr-defined]
-        log: list[Event] = []
+        loop, clock, log, operation = _loop_pieces()
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory("stop", max_hand_overs=1)
         ops = [operation(10, f"op{i}", log, clock) for i in range(20)]
         waiters = [purgatory.submit(op, [f"k{i}"]) for i, op in enumerate(ops)]
@@ -150,10 +152,7 @@ def failing_key_round() -> None:
     still watched."""
 
     async def main() -> None:
-        operation = recording_operation("optimized")
-        loop = asyncio.get_running_loop()
-        clock: ManualClock = loop.clock  # type: ignore[attr-defined]
-        log: list[Event] = []
+        loop, clock, log, operation = _loop_pieces()
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory("failing", max_hand_overs=2)
         bad = _FailingKey()
         ops = [operation(10, f"op{i}", log, clock) for i in range(12)]
@@ -191,10 +190,7 @@ def test_r71_a_stopped_driver_lets_nothing_more_go() -> None:
     ``LoopTimerDriver._continue_let_go`` (one more bounded pass after the stop)."""
 
     async def main() -> None:
-        operation = recording_operation("optimized")
-        loop = asyncio.get_running_loop()
-        clock: ManualClock = loop.clock  # type: ignore[attr-defined]
-        log: list[Event] = []
+        loop, clock, log, operation = _loop_pieces()
         purgatory: AsyncPurgatory[Any] = AsyncPurgatory("stop", max_hand_overs=2)
         waiters = [
             purgatory.submit(operation(10, f"op{i}", log, clock), [f"k{i}"]) for i in range(12)

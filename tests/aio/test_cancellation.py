@@ -20,11 +20,10 @@ from kpurgatory.aio import (
     AsyncPurgatory,
     DelayedOperation,
     Outcome,
-    PurgatoryImplementation,
     run,
 )
 from kpurgatory.clock import ManualClock
-from tests.aio.support import fresh
+from tests.aio.support import AioCase
 from tests.support import DelegatingLock, pending_operation
 
 pytestmark = pytest.mark.timeout(30)
@@ -43,48 +42,40 @@ def never_completes_afterwards(purgatory: AsyncPurgatory[Any], operation: Any) -
 # ---- R57: cancelled before the first step: never submitted ---------------------------------
 
 
-def test_r57_a_task_cancelled_before_its_first_step_never_submits(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r57_a_task_cancelled_before_its_first_step_never_submits(aio: AioCase) -> None:
     """R57 (bug: the operation stayed watched and timed, later completed or expired, and
     waiting counted it): create_task(p.wait(...)).cancel() before the task runs."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            operation = op(50, "a", log, clock)
-            task = asyncio.get_running_loop().create_task(purgatory.wait(operation, ["k"]))
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            assert (purgatory.purgatory.watched, purgatory.waiting) == (0, 0)
-            assert not operation.is_abandoned and not operation.is_completed
-            await asyncio.sleep(0.1)
-            assert log == []
-            operation.ready = True  # never submitted: it may be submitted now
-            assert await purgatory.wait(operation, ["k"]) is Outcome.COMPLETED
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        operation = aio.op(50, "a")
+        task = asyncio.get_running_loop().create_task(purgatory.wait(operation, ["k"]))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert (purgatory.purgatory.watched, purgatory.waiting) == (0, 0)
+        assert not operation.is_abandoned and not operation.is_completed
+        await asyncio.sleep(0.1)
+        assert aio.log == []
+        operation.ready = True  # never submitted: it may be submitted now
+        assert await purgatory.wait(operation, ["k"]) is Outcome.COMPLETED
 
-    run(main(), clock)
+    aio.run(main)
 
 
-def test_r57_a_task_group_whose_body_raises_after_create_task_submits_nothing(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r57_a_task_group_whose_body_raises_after_create_task_submits_nothing(aio: AioCase) -> None:
     """R57: a TaskGroup cancels a child that has not started; nothing was submitted."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            operation = op(50, "a", log, clock)
-            with pytest.raises(ExceptionGroup):
-                async with asyncio.TaskGroup() as group:
-                    group.create_task(purgatory.wait(operation, ["k"]))
-                    raise ValueError("body failed")
-            assert (purgatory.purgatory.watched, purgatory.waiting) == (0, 0)
-            await asyncio.sleep(0.1)
-            assert log == [] and not operation.is_completed
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        operation = aio.op(50, "a")
+        with pytest.raises(ExceptionGroup):
+            async with asyncio.TaskGroup() as group:
+                group.create_task(purgatory.wait(operation, ["k"]))
+                raise ValueError("body failed")
+        assert (purgatory.purgatory.watched, purgatory.waiting) == (0, 0)
+        await asyncio.sleep(0.1)
+        assert aio.log == [] and not operation.is_completed
 
-    run(main(), clock)
+    aio.run(main)
 
 
 # ---- R47, R57: cancelled while suspended, through every composition -----------------------
@@ -149,109 +140,93 @@ COMPOSITIONS: dict[str, Callable[[AsyncPurgatory[Any], Any], Awaitable[None]]] =
 
 @pytest.mark.parametrize("composition", sorted(COMPOSITIONS))
 def test_r57_cancelled_while_suspended_abandons_through_every_composition(
-    implementation: PurgatoryImplementation, composition: str
+    aio: AioCase, composition: str
 ) -> None:
     """R47, R57: whichever asyncio composition gives up on the wait, the operation is
     abandoned and never completes or expires afterwards."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            operation = op(50, "a", log, clock)
-            await COMPOSITIONS[composition](purgatory, operation)
-            never_completes_afterwards(purgatory, operation)
-            await asyncio.sleep(0.1)
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        operation = aio.op(50, "a")
+        await COMPOSITIONS[composition](purgatory, operation)
+        never_completes_afterwards(purgatory, operation)
+        await asyncio.sleep(0.1)
 
-    run(main(), clock)
-    assert log == []
+    aio.run(main)
+    assert aio.log == []
 
 
-def test_r57_shield_keeps_the_inner_wait_until_the_inner_task_gives_up(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r57_shield_keeps_the_inner_wait_until_the_inner_task_gives_up(aio: AioCase) -> None:
     """R57: cancelling the outer side of shield leaves the inner wait going (nobody gave
     up on it): it still completes; cancelling the inner task then would abandon."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            operation = op(50, "a", log, clock)
-            inner = asyncio.get_running_loop().create_task(purgatory.wait(operation, ["k"]))
-            with pytest.raises(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(inner), 0.01)
-            assert not operation.is_abandoned and purgatory.purgatory.watched == 1
-            operation.ready = True
-            assert purgatory.check_and_complete("k") == 1
-            assert await inner is Outcome.COMPLETED
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        operation = aio.op(50, "a")
+        inner = asyncio.get_running_loop().create_task(purgatory.wait(operation, ["k"]))
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(inner), 0.01)
+        assert not operation.is_abandoned and purgatory.purgatory.watched == 1
+        operation.ready = True
+        assert purgatory.check_and_complete("k") == 1
+        assert await inner is Outcome.COMPLETED
 
-    run(main(), clock)
-    assert log == [("complete", "a", 10)]
+    aio.run(main)
+    assert aio.log == [("complete", "a", 10)]
 
 
 def test_r57_a_task_cancelling_itself_in_try_complete_abandons_at_its_next_yield(
-    implementation: PurgatoryImplementation,
+    aio: AioCase,
 ) -> None:
     """R57: try_complete (run inside wait's first step) cancels its own task; the wait
     then yields its waiter, the task cancels it, and the operation is abandoned before
     any other callback runs."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            state: dict[str, Any] = {}
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        state: dict[str, Any] = {}
 
-            def cancel_own_task() -> None:
-                task = asyncio.current_task()
-                if task is not None and "cancelled" not in state:
-                    state["cancelled"] = task.cancel()
+        def cancel_own_task() -> None:
+            task = asyncio.current_task()
+            if task is not None and "cancelled" not in state:
+                state["cancelled"] = task.cancel()
 
-            operation = op(50, "a", log, clock, blocker=cancel_own_task)
-            task = asyncio.get_running_loop().create_task(purgatory.wait(operation, ["k"]))
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            assert state["cancelled"] is True
-            never_completes_afterwards(purgatory, operation)
+        operation = aio.op(50, "a", blocker=cancel_own_task)
+        task = asyncio.get_running_loop().create_task(purgatory.wait(operation, ["k"]))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert state["cancelled"] is True
+        never_completes_afterwards(purgatory, operation)
 
-    run(main(), clock)
-    assert log == []
+    aio.run(main)
+    assert aio.log == []
 
 
-def test_r57_a_coroutine_closed_while_suspended_abandons(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r57_a_coroutine_closed_while_suspended_abandons(aio: AioCase) -> None:
     """R57: closing wait's coroutine while it waits (GeneratorExit) abandons too."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            operation = op(50, "a", log, clock)
-            coroutine = purgatory.wait(operation, ["k"])
-            coroutine.send(None)  # the first step: submits, then suspends on the waiter
-            assert purgatory.purgatory.watched == 1
-            coroutine.close()
-            never_completes_afterwards(purgatory, operation)
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        operation = aio.op(50, "a")
+        coroutine = purgatory.wait(operation, ["k"])
+        coroutine.send(None)  # the first step: submits, then suspends on the waiter
+        assert purgatory.purgatory.watched == 1
+        coroutine.close()
+        never_completes_afterwards(purgatory, operation)
 
-    run(main(), clock)
-    assert log == []
+    aio.run(main)
+    assert aio.log == []
 
 
-def test_r47_cancel_after_the_outcome_changes_nothing(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r47_cancel_after_the_outcome_changes_nothing(aio: AioCase) -> None:
     """R47, R57: a waiter whose outcome was set refuses cancel (False): the operation
     stays completed."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            operation = op(50, "a", log, clock)
-            waiter = purgatory.submit(operation, ["k"])
-            operation.ready = True
-            purgatory.check_and_complete("k")
-            assert waiter.cancel() is False
-            assert operation.is_completed and await waiter is Outcome.COMPLETED
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        operation = aio.op(50, "a")
+        waiter = purgatory.submit(operation, ["k"])
+        operation.ready = True
+        purgatory.check_and_complete("k")
+        assert waiter.cancel() is False
+        assert operation.is_completed and await waiter is Outcome.COMPLETED
 
-    run(main(), clock)
+    aio.run(main)
 
 
 class _ExitingLock(DelegatingLock):

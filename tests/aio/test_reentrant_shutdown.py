@@ -17,7 +17,7 @@ import pytest
 
 from kpurgatory.aio import AsyncPurgatory, Outcome, PurgatoryImplementation, VirtualTimeLoop, run
 from kpurgatory.clock import ManualClock
-from tests.aio.support import Event, recording_operation
+from tests.aio.support import Event, fresh, recording_operation
 
 
 def _shutting_down(implementation: str, on_try: int) -> type[Any]:
@@ -73,9 +73,7 @@ def test_r49_shutdown_from_another_operations_try_complete_during_a_submission(
     implementation: PurgatoryImplementation,
 ) -> None:
     """An earlier waiter and the one being submitted both settle ABANDONED."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    base = recording_operation(implementation)
+    clock, log, base = fresh(implementation)
     operation = _shutting_down(implementation, 2)
 
     async def main() -> None:
@@ -96,9 +94,7 @@ def test_r50_shutdown_from_a_thread_after_the_loop_closed_lets_the_waiters_go(
 ) -> None:
     """Two awaited operations, the loop closed under them, then shutdown from a plain
     thread: both abandoned and ``waiting`` is 0 (it stayed 2, the waiters referenced)."""
-    clock = ManualClock(0)
-    log: list[Event] = []
-    base = recording_operation(implementation)
+    clock, log, base = fresh(implementation)
     loop = VirtualTimeLoop(clock)
     ops = [base(100, f"op{i}", log, clock) for i in range(2)]
     try:

@@ -24,7 +24,7 @@ from kpurgatory.aio import (
     run,
 )
 from kpurgatory.clock import ManualClock
-from tests.aio.support import NoTimer, OffsetClock, fresh
+from tests.aio.support import AioCase, NoTimer, OffsetClock, fresh
 from tests.support import DelegatingLock
 
 pytestmark = pytest.mark.timeout(30)
@@ -35,47 +35,41 @@ pytestmark = pytest.mark.timeout(30)
 
 @pytest.mark.parametrize("error", [ValueError("boom"), asyncio.CancelledError("from fut")])
 def test_r58_a_waiter_settles_whatever_on_complete_raises(
-    implementation: PurgatoryImplementation, error: BaseException
+    aio: AioCase, error: BaseException
 ) -> None:
     """R48, R58 (bug: a CancelledError from on_complete left the waiter pending for
     ever, even after shutdown): the completing call and the waiter both raise it."""
-    clock, log, op = fresh(implementation)
 
     def fail() -> None:
         raise error
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            operation = op(50, "a", log, clock, action=fail)
-            waiter = purgatory.submit(operation, ["k"])
-            operation.ready = True
-            with pytest.raises(type(error)):
-                purgatory.check_and_complete("k")
-            assert waiter.done() and purgatory.waiting == 0
-            assert waiter.exception() is error
-            assert operation.is_completed
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        operation = aio.op(50, "a", action=fail)
+        waiter = purgatory.submit(operation, ["k"])
+        operation.ready = True
+        with pytest.raises(type(error)):
+            purgatory.check_and_complete("k")
+        assert waiter.done() and purgatory.waiting == 0
+        assert waiter.exception() is error
+        assert operation.is_completed
 
-    run(main(), clock)
+    aio.run(main)
 
 
-def test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter(
-    implementation: PurgatoryImplementation,
-) -> None:
+def test_r58_abandon_on_the_wrapped_purgatory_settles_the_waiter(aio: AioCase) -> None:
     """R58 (bug: on the reference, purgatory.abandon never told the waiter): abandon and
     cancel() made on the wrapped purgatory directly settle the waiter ABANDONED."""
-    clock, log, op = fresh(implementation)
 
-    async def main() -> None:
-        async with AsyncPurgatory[Any]("p", implementation=implementation) as purgatory:
-            first, second = op(50, "a", log, clock), op(50, "b", log, clock)
-            waiters = [purgatory.submit(first, ["k"]), purgatory.submit(second, ["k"])]
-            assert purgatory.purgatory.abandon(first) is True
-            second.cancel()
-            outcomes = [await asyncio.wait_for(waiter, 1) for waiter in waiters]
-            assert outcomes == [Outcome.ABANDONED] * 2
-            assert purgatory.waiting == 0
+    async def main(purgatory: AsyncPurgatory[Any]) -> None:
+        first, second = aio.op(50, "a"), aio.op(50, "b")
+        waiters = [purgatory.submit(first, ["k"]), purgatory.submit(second, ["k"])]
+        assert purgatory.purgatory.abandon(first) is True
+        second.cancel()
+        outcomes = [await asyncio.wait_for(waiter, 1) for waiter in waiters]
+        assert outcomes == [Outcome.ABANDONED] * 2
+        assert purgatory.waiting == 0
 
-    run(main(), clock)
+    aio.run(main)
 
 
 def test_r58_the_wrapped_purgatory_shut_down_directly_ends_the_driver_and_the_waiters(

@@ -20,6 +20,7 @@ from kpurgatory.bench import kafka08
 from kpurgatory.reference.purgatory import REAPER_STEP_MS
 from kpurgatory.spec.events import OperationCompleted, OperationExpired, TaskRan
 from tests.support import Recorder, operation_class, recorded_clock, task_class
+from tests.timer_support import random_timer_steps
 
 
 def _timer(impl: ModuleType, clock: ManualClock) -> Any:
@@ -33,15 +34,9 @@ def _random_timer_script(impl: ModuleType, seed: int) -> list[tuple[str, int]]:
     timer = _timer(impl, clock)
     task_type = task_class(impl)
     tasks = [task_type(rng.randrange(-5, 400), f"t{i}", recorder) for i in range(60)]
-    for _ in range(400):
-        roll = rng.random()
-        task = rng.choice(tasks)
-        if roll < 0.45:
-            timer.add(task)
-        elif roll < 0.7:
-            task.cancel()
-        else:
-            timer.advance_clock(rng.choice([0, 1, 3, 17, 60]))
+    random_timer_steps(
+        rng, timer, tasks, 400, add_below=0.45, cancel_below=0.7, advances=[0, 1, 3, 17, 60]
+    )
     timer.advance_clock(1000)
     timer.close()
     return [(event.task, event.at_ms) for event in recorder.events if isinstance(event, TaskRan)]

@@ -38,6 +38,7 @@ from tests.concurrency.scenarios import (
     Build,
     Check,
     World,
+    _completed_once,
     _expect,
     _no_errors,
     scheduled_operation,
@@ -260,8 +261,7 @@ def maybe_vs_check() -> Build:
 
         def check(result: RunResult) -> None:
             _no_errors(result)
-            _expect(result, op.is_completed, "completion lost: the pending flag was ignored")
-            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
+            _completed_once(world, result, op, "completion lost: the pending flag was ignored")
 
         return check
 
@@ -477,8 +477,7 @@ def knock_vs_holder(
                 outcomes.append((tried, finished_at_return[0]))
             forced = result.results.get("force") is True
             _expect(result, tried or forced, f"knock lost (R20): {trace}")
-            _expect(result, op.is_completed, "completion lost: operation still pending")
-            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
+            _completed_once(world, result, op, "completion lost: operation still pending")
 
         return check
 

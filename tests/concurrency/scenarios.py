@@ -288,6 +288,12 @@ def _expect(result: RunResult, condition: bool, message: str) -> None:
         raise result.fail(message)
 
 
+def _completed_once(world: World, result: RunResult, op: Any, lost: str) -> None:
+    """``op`` ended completed (else fail with ``lost``) and ran ``on_complete`` once."""
+    _expect(result, op.is_completed, lost)
+    _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
+
+
 def _one_winner(world: World, result: RunResult, names: list[str]) -> int:
     """No thread raised; ``op`` completed once, by exactly one of the threads ``names``
     (a True result) or by its expiry; how often it expired (0 or 1)."""
@@ -400,8 +406,7 @@ def maybe_try_complete_race(callers: int) -> Build:
 
         def check(result: RunResult) -> None:
             _no_errors(result)
-            _expect(result, op.is_completed, "completion lost: operation still pending")
-            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
+            _completed_once(world, result, op, "completion lost: operation still pending")
             trues = [name for name, value in result.results.items() if value is True]
             _expect(result, len(trues) == 1, f"maybe_try_complete returned True in {trues}")
             flags = getattr(op, "_flags", None)
@@ -449,8 +454,7 @@ def foreign_lock_holder(via: str, shared_with_operation: bool) -> Build:
 
         def check(result: RunResult) -> None:
             _no_errors(result)
-            _expect(result, op.is_completed, "completion lost: operation still pending")
-            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
+            _completed_once(world, result, op, "completion lost: operation still pending")
 
         return check
 
@@ -477,8 +481,7 @@ def watch_vs_event(event_key: str, event_first_try: bool = False) -> Build:
 
         def check(result: RunResult) -> None:
             _no_errors(result)
-            _expect(result, op.is_completed, "event missed: operation still pending")
-            _expect(result, world.count("complete", "op") == 1, f"on_complete ran {world.log}")
+            _completed_once(world, result, op, "event missed: operation still pending")
             _expect(result, world.count("expire", "op") == 0, "expired")
             won = int(result.results["submit"] is True) + int(result.results["event"] == 1)
             _expect(result, won == 1, f"results {result.results}")

@@ -11,7 +11,6 @@ lock removes the switch points the scheduler would have used.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from tests.concurrency.lockset import Lockset, LocksetViolationError, is_pure
 from tests.concurrency.mutants import BUG_PATCHES, GAP_PATCHES, LOCK_PATCHES
 from tests.concurrency.scheduler import Exploration, ScheduleError, explore
 from tests.mutants.catalog import Mutant, applied
-from tests.support import WaiterLock, load
+from tests.support import WaiterLock, load, pending_operation, race_threads
 
 PATCHES = {mutant.name: mutant for mutant in LOCK_PATCHES + BUG_PATCHES + GAP_PATCHES}
 
@@ -212,15 +211,7 @@ def purge_storm(impl: ModuleType, seconds: float, *, scan: bool = False) -> None
 
     bodies = [guarded(submit), guarded(submit), guarded(check), guarded(purge)]
     threads = [threading.Thread(target=body, daemon=True) for body in bodies]
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(seconds + 10)
-    finally:
-        sys.setswitchinterval(previous)
+    race_threads(threads, seconds + 10)
     assert not any(thread.is_alive() for thread in threads), "a storm thread did not stop"
     purgatory.shutdown()
     if errors:
@@ -286,22 +277,6 @@ GIVE_UP_S = 1.0
 """How long the shared lock of the close-waits-for-executor check lets an expiry wait."""
 
 
-def _noop_operation(impl: ModuleType) -> type[Any]:
-    base: Any = impl.DelayedOperation
-
-    class Never(base):  # type: ignore[misc]
-        def try_complete(self) -> bool:
-            return False
-
-        def on_complete(self) -> None:
-            pass
-
-        def on_expiration(self) -> None:
-            pass
-
-    return Never
-
-
 def shutdown_returns_while_expiry_waits(impl: ModuleType) -> bool:
     """R39 with real threads: this thread holds the lock an operation uses, its expiry
     waits for it on the timer's own executor thread, and this thread shuts down. True
@@ -310,7 +285,7 @@ def shutdown_returns_while_expiry_waits(impl: ModuleType) -> bool:
     timer = impl.SystemTimer("lock-holder", clock=ManualClock(0))  # owned worker thread
     purgatory = impl.DelayedOperationPurgatory("lock-holder", timer=timer, reaper_enabled=False)
     lock = WaiterLock(give_up_s=GIVE_UP_S)
-    purgatory.try_complete_else_watch(_noop_operation(impl)(10, lock), ["group"])
+    purgatory.try_complete_else_watch(pending_operation(impl.DelayedOperation)(10, lock), ["group"])
     with lock:
         purgatory.advance_clock(10)  # hands the expiry to the worker, which waits for lock
         assert lock.contended.wait(10), "the expiry never waited for the lock"

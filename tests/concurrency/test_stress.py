@@ -10,17 +10,16 @@ callbacks and no lost operation or task. Marked ``realtime``.
 from __future__ import annotations
 
 import random
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from kpurgatory import InlineExecutor, ManualClock
+from tests.support import race_threads
 
 pytestmark = pytest.mark.realtime
 
@@ -28,17 +27,6 @@ RACE_SECONDS = 0.8
 """How long the racing threads run before they stop by themselves."""
 
 JOIN_TIMEOUT = 10.0
-
-
-@contextmanager
-def fast_switching() -> Iterator[None]:
-    """Switch threads as often as CPython allows, restoring the interval afterwards."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(previous)
 
 
 def run_threads(bodies: list[Callable[[], None]]) -> None:
@@ -57,11 +45,7 @@ def run_threads(bodies: list[Callable[[], None]]) -> None:
         return run
 
     threads = [threading.Thread(target=wrap(b), daemon=True) for b in bodies]
-    with fast_switching():
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(JOIN_TIMEOUT)
+    race_threads(threads, JOIN_TIMEOUT)
     assert not any(t.is_alive() for t in threads), "a stress thread did not stop (deadlock?)"
     if errors:
         raise errors[0]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.optimized import SystemTimer, TimerTask
 
@@ -40,3 +44,9 @@ def locate(timer: SystemTimer, task: TimerTask) -> tuple[int, int] | None:
                 assert bucket.expiration is not None
                 return level, bucket.expiration
     return None
+
+
+def assert_check_fails(structure: Any, match: str) -> None:
+    """``structure._check()`` finds the corruption: an AssertionError matching ``match``."""
+    with pytest.raises(AssertionError, match=match):
+        structure._check()

@@ -6,8 +6,7 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
-
-import pytest
+from collections.abc import Callable
 
 from kpurgatory.optimized.bucket import (
     UNLINKED,
@@ -19,7 +18,7 @@ from kpurgatory.optimized.bucket import (
 )
 from kpurgatory.optimized.operation import DelayedOperation
 from kpurgatory.optimized.timer import TimerTask
-from tests.optimized.helpers import Task, locate, manual_timer
+from tests.optimized.helpers import Task, assert_check_fails, locate, manual_timer
 
 
 class Noop(TimerTask):
@@ -126,21 +125,29 @@ def test_flush_unlinks_everything_in_order_and_resets_expiration() -> None:
     bucket._check()
 
 
+def flush_acting_at(
+    bucket: TimerTaskList, first: TimerTaskEntry, action: Callable[[], object]
+) -> list[TimerTaskEntry]:
+    """Flush ``bucket`` with a callback that runs ``action`` when it is handed ``first``;
+    the entries it was handed, in order."""
+    seen: list[TimerTaskEntry] = []
+
+    def visit(e: TimerTaskEntry) -> None:
+        seen.append(e)
+        if e is first:
+            action()
+
+    bucket.flush(visit)
+    return seen
+
+
 def test_flush_callback_may_remove_from_the_same_list() -> None:
     """Re-entrant flush: the callback cancels a later entry of the bucket being flushed."""
     bucket = make()
     a, b, c = entry(1), entry(1), entry(1)
     for e in (a, b, c):
         bucket.add(e)
-    seen: list[TimerTaskEntry] = []
-
-    def visit(e: TimerTaskEntry) -> None:
-        seen.append(e)
-        if e is a:
-            bucket.remove(c)
-
-    bucket.flush(visit)
-    assert seen == [a, b]
+    assert flush_acting_at(bucket, a, lambda: bucket.remove(c)) == [a, b]
     assert bucket.counter.value == 0
     bucket._check()
 
@@ -150,15 +157,7 @@ def test_flush_callback_may_add_to_the_same_list() -> None:
     bucket = make()
     a, b = entry(1), entry(1)
     bucket.add(a)
-    seen: list[TimerTaskEntry] = []
-
-    def visit(e: TimerTaskEntry) -> None:
-        seen.append(e)
-        if e is a:
-            bucket.add(b)
-
-    bucket.flush(visit)
-    assert seen == [a, b]
+    assert flush_acting_at(bucket, a, lambda: bucket.add(b)) == [a, b]
     assert bucket.is_empty()
 
 
@@ -179,8 +178,7 @@ def test_check_detects_broken_links() -> None:
     bucket.add(a)
     bucket.add(b)
     b._entry_prev = b  # corrupt the back link
-    with pytest.raises(AssertionError, match="links disagree"):
-        bucket._check()
+    assert_check_fails(bucket, "links disagree")
 
 
 def test_check_detects_an_entry_pointing_at_another_list() -> None:
@@ -188,8 +186,7 @@ def test_check_detects_an_entry_pointing_at_another_list() -> None:
     a = entry(1)
     bucket.add(a)
     a._entry_list = other
-    with pytest.raises(AssertionError, match="another holder"):
-        bucket._check()
+    assert_check_fails(bucket, "another holder")
 
 
 def test_check_detects_more_entries_than_the_counter() -> None:
@@ -197,15 +194,13 @@ def test_check_detects_more_entries_than_the_counter() -> None:
     bucket.add(entry(1))
     bucket.add(entry(1))
     bucket.counter.value = 0
-    with pytest.raises(AssertionError, match="counter"):
-        bucket._check()
+    assert_check_fails(bucket, "counter")
 
 
 def test_check_detects_a_bare_entry_linked_as_a_task() -> None:
     bucket = make()
     bucket.add(TimerTaskEntry(1))
-    with pytest.raises(AssertionError, match="without a task"):
-        bucket._check()
+    assert_check_fails(bucket, "without a task")
 
 
 def test_a_task_is_its_own_entry_with_no_dict() -> None:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from kpurgatory.optimized.bucket import TaskCounter, TimerTaskList
 from kpurgatory.optimized.delay_queue import DelayQueue
+from tests.optimized.helpers import assert_check_fails
 
 
 def _queue_of_two_tied_buckets() -> tuple[DelayQueue, list[TimerTaskList]]:
@@ -39,5 +38,4 @@ def test_check_reports_a_tie_out_of_offer_order() -> None:
     parent compared by its expiration alone lets a tie out of order pass)."""
     queue, _ = _queue_of_two_tied_buckets()
     queue.heap[0], queue.heap[1] = queue.heap[1], queue.heap[0]
-    with pytest.raises(AssertionError, match="not a heap"):
-        queue._check()
+    assert_check_fails(queue, "not a heap")

@@ -10,6 +10,7 @@ import pytest
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.optimized import DelayedOperation, DelayedOperationPurgatory, SystemTimer
 from kpurgatory.optimized import purgatory as purgatory_module
+from tests.optimized.helpers import assert_check_fails
 
 
 class Op(DelayedOperation):
@@ -178,8 +179,7 @@ def test_shards_argument_is_validated() -> None:
 def test_check_detects_a_wrong_shard_count(purgatory: DelayedOperationPurgatory[Op]) -> None:
     purgatory.try_complete_else_watch(Op(10, "o", []), ["k"])
     purgatory._shards[abs(hash("k")) % 512].count += 1
-    with pytest.raises(AssertionError, match="counts"):
-        purgatory._check()
+    assert_check_fails(purgatory, "counts")
 
 
 def test_check_detects_an_empty_mapped_list(purgatory: DelayedOperationPurgatory[Op]) -> None:
@@ -187,8 +187,7 @@ def test_check_detects_an_empty_mapped_list(purgatory: DelayedOperationPurgatory
     shard = purgatory._shards[abs(hash("k")) % 512]
     shard.watchers["k"].ops.clear()
     shard.count = 0
-    with pytest.raises(AssertionError, match="empty watcher list"):
-        purgatory._check()
+    assert_check_fails(purgatory, "empty watcher list")
 
 
 def test_check_detects_a_key_in_the_wrong_shard(purgatory: DelayedOperationPurgatory[Op]) -> None:
@@ -197,8 +196,7 @@ def test_check_detects_a_key_in_the_wrong_shard(purgatory: DelayedOperationPurga
     target.watchers.update(source.watchers)
     target.count, source.count = source.count, 0
     source.watchers.clear()
-    with pytest.raises(AssertionError, match="not its own"):
-        purgatory._check()
+    assert_check_fails(purgatory, "not its own")
 
 
 class SelfUnequalKey:

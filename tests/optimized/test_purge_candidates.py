@@ -7,6 +7,8 @@ lists have let go of, and that an overflow falls back to Kafka's full scan.
 
 from __future__ import annotations
 
+import pytest
+
 from kpurgatory import InlineExecutor, ManualClock
 from kpurgatory.optimized import DelayedOperationPurgatory, SystemTimer
 from tests.optimized.test_purgatory_structure import Op
@@ -125,42 +127,28 @@ def test_r25_a_one_key_operation_unlinked_while_others_wait_leaves_the_candidate
         assert purgatory._candidates == {id(two): two} and purgatory.watched == 2
 
 
-def test_r25_check_accepts_a_list_unlinked_up_to_its_rebuild_bound() -> None:
-    """R25: ``check_and_complete`` unlinks 66 of a key's 67 operations one by one; the
-    list is rebuilt only past ``2 * len + 64`` pops, and 66 is exactly that bound for the
-    one operation left: no rebuild yet, and ``_check`` accepts it (its bound is the
-    rebuild's, not one less)."""
+@pytest.mark.parametrize(
+    ("popped", "unlinked_after"),
+    [pytest.param(66, 2 * 1 + 64, id="up_to_the_bound"), pytest.param(67, 0, id="past_it")],
+)
+def test_r25_the_list_is_rebuilt_only_past_its_bound(popped: int, unlinked_after: int) -> None:
+    """R25: ``check_and_complete`` unlinks ``popped`` of a key's ``popped + 1`` operations
+    one by one; the list is rebuilt only past ``2 * len + 64`` pops. With 66 pops the one
+    operation left sits exactly at that bound: no rebuild yet, and ``_check`` accepts it
+    (its bound is the rebuild's, not one less). One pop more, 67, passes the bound, so that
+    pop rebuilds the list (its count of pops starts again) and ``_check`` holds."""
     log: list[str] = []
     with make(purge_interval=10**6) as purgatory:
         keeper = Op(10**6, "keeper", log)
         assert purgatory.try_complete_else_watch(keeper, ["k"]) is False
-        done = [Op(10**6, f"d{index}", log) for index in range(66)]
+        done = [Op(10**6, f"d{index}", log) for index in range(popped)]
         for op in done:
             assert purgatory.try_complete_else_watch(op, ["k"]) is False
             op.ready = True
-        assert purgatory.check_and_complete("k") == 66
+        assert purgatory.check_and_complete("k") == popped
         shard = purgatory._shards[abs(hash("k")) % purgatory.shards]
         assert list(shard.watchers["k"].ops.values()) == [keeper]
-        assert shard.watchers["k"].unlinked == 2 * 1 + 64
-        purgatory._check()
-
-
-def test_r25_the_pop_past_the_rebuild_bound_rebuilds_the_list() -> None:
-    """R25: one pop more than the test above, 67 of a key's 68 operations: the 67th
-    passes ``2 * len + 64`` for the one operation left, so that pop rebuilds the list
-    (its count of pops starts again) and ``_check`` holds."""
-    log: list[str] = []
-    with make(purge_interval=10**6) as purgatory:
-        keeper = Op(10**6, "keeper", log)
-        assert purgatory.try_complete_else_watch(keeper, ["k"]) is False
-        done = [Op(10**6, f"d{index}", log) for index in range(67)]
-        for op in done:
-            assert purgatory.try_complete_else_watch(op, ["k"]) is False
-            op.ready = True
-        assert purgatory.check_and_complete("k") == 67
-        shard = purgatory._shards[abs(hash("k")) % purgatory.shards]
-        assert list(shard.watchers["k"].ops.values()) == [keeper]
-        assert shard.watchers["k"].unlinked == 0
+        assert shard.watchers["k"].unlinked == unlinked_after
         purgatory._check()
 
 

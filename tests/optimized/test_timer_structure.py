@@ -19,8 +19,9 @@ from kpurgatory.optimized.bucket import TaskCounter, TimerTaskList
 from kpurgatory.optimized.delay_queue import DelayQueue
 from kpurgatory.spec.arithmetic import round_down
 from tests.mutants.catalog import Mutant, applied
-from tests.optimized.helpers import Task, locate, manual_timer
+from tests.optimized.helpers import Task, assert_check_fails, locate, manual_timer
 from tests.support import needs_python_source
+from tests.timer_support import random_timer_steps
 
 # -- _check() after random operations, against a tiny model ----------------------------------
 
@@ -266,8 +267,7 @@ def test_queue_check_detects_a_changed_key() -> None:
     queue = DelayQueue(LOCK)
     bucket = queued_bucket(queue, 5, [5])
     bucket.expiration = 6
-    with pytest.raises(AssertionError, match="queued under"):
-        queue._check()
+    assert_check_fails(queue, "queued under")
 
 
 def test_offer_refuses_a_bucket_without_expiration() -> None:
@@ -283,16 +283,14 @@ def test_timer_check_detects_a_wrong_counter() -> None:
     with manual_timer() as timer:
         timer.add(Task(5, "t", []))
         timer._counter.value += 1
-        with pytest.raises(AssertionError, match="task counter"):
-            timer._check()
+        assert_check_fails(timer, "task counter")
 
 
 def test_timer_check_detects_a_bucket_that_was_not_queued() -> None:
     with manual_timer() as timer:
         timer.add(Task(5, "t", []))
         timer._queue.heap.clear()
-        with pytest.raises(AssertionError, match="not queued"):
-            timer._check()
+        assert_check_fails(timer, "not queued")
 
 
 def test_timer_check_detects_an_entry_in_the_wrong_slot() -> None:
@@ -300,8 +298,7 @@ def test_timer_check_detects_an_entry_in_the_wrong_slot() -> None:
         task = Task(5, "t", [])
         timer.add(task)
         task._entry_due = 6
-        with pytest.raises(AssertionError, match="lies in bucket"):
-            timer._check()
+        assert_check_fails(timer, "lies in bucket")
 
 
 def test_timer_check_detects_an_entry_linked_under_another_lock() -> None:
@@ -311,8 +308,7 @@ def test_timer_check_detects_an_entry_linked_under_another_lock() -> None:
         holder = task._entry_list
         assert isinstance(holder, TimerTaskList)
         holder.lock = threading.RLock()
-        with pytest.raises(AssertionError, match="another"):
-            timer._check()
+        assert_check_fails(timer, "another")
 
 
 def test_timer_check_detects_a_wrong_overflow_tick() -> None:
@@ -321,16 +317,14 @@ def test_timer_check_detects_a_wrong_overflow_tick() -> None:
         overflow = timer._wheel.overflow
         assert overflow is not None
         overflow.tick_ms = 4
-        with pytest.raises(AssertionError, match="overflow tick"):
-            timer._check()
+        assert_check_fails(timer, "overflow tick")
 
 
 def test_timer_check_detects_a_current_time_off_the_tick() -> None:
     with manual_timer(5, 3) as timer:
         timer._wheel.current_time = 3
         timer._current_time = 3
-        with pytest.raises(AssertionError, match="multiple"):
-            timer._check()
+        assert_check_fails(timer, "multiple")
 
 
 # -- real clock: the wait ends at the exact earliest due time (R7) ---------------------------
@@ -378,15 +372,8 @@ def test_earliest_due_is_the_least_due_time_of_any_linked_entry(seed: int) -> No
     tasks = [
         Task(rng.choice([1, 7, 50, 400, 9000]) + rng.randrange(50), f"t{i}", log) for i in range(40)
     ]
-    for _ in range(150):
-        roll = rng.random()
-        task = rng.choice(tasks)
-        if roll < 0.5:
-            timer.add(task)
-        elif roll < 0.8:
-            task.cancel()
-        else:
-            timer.advance_clock(rng.choice([0, 1, 13, 200]))
+
+    def earliest_due_is_the_least_linked() -> None:
         linked = [
             entry._entry_due
             for level in timer._wheel.levels()
@@ -394,6 +381,17 @@ def test_earliest_due_is_the_least_due_time_of_any_linked_entry(seed: int) -> No
             for entry in bucket.entries()
         ]
         assert timer._queue.earliest_due() == (min(linked) if linked else None)
+
+    random_timer_steps(
+        rng,
+        timer,
+        tasks,
+        150,
+        add_below=0.5,
+        cancel_below=0.8,
+        advances=[0, 1, 13, 200],
+        after_each=earliest_due_is_the_least_linked,
+    )
 
 
 def test_r12_check_holds_with_more_tasks_than_python_caches_as_small_ints() -> None:
