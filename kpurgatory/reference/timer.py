@@ -259,22 +259,7 @@ class SystemTimer(StopOnExit):
             for entry in due_entries:
                 del self._pending[entry]
             self._current_time = next_current_time(self._current_time, now, self._tick_ms)
-        handed_over = False
-        errors: list[BaseException] = []
-        for entry in due_entries:
-            with _STATE_LOCK:
-                if self._closed:
-                    break  # closed by a task of this drain: nothing more is handed over (R64)
-                if entry.task._entry is not entry:
-                    continue  # cancelled or re-added before its turn (R11)
-                entry.task._entry = None
-            try:
-                self._hand_over(entry.task)
-            except BaseException as exc:  # the other tasks are handed over first (R53)
-                errors.append(exc)
-            handed_over = True
-        raise_collected(errors, f"the drain of timer {self._name!r}")
-        return handed_over
+        return self._hand_over_drained(due_entries)
 
     def wakeup(self) -> None:
         """End a blocked ``advance_clock`` early (it drains at the current reading)."""
@@ -336,6 +321,28 @@ class SystemTimer(StopOnExit):
         if self._closed or self._wake_requested:
             return _WAKE_NOW
         return min((entry.due for entry in self._pending), default=None)
+
+    def _hand_over_drained(self, due_entries: list[_Entry]) -> bool:
+        """Hand over the entries a drain took out of the schedule, in order; return whether
+        any was. Each is skipped if it was cancelled or re-added before its turn (R11);
+        a close by one of them stops the rest (R64); the other tasks are handed over
+        before the first error is raised (R53)."""
+        handed_over = False
+        errors: list[BaseException] = []
+        for entry in due_entries:
+            with _STATE_LOCK:
+                if self._closed:
+                    break  # closed by a task of this drain: nothing more is handed over (R64)
+                if entry.task._entry is not entry:
+                    continue  # cancelled or re-added before its turn (R11)
+                entry.task._entry = None
+            try:
+                self._hand_over(entry.task)
+            except BaseException as exc:  # the other tasks are handed over first (R53)
+                errors.append(exc)
+            handed_over = True
+        raise_collected(errors, f"the drain of timer {self._name!r}")
+        return handed_over
 
     def _hand_over(self, task: TimerTask) -> None:
         """Submit ``task`` to the executor. A refusal is the call's error (R65), unless the
