@@ -15,6 +15,7 @@ import abc
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
+from typing import Self
 
 from kpurgatory import sync
 from kpurgatory._checks import (
@@ -24,7 +25,6 @@ from kpurgatory._checks import (
     require_int,
     require_str,
 )
-from kpurgatory._lifecycle import StopOnExit
 from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory.clock import MonotonicClock, deadline_reader
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
@@ -108,7 +108,7 @@ class TimerTask(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__}.run is abstract")
 
 
-class SystemTimer(StopOnExit):
+class SystemTimer:
     """A timer that hands tasks to an executor when they are due (Kafka's ``SystemTimer``).
 
     ``tick_ms`` is the resolution (due times are multiples of it, R1); ``wheel_size``
@@ -267,11 +267,8 @@ class SystemTimer(StopOnExit):
             self._wake_requested = True
             self._condition.notify_all()
 
-    def _stop(self) -> None:
-        """How a ``with`` block ends (``StopOnExit``): ``close``."""
-        self.close()
-
-    # close and await_termination stand again in kpurgatory.optimized.timer, deliberately.
+    # close, await_termination and the with block stand again in kpurgatory.optimized.timer,
+    # deliberately.
     def close(self) -> None:
         """Stop the timer (R14): idempotent; scheduled tasks will never run.
 
@@ -298,6 +295,14 @@ class SystemTimer(StopOnExit):
         if not self._closed:
             return False
         return not self._owns_executor or await_termination(self._executor, timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close, then wait for the owned executor (``close`` + ``await_termination``)."""
+        self.close()
+        self.await_termination()
 
     def __repr__(self) -> str:
         return (
