@@ -1,6 +1,5 @@
-"""The lifecycle steps the implementations share: the reaper loop, the wait for
-termination (R31, R39, R52), the undo log of a submission (R38, R54) and the reference's
-``with`` block.
+"""The lifecycle steps the implementations share: the reaper loop and the wait for
+termination (R31, R39, R52).
 
 They were written twice, once per implementation, so the equivalence machines (which
 compare the two) could not see a bug in them; they now have this one home, and the
@@ -15,42 +14,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol, Self
+from typing import Protocol
 
-__all__ = [
-    "REAPER_STEP_MS",
-    "StopOnExit",
-    "await_purgatory_termination",
-    "run_reaper",
-]
+__all__ = ["REAPER_STEP_MS", "await_purgatory_termination", "run_reaper"]
 
 REAPER_STEP_MS = 200
 """How long each reaper step waits for a due task (Kafka: ``advanceClock(200L)``)."""
-
-
-class StopOnExit:
-    """A timer's or purgatory's ``with`` block: on exit, stop it (``_stop``: ``close`` or
-    ``shutdown``), then wait for what it handed over (``await_termination``, R39).
-
-    The reference timer and purgatory derive from it. The optimized ones spell the same
-    two methods out: a mypyc-compiled class cannot derive from a pure-Python one.
-    """
-
-    __slots__ = ()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Stop, then wait (``_stop`` + ``await_termination``)."""
-        self._stop()
-        self.await_termination()
-
-    def _stop(self) -> None:
-        raise NotImplementedError
-
-    def await_termination(self, timeout: float | None = None) -> bool:
-        raise NotImplementedError
 
 
 class _Timer(Protocol):

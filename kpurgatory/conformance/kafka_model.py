@@ -223,22 +223,7 @@ class KafkaLikeTimer(reference.SystemTimer):
             for entry in due_entries:
                 del self._pending[entry]
             self._current_time = max(self._current_time, self._floor(now))  # R2
-        handed = False
-        errors: list[BaseException] = []
-        for entry in due_entries:
-            with _LOCK:
-                if self.closed:
-                    break  # closed by a task of this drain: nothing more is handed over (R64)
-                if entry.task._entry is not entry:
-                    continue  # cancelled or re-added before its turn (R11)
-                entry.task._entry = None
-            try:
-                self._hand_over(entry.task)
-            except BaseException as exc:
-                errors.append(exc)
-            handed = True
-        raise_collected(errors, f"the drain of timer {self._name!r}")
-        return handed
+        return self._hand_over_drained(due_entries)
 
     # -- internals -------------------------------------------------------------------
 

@@ -575,9 +575,10 @@ class SystemTimer:
             self._wake_requested = True
             self._queue.wake_all()
 
-    # close and await_termination repeat the reference timer's on purpose (one API; close
-    # wakes its waiter through the delay queue): the optimized package imports nothing
-    # from the reference, and a mypyc class cannot derive from a pure-Python one.
+    # close, await_termination and the with block (__enter__, __exit__) repeat the reference
+    # timer's on purpose (one API; close wakes its waiter through the delay queue): the
+    # optimized package imports nothing from the reference, and a mypyc class cannot derive
+    # from a pure-Python one.
 
     def close(self) -> None:
         """Stop the timer (R14): idempotent; scheduled tasks will never run.
@@ -606,9 +607,6 @@ class SystemTimer:
             return False
         return not self._owns_executor or await_termination(self._executor, timeout)
 
-    # Deliberately kpurgatory._lifecycle.StopOnExit's two methods, which the reference timer and
-    # purgatory inherit: a mypyc-compiled class cannot derive from a pure-Python one, and this
-    # purgatory's are alike for the same reason (one API).
     def __enter__(self) -> SystemTimer:
         return self
 

@@ -15,6 +15,7 @@ import abc
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
+from typing import Self
 
 from kpurgatory import sync
 from kpurgatory._checks import (
@@ -24,7 +25,6 @@ from kpurgatory._checks import (
     require_int,
     require_str,
 )
-from kpurgatory._lifecycle import StopOnExit
 from kpurgatory._sweep import not_handed_over, raise_collected
 from kpurgatory.clock import MonotonicClock, deadline_reader
 from kpurgatory.executors import SingleThreadExecutor, await_termination, run_logged
@@ -108,7 +108,7 @@ class TimerTask(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__}.run is abstract")
 
 
-class SystemTimer(StopOnExit):
+class SystemTimer:
     """A timer that hands tasks to an executor when they are due (Kafka's ``SystemTimer``).
 
     ``tick_ms`` is the resolution (due times are multiples of it, R1); ``wheel_size``
@@ -259,22 +259,7 @@ class SystemTimer(StopOnExit):
             for entry in due_entries:
                 del self._pending[entry]
             self._current_time = next_current_time(self._current_time, now, self._tick_ms)
-        handed_over = False
-        errors: list[BaseException] = []
-        for entry in due_entries:
-            with _STATE_LOCK:
-                if self._closed:
-                    break  # closed by a task of this drain: nothing more is handed over (R64)
-                if entry.task._entry is not entry:
-                    continue  # cancelled or re-added before its turn (R11)
-                entry.task._entry = None
-            try:
-                self._hand_over(entry.task)
-            except BaseException as exc:  # the other tasks are handed over first (R53)
-                errors.append(exc)
-            handed_over = True
-        raise_collected(errors, f"the drain of timer {self._name!r}")
-        return handed_over
+        return self._hand_over_drained(due_entries)
 
     def wakeup(self) -> None:
         """End a blocked ``advance_clock`` early (it drains at the current reading)."""
@@ -282,11 +267,8 @@ class SystemTimer(StopOnExit):
             self._wake_requested = True
             self._condition.notify_all()
 
-    def _stop(self) -> None:
-        """How a ``with`` block ends (``StopOnExit``): ``close``."""
-        self.close()
-
-    # close and await_termination stand again in kpurgatory.optimized.timer, deliberately.
+    # close, await_termination and the with block stand again in kpurgatory.optimized.timer,
+    # deliberately.
     def close(self) -> None:
         """Stop the timer (R14): idempotent; scheduled tasks will never run.
 
@@ -314,6 +296,14 @@ class SystemTimer(StopOnExit):
             return False
         return not self._owns_executor or await_termination(self._executor, timeout)
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close, then wait for the owned executor (``close`` + ``await_termination``)."""
+        self.close()
+        self.await_termination()
+
     def __repr__(self) -> str:
         return (
             f"SystemTimer({self._name!r}, tick_ms={self._tick_ms}, size={self.size}, "
@@ -336,6 +326,28 @@ class SystemTimer(StopOnExit):
         if self._closed or self._wake_requested:
             return _WAKE_NOW
         return min((entry.due for entry in self._pending), default=None)
+
+    def _hand_over_drained(self, due_entries: list[_Entry]) -> bool:
+        """Hand over the entries a drain took out of the schedule, in order; return whether
+        any was. Each is skipped if it was cancelled or re-added before its turn (R11);
+        a close by one of them stops the rest (R64); the other tasks are handed over
+        before the first error is raised (R53)."""
+        handed_over = False
+        errors: list[BaseException] = []
+        for entry in due_entries:
+            with _STATE_LOCK:
+                if self._closed:
+                    break  # closed by a task of this drain: nothing more is handed over (R64)
+                if entry.task._entry is not entry:
+                    continue  # cancelled or re-added before its turn (R11)
+                entry.task._entry = None
+            try:
+                self._hand_over(entry.task)
+            except BaseException as exc:  # the other tasks are handed over first (R53)
+                errors.append(exc)
+            handed_over = True
+        raise_collected(errors, f"the drain of timer {self._name!r}")
+        return handed_over
 
     def _hand_over(self, task: TimerTask) -> None:
         """Submit ``task`` to the executor. A refusal is the call's error (R65), unless the

@@ -403,7 +403,7 @@ GAP_PATCHES: tuple[Mutant, ...] = (
     Mutant(
         "ref-drain-unlocked",
         f"{_R}.timer",
-        "SystemTimer.advance_clock",
+        "SystemTimer._hand_over_drained",
         "        with _STATE_LOCK:\n            if self._closed:",
         "        if True:\n            if self._closed:",
         "The reference drain checks and clears a task's entry without the lock: a re-add "

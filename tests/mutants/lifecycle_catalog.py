@@ -81,7 +81,7 @@ SHARED_BUGS: tuple[SharedBug, ...] = (
             _patch(
                 "drain-stops-at-first-error/reference",
                 "reference.timer",
-                "SystemTimer.advance_clock",
+                "SystemTimer._hand_over_drained",
                 "errors.append(exc)",
                 "raise",
             ),
@@ -174,7 +174,7 @@ SHARED_BUGS: tuple[SharedBug, ...] = (
             _patch(
                 "drain-ignores-its-own-close/reference",
                 "reference.timer",
-                "SystemTimer.advance_clock",
+                "SystemTimer._hand_over_drained",
                 "break  # closed by a task of this drain: nothing more is handed over (R64)",
                 "pass",
             ),
