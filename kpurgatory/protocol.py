@@ -7,7 +7,7 @@ operations wait on which key, behind the six methods of "the store" below. The
 reference's store is a dict of lists under one lock; the optimized one shards lists by
 key hash and keeps purge candidates. The protocol imports neither implementation.
 
-Rules: R21-R26, R29-R34, R36, R38-R41, R53-R56, R61, R64, R66-R68, R73, R75.
+Rules: R21-R26, R28-R34, R36, R38-R41, R53-R56, R61, R64, R66-R68, R73, R75.
 """
 
 from __future__ import annotations
@@ -213,6 +213,37 @@ class Purgatory(Generic[T, H]):
                 target=self._reap, name=f"ExpirationReaper-{broker_id}-{name}", daemon=True
             )
             self._reaper.start()
+
+    # -- read-only state -------------------------------------------------------------
+
+    @property
+    def purgatory_name(self) -> str:
+        """The name given at construction."""
+        return self._name
+
+    @property
+    def num_delayed(self) -> int:
+        """Tasks scheduled in the timer: the pending operations (R28). O(1)."""
+        return self._timer.size
+
+    @property
+    def estimated_total_operations(self) -> int:
+        """The purge estimate: operations watched since the last purge, plus the timer size then."""
+        with self._counters_lock:
+            return self._estimated_total_operations
+
+    @property
+    def num_purged(self) -> int:
+        """Completed operations removed from watcher lists by purges so far (R30)."""
+        with self._counters_lock:
+            return self._num_purged
+
+    @property
+    def num_completed(self) -> int:
+        """Operations completed by this purgatory's own calls (a True from
+        ``try_complete_else_watch``, or counted by ``check_and_complete``)."""
+        with self._counters_lock:
+            return self._num_completed
 
     # -- the store (the subclass) ----------------------------------------------------
 

@@ -43,7 +43,7 @@ in later loop callbacks), and the candidates never overflow into a scan.
 Metrics beyond the reference (documented extensions): ``num_expired`` (operations
 whose expiry won), ``shards``.
 
-Rules: R21-R23, R26-R28, R30, R31, R34, R35, R37, R40, R61, R67, R71.
+Rules: R21-R23, R26, R27, R30, R31, R34, R35, R37, R40, R61, R67, R71.
 """
 
 from __future__ import annotations
@@ -256,11 +256,6 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
     # -- read-only state -------------------------------------------------------------
 
     @property
-    def purgatory_name(self) -> str:
-        """The name given at construction."""
-        return self._name
-
-    @property
     def timer(self) -> SystemTimer:
         """The timer operations wait in."""
         return cast(SystemTimer, self._timer)  # the one given or made in __init__
@@ -282,36 +277,12 @@ class DelayedOperationPurgatory(Purgatory[T, tuple[_Shard[T], WatcherList[T]]]):
         return sum([shard.count for shard in self._shards])
 
     @property
-    def num_delayed(self) -> int:
-        """Tasks scheduled in the timer: the pending operations (R28). O(1)."""
-        return self._timer.size
-
-    @property
     def watched_keys(self) -> int:
         """Keys that have a watcher list (empty lists are dropped, R26).
 
         O(shards), without locks, as ``watched`` (``len`` of a dict is atomic).
         """
         return sum([len(shard.watchers) for shard in self._shards])
-
-    @property
-    def estimated_total_operations(self) -> int:
-        """The purge estimate: operations watched since the last purge, plus the timer size then."""
-        with self._counters_lock:
-            return self._estimated_total_operations
-
-    @property
-    def num_purged(self) -> int:
-        """Completed operations removed from watcher lists by purges so far (R30)."""
-        with self._counters_lock:
-            return self._num_purged
-
-    @property
-    def num_completed(self) -> int:
-        """Operations completed by this purgatory's own calls (a True from
-        ``try_complete_else_watch``, or counted by ``check_and_complete``)."""
-        with self._counters_lock:
-            return self._num_completed
 
     @property
     def num_expired(self) -> int:

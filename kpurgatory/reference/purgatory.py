@@ -7,7 +7,7 @@ re-entrant lock for the map, the counters and the shutdown latch. The lock is ne
 held while an operation's ``try_complete`` runs (KAFKA-3994), and it is always taken
 after an operation's lock, never before.
 
-Rules: R22, R23, R26-R28, R30, R31, R33, R34, R36, R38, R40, R67.
+Rules: R22, R23, R26, R27, R30, R31, R33, R34, R36, R38, R40, R67.
 """
 
 from __future__ import annotations
@@ -95,11 +95,6 @@ class DelayedOperationPurgatory(Purgatory[T, Hashable]):
     # -- read-only state -------------------------------------------------------------
 
     @property
-    def purgatory_name(self) -> str:
-        """The name given at construction."""
-        return self._name
-
-    @property
     def timer(self) -> SystemTimer:
         """The timer operations wait in."""
         return self._timer  # type: ignore[return-value]  # the one given or made above
@@ -111,34 +106,10 @@ class DelayedOperationPurgatory(Purgatory[T, Hashable]):
             return sum(len(ops) for ops in self._watchers.values())
 
     @property
-    def num_delayed(self) -> int:
-        """Tasks scheduled in the timer: the pending operations (R28)."""
-        return self._timer.size
-
-    @property
     def watched_keys(self) -> int:
         """Number of keys that have a watcher list (empty lists are dropped, R26)."""
         with self._lock:
             return len(self._watchers)
-
-    @property
-    def estimated_total_operations(self) -> int:
-        """The purge estimate: operations watched since the last purge, plus the timer size then."""
-        with self._lock:
-            return self._estimated_total_operations
-
-    @property
-    def num_purged(self) -> int:
-        """Completed operations removed from watcher lists by purges so far (R30)."""
-        with self._lock:
-            return self._num_purged
-
-    @property
-    def num_completed(self) -> int:
-        """Operations completed by this purgatory's own calls (a True from
-        ``try_complete_else_watch``, or counted by ``check_and_complete``)."""
-        with self._lock:
-            return self._num_completed
 
     # -- operations ------------------------------------------------------------------
 
