@@ -157,6 +157,11 @@ _ESTIMATE: Final = 3
 _TIMER: Final = 4
 
 
+def _resubmitted(operation: object) -> ValueError:
+    """R34's refusal of an operation submitted before."""
+    return ValueError(f"operation {operation!r} was already passed to try_complete_else_watch")
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Purgatory(Generic[T, H]):
     """The purgatory protocol over a watcher store (the subclass).
@@ -273,17 +278,15 @@ class Purgatory(Generic[T, H]):
 
     def _submit(self, operation: T, keys: tuple[Hashable, ...], claimed: bool = False) -> bool:
         """``try_complete_else_watch`` after its argument checks: refuse after shutdown and
-        claim the operation (R34), unless the caller has (``claimed``: the Kafka model
-        does, by Kafka's rules); then R22 under its lock, each step logging its undo
-        (R38): try; watch it (``_watch``); try again; time it. Then the attempt a knock
-        left to the submission (R41), still part of it (R54). Counts a completion (R23)."""
+        claim the operation (R34) unless the caller did (``claimed``: the Kafka model, by
+        Kafka's rules); then R22 under its lock, each step logging its undo (R38): try;
+        watch (``_watch``); try again; time it. Then the attempt a knock left to the
+        submission (R41), still part of it (R54). Counts a completion (R23)."""
         if not claimed:
             if self._is_shut_down:
                 raise RuntimeError(f"purgatory {self._name!r} is shut down")
             if not operation._claim_submission(self):
-                raise ValueError(
-                    f"operation {operation!r} was already passed to try_complete_else_watch"
-                )
+                raise _resubmitted(operation)
         undo: list[Any] = [_CLAIM]  # the claim is undone last
         lock = operation._lock
         try:
