@@ -9,6 +9,7 @@ docs/spec.md and failed on the code before these rules.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -328,11 +329,92 @@ def test_r38_an_operation_completed_during_its_rollback_stays_completed_and_subm
     assert stays_submitted_when_completed_in_its_rollback(impl)
 
 
+class _FailingLock:
+    """A re-entrant lock whose ``acquire`` raises while ``failing`` is set."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.failing = True
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self.failing:
+            raise RuntimeError("lock fault")
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+@pytest.mark.parametrize("site", ["lock", "try_complete"])
+def test_r38_r54_a_failed_submission_of_a_completed_operation_leaves_no_claim(
+    impl: ModuleType, site: str
+) -> None:
+    """R38, R54: an operation completed before it is submitted, whose submission raises
+    (its lock's ``acquire``, or its ``try_complete``), is left as before the call: not
+    submitted, so submitting it again runs again (R38's exception keeps an operation
+    submitted only if it finished during the submission)."""
+    assert failed_submission_of_a_completed_operation_leaves_no_claim(impl, site)
+
+
+CLAIM_OF_A_COMPLETED_OPERATION_KEPT = Mutant(
+    "claim-of-a-completed-operation-kept",
+    "kpurgatory.protocol",
+    "Purgatory._submit",
+    "finished = operation._state >= FINISHED",
+    "finished = False",
+    "R38's exception applied to an operation finished before its claim: a submission "
+    "of it that raises leaves it claimed, and the next one is refused (R54, R34; the "
+    "lifecycle model found it).",
+)
+
+
+@needs_python_source()
+def test_r54_the_no_claim_check_catches_a_completed_operation_kept_claimed() -> None:
+    """The check above fails with the claim's finished-at-claim argument dropped."""
+    from kpurgatory import optimized
+
+    with applied(CLAIM_OF_A_COMPLETED_OPERATION_KEPT):
+        assert not failed_submission_of_a_completed_operation_leaves_no_claim(optimized, "lock")
+    assert failed_submission_of_a_completed_operation_leaves_no_claim(optimized, "lock")
+
+
+def failed_submission_of_a_completed_operation_leaves_no_claim(impl: ModuleType, site: str) -> bool:
+    """Whether two failing submissions of an operation completed beforehand both raise
+    their fault (no R34 refusal), and a third runs and leaves nothing behind."""
+    purgatory = inline_purgatory(impl, ManualClock(0))
+    lock = _FailingLock()
+    op = hooked_operation(impl)(100, lock if site == "lock" else None)
+    assert op.force_complete()
+
+    def fail(operation: Any) -> None:
+        raise RuntimeError("lock fault")
+
+    if site == "try_complete":
+        op.hooks["try_complete"] = [fail, fail]
+    for _ in range(2):  # the second submission is not refused as a resubmission (R34)
+        try:
+            purgatory.try_complete_else_watch(op, ["k"])
+        except RuntimeError as exc:
+            if str(exc) != "lock fault":
+                return False
+        except ValueError:  # refused: the first one left its claim
+            return False
+    lock.failing = False
+    completed = purgatory.try_complete_else_watch(op, ["k"])  # completed: not again
+    return completed is False and purgatory.num_delayed == 0 and purgatory.watched == 0
+
+
 RELEASE_OF_A_FINISHED_OPERATION = Mutant(
     "release-of-a-finished-operation",
     "kpurgatory.protocol",
     "Watchable._release_submission",
-    "        if self._state >= FINISHED:\n            return\n",
+    "        if self._state >= FINISHED and not finished_at_claim:\n            return\n",
     "",
     "A statement removed: the rollback releases an operation that completed while it ran, "
     "which is then completed but no longer submitted, and a second submission of it is "
