@@ -91,13 +91,13 @@ class Watchable:
             self._owner = owner
         return claimed
 
-    def _release_submission(self, finished_at_claim: bool = False) -> None:
-        """Undo ``_claim_submission`` after a failed submission (R38); lock held. One
-        that finished meanwhile (a lock-free ``force_complete``, even from a callback of
-        the rollback itself) stays completed and submitted; one already finished when
-        claimed (nothing of it ran in this submission) is released all the same."""
+    def _release_submission(self, unchanged: bool = False) -> None:
+        """Undo ``_claim_submission`` after a failed submission (R38). One that finished
+        meanwhile (a lock-free ``force_complete``, even from a callback of the rollback
+        itself) stays completed and submitted, unless ``unchanged``: the submission's
+        lock failed, before anything else, so even a finished one is released (R54)."""
         with self._flags:  # compare-and-set: only an unfinished operation is released
-            if self._state >= FINISHED and not finished_at_claim:
+            if self._state >= FINISHED and not unchanged:
                 return
             self._owner = None
             self._watch_keys = ()  # type: ignore[misc]
@@ -148,8 +148,7 @@ H = TypeVar("H")
 
 
 # The undo log (R38): the steps a submission took, in a list unwound newest first.
-# A step is one of these ints; the claim's argument (whether the operation was finished
-# already when claimed), a watch's key and the estimate's reset count are logged
+# A step is one of these ints; a watch's key and the estimate's reset count are logged
 # just before their step, so unwinding pops the step, then its argument (no tuple per
 # step: in the compiled build a tuple is an allocation, an int here is not).
 _CLAIM: Final = 0
@@ -284,18 +283,17 @@ class Purgatory(Generic[T, H]):
         Kafka's rules); then R22 under its lock, each step logging its undo (R38): try;
         watch (``_watch``); try again; time it. Then the attempt a knock left to the
         submission (R41), still part of it (R54). Counts a completion (R23)."""
-        finished = operation._state >= FINISHED  # before the claim: then no undo keeps it
         if not claimed:
             if self._is_shut_down:
                 raise RuntimeError(f"purgatory {self._name!r} is shut down")
             if not operation._claim_submission(self):
                 raise _resubmitted(operation)
-        undo: list[Any] = [finished, _CLAIM]  # the claim is undone last
+        undo: list[Any] = [_CLAIM]  # the claim is undone last
         lock = operation._lock
         try:
             lock.acquire()
         except BaseException:  # the lock failed before anything changed: no claim (R54)
-            operation._release_submission(finished)
+            operation._release_submission(unchanged=True)
             raise
         try:
             if operation._state & ABANDONED:  # abandoned between the claim and the lock (R40)
@@ -337,11 +335,10 @@ class Purgatory(Generic[T, H]):
 
     def _rolled_back(self, operation: T, exc: BaseException, undo: list[Any]) -> None:
         """A step raised ``exc``; the operation's lock is held. Unwind ``undo`` unless the
-        operation finished during the submission (its ``on_complete`` ran: it stays
-        completed and submitted, R38) or is no longer submitted here. A refusal caused by
-        a shutdown meanwhile says so (R64)."""
-        finished_at_claim = bool(undo) and undo[0] is True  # the claim's argument
-        if (operation._state < FINISHED or finished_at_claim) and operation._owner is self:
+        operation finished (its ``on_complete`` ran: it stays completed and submitted,
+        R38) or is no longer submitted here. A refusal caused by a shutdown meanwhile
+        says so (R64)."""
+        if operation._state < FINISHED and operation._owner is self:
             while undo:
                 self._undo(undo.pop(), undo, operation)
         if isinstance(exc, RuntimeError) and self._is_shut_down:
@@ -361,7 +358,7 @@ class Purgatory(Generic[T, H]):
         elif step == _COUNT:
             self._left_watching(operation)
         else:
-            operation._release_submission(undo.pop())
+            operation._release_submission()
 
     def _watch(self, operation: T, keys: tuple[Hashable, ...], undo: list[Any]) -> None:
         """Count the operation as unfinished if it is (R61), give it its keys (a

@@ -351,52 +351,43 @@ class _FailingLock:
         self.release()
 
 
-@pytest.mark.parametrize("site", ["lock", "try_complete"])
-def test_r38_r54_a_failed_submission_of_a_completed_operation_leaves_no_claim(
-    impl: ModuleType, site: str
-) -> None:
-    """R38, R54: an operation completed before it is submitted, whose submission raises
-    (its lock's ``acquire``, or its ``try_complete``), is left as before the call: not
-    submitted, so submitting it again runs again (R38's exception keeps an operation
-    submitted only if it finished during the submission)."""
-    assert failed_submission_of_a_completed_operation_leaves_no_claim(impl, site)
+def test_r54_a_lock_failure_leaves_no_claim_on_a_completed_operation(impl: ModuleType) -> None:
+    """R54, R38: a submission whose lock fails changed nothing, so it leaves no claim
+    even on an operation completed before it (R38's exception, which keeps a finished
+    operation submitted, is for one whose other steps ran): submitting it again runs
+    again."""
+    assert failed_submission_of_a_completed_operation_leaves_no_claim(impl)
 
 
 CLAIM_OF_A_COMPLETED_OPERATION_KEPT = Mutant(
     "claim-of-a-completed-operation-kept",
     "kpurgatory.protocol",
     "Purgatory._submit",
-    "finished = operation._state >= FINISHED",
-    "finished = False",
-    "R38's exception applied to an operation finished before its claim: a submission "
-    "of it that raises leaves it claimed, and the next one is refused (R54, R34; the "
+    "operation._release_submission(unchanged=True)",
+    "operation._release_submission()",
+    "R38's exception applied where the lock failed: a submission of an operation "
+    "completed before it leaves it claimed, and the next one is refused (R54, R34; the "
     "lifecycle model found it).",
 )
 
 
 @needs_python_source()
 def test_r54_the_no_claim_check_catches_a_completed_operation_kept_claimed() -> None:
-    """The check above fails with the claim's finished-at-claim argument dropped."""
+    """The check above fails with the lock failure's unconditional release dropped."""
     from kpurgatory import optimized
 
     with applied(CLAIM_OF_A_COMPLETED_OPERATION_KEPT):
-        assert not failed_submission_of_a_completed_operation_leaves_no_claim(optimized, "lock")
-    assert failed_submission_of_a_completed_operation_leaves_no_claim(optimized, "lock")
+        assert not failed_submission_of_a_completed_operation_leaves_no_claim(optimized)
+    assert failed_submission_of_a_completed_operation_leaves_no_claim(optimized)
 
 
-def failed_submission_of_a_completed_operation_leaves_no_claim(impl: ModuleType, site: str) -> bool:
-    """Whether two failing submissions of an operation completed beforehand both raise
-    their fault (no R34 refusal), and a third runs and leaves nothing behind."""
+def failed_submission_of_a_completed_operation_leaves_no_claim(impl: ModuleType) -> bool:
+    """Whether two submissions of an operation completed beforehand whose lock fails both
+    raise the lock's error (no R34 refusal), and a third runs and leaves nothing behind."""
     purgatory = inline_purgatory(impl, ManualClock(0))
     lock = _FailingLock()
-    op = hooked_operation(impl)(100, lock if site == "lock" else None)
+    op = hooked_operation(impl)(100, lock)
     assert op.force_complete()
-
-    def fail(operation: Any) -> None:
-        raise RuntimeError("lock fault")
-
-    if site == "try_complete":
-        op.hooks["try_complete"] = [fail, fail]
     for _ in range(2):  # the second submission is not refused as a resubmission (R34)
         try:
             purgatory.try_complete_else_watch(op, ["k"])
@@ -414,7 +405,7 @@ RELEASE_OF_A_FINISHED_OPERATION = Mutant(
     "release-of-a-finished-operation",
     "kpurgatory.protocol",
     "Watchable._release_submission",
-    "        if self._state >= FINISHED and not finished_at_claim:\n            return\n",
+    "        if self._state >= FINISHED and not unchanged:\n            return\n",
     "",
     "A statement removed: the rollback releases an operation that completed while it ran, "
     "which is then completed but no longer submitted, and a second submission of it is "
