@@ -30,39 +30,9 @@ LOOPS = 6
 REPLAY_PASSES = 2
 
 
-def _acks(loops: int) -> None:
+def _operation_class() -> Any:
+    """An optimized operation that completes once its ``ready`` flag is set."""
     from kpurgatory import optimized
-
-    class Produce(optimized.DelayedOperation):
-        __slots__ = ("ready",)
-
-        def __init__(self) -> None:
-            super().__init__(30_000)
-            self.ready = False
-
-        def try_complete(self) -> bool:
-            return self.ready and self.force_complete()
-
-        def on_complete(self) -> None:
-            pass
-
-        def on_expiration(self) -> None:
-            pass
-
-    purgatory: Any = optimized.DelayedOperationPurgatory("Produce", reaper_enabled=False)
-    key = ("topic", 0)
-    for _ in range(loops * OPERATIONS):
-        operation = Produce()
-        purgatory.try_complete_else_watch(operation, (key,))
-        operation.ready = True
-        purgatory.check_and_complete(key)
-    purgatory.shutdown()
-
-
-def _lifecycle(loops: int) -> None:
-    from kpurgatory import optimized
-    from kpurgatory.clock import ManualClock
-    from kpurgatory.executors import InlineExecutor
 
     class Operation(optimized.DelayedOperation):
         __slots__ = ("ready",)
@@ -80,12 +50,35 @@ def _lifecycle(loops: int) -> None:
         def on_expiration(self) -> None:
             pass
 
+    return Operation
+
+
+def _acks(loops: int) -> None:
+    from kpurgatory import optimized
+
+    produce = _operation_class()
+    purgatory: Any = optimized.DelayedOperationPurgatory("Produce", reaper_enabled=False)
+    key = ("topic", 0)
+    for _ in range(loops * OPERATIONS):
+        operation = produce(30_000)
+        purgatory.try_complete_else_watch(operation, (key,))
+        operation.ready = True
+        purgatory.check_and_complete(key)
+    purgatory.shutdown()
+
+
+def _lifecycle(loops: int) -> None:
+    from kpurgatory import optimized
+    from kpurgatory.clock import ManualClock
+    from kpurgatory.executors import InlineExecutor
+
+    operation_class = _operation_class()
     clock = ManualClock()
     timer = optimized.SystemTimer("timer", clock=clock, executor=InlineExecutor())
     purgatory: Any = optimized.DelayedOperationPurgatory("Life", timer, reaper_enabled=False)
     for index in range(loops * OPERATIONS):
         first = ("a", index % 7)
-        operation = Operation(10 + index % 50)
+        operation = operation_class(10 + index % 50)
         purgatory.try_complete_else_watch(operation, (first, ("b", index % 5)))
         if index % 3 == 0:
             operation.ready = True

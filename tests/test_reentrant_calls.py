@@ -9,7 +9,6 @@ docs/spec.md and failed on the code before these rules.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 from kpurgatory import ManualClock
 from kpurgatory.sync import AtomicFlag
 from tests.mutants.catalog import Mutant, applied
-from tests.support import needs_python_source
+from tests.support import DelegatingLock, needs_python_source
 from tests.test_reentrancy import hooked_operation, inline_purgatory
 
 # -- R67: a key that fails during housekeeping ---------------------------------------------------
@@ -329,26 +328,15 @@ def test_r38_an_operation_completed_during_its_rollback_stays_completed_and_subm
     assert stays_submitted_when_completed_in_its_rollback(impl)
 
 
-class _FailingLock:
+class _FailingLock(DelegatingLock):
     """A re-entrant lock whose ``acquire`` raises while ``failing`` is set."""
 
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self.failing = True
+    failing = True
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if self.failing:
             raise RuntimeError("lock fault")
-        return self._lock.acquire(blocking, timeout)
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
+        return super().acquire(blocking, timeout)
 
 
 def test_r54_a_lock_failure_leaves_no_claim_on_a_completed_operation(impl: ModuleType) -> None:
